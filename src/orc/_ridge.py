@@ -1,0 +1,165 @@
+"""The ridge-regression engine every ``train_*`` function runs on.
+
+Training a readout means solving, for each chunk ``c``,
+
+    W_c = argmin ||F_c W_c^T - Y_c||^2 + beta ||W_c||^2
+        = (F_c^T F_c + beta I)^{-1} F_c^T Y_c   (transposed),
+
+where ``F_c`` are the regression features (``prepare_train`` of the reservoir
+states) and ``Y_c`` the targets. Only the sufficient statistics
+``G = F^T F`` and ``B = F^T Y`` are needed, so they are accumulated over time
+blocks: the transformed features never exist for the whole sequence at once,
+and sequences (several trajectories, or data arriving later) simply add their
+statistics. The solve is a Cholesky factorisation, with a fallback to a
+symmetric eigen-decomposition (minimum-norm solution) when the factorisation
+fails, i.e. when ``G + beta I`` is not numerically positive definite.
+
+Shapes: features ``(rows, F)`` and targets ``(rows, O)`` without chunks, or
+``(rows, C, F)`` and ``(rows, C, O)`` with ``C`` chunks; the weights are
+``(O, F)`` or ``(C, O, F)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+__all__ = ["RidgeStats", "accumulate", "sequence_stats", "solve", "DEFAULT_BLOCK"]
+
+DEFAULT_BLOCK = 2048
+
+
+class RidgeStats(eqx.Module):
+    """Sufficient statistics of a ridge regression.
+
+    Attributes
+    ----------
+    gram : ``(F, F)`` or ``(C, F, F)``, the sum of ``f f^T`` over rows.
+    cross : ``(F, O)`` or ``(C, F, O)``, the sum of ``f y^T`` over rows.
+    count : scalar, number of rows accumulated.
+    """
+
+    gram: Array
+    cross: Array
+    count: Array
+
+    @staticmethod
+    def zeros(n_features: int, n_out: int, chunks: int | None, dtype) -> RidgeStats:
+        lead = () if chunks is None else (chunks,)
+        return RidgeStats(
+            jnp.zeros(lead + (n_features, n_features), dtype),
+            jnp.zeros(lead + (n_features, n_out), dtype),
+            jnp.zeros((), dtype),
+        )
+
+    def __add__(self, other: RidgeStats) -> RidgeStats:
+        return jax.tree.map(jnp.add, self, other)
+
+
+def accumulate(stats: RidgeStats, feats: Array, targets: Array) -> RidgeStats:
+    """Add a block of rows: ``feats (B, [C,] F)``, ``targets (B, [C,] O)``."""
+    if feats.ndim == 2:
+        g = feats.T @ feats
+        b = feats.T @ targets
+    else:
+        g = jnp.einsum("tcf,tcg->cfg", feats, feats)
+        b = jnp.einsum("tcf,tco->cfo", feats, targets)
+    return RidgeStats(stats.gram + g, stats.cross + b, stats.count + feats.shape[0])
+
+
+def sequence_stats(
+    states: Array,
+    targets: Array,
+    features: Callable[[Array], Array],
+    prep_targets: Callable[[Array], Array],
+    *,
+    start: int = 0,
+    block_size: int | None = None,
+    stats: RidgeStats | None = None,
+) -> RidgeStats:
+    """Statistics of rows ``start:len(targets)`` of one sequence, in time blocks.
+
+    Row ``i`` of ``states`` is paired with row ``i`` of ``targets``; ``states``
+    may be longer than ``targets`` (extra rows are ignored). ``features`` maps a block of states ``(B, ...)`` to features and
+    ``prep_targets`` a block of raw targets ``(B, out_dim)`` to regression
+    targets; both must act row by row (``f(x)[i]`` depends on ``x[i]`` only).
+    Blocks are sliced from ``states`` in place, so neither the sliced history
+    nor its features are ever copied whole.
+    """
+    T = targets.shape[0]
+    if states.shape[0] < T:
+        raise ValueError(f"{states.shape[0]} states for {T} targets")
+    n = T - start
+    if n <= 0:
+        raise ValueError(f"no rows left to fit: {T} rows with {start} discarded")
+    block = int(min(block_size or DEFAULT_BLOCK, n))
+
+    def block_stats(stats, offset, size):
+        x = jax.lax.dynamic_slice_in_dim(states, offset, size, axis=0)
+        y = jax.lax.dynamic_slice_in_dim(targets, offset, size, axis=0)
+        return accumulate(stats, features(x), prep_targets(y))
+
+    if stats is None:
+        f_shape = jax.eval_shape(features, states[:1])
+        y_shape = jax.eval_shape(prep_targets, targets[:1])
+        chunks = f_shape.shape[1] if len(f_shape.shape) == 3 else None
+        stats = RidgeStats.zeros(
+            f_shape.shape[-1], y_shape.shape[-1], chunks, f_shape.dtype
+        )
+
+    n_full, tail = divmod(n, block)
+    if n_full == 1:
+        stats = block_stats(stats, start, block)
+    elif n_full > 1:
+        stats = jax.lax.fori_loop(
+            0, n_full, lambda i, s: block_stats(s, start + i * block, block), stats
+        )
+    if tail:
+        stats = block_stats(stats, start + n_full * block, tail)
+    return stats
+
+
+def _solve_one(gram: Float[Array, "F F"], cross: Float[Array, "F O"], beta) -> Array:
+    n = gram.shape[0]
+    lhs = 0.5 * (gram + gram.T) + beta * jnp.eye(n, dtype=gram.dtype)
+
+    def by_cholesky(factor):
+        return jax.scipy.linalg.cho_solve((factor, True), cross)
+
+    def by_eigh(_):
+        w, V = jnp.linalg.eigh(lhs)
+        cutoff = jnp.finfo(lhs.dtype).eps * n * jnp.max(jnp.abs(w))
+        inv = jnp.where(w > cutoff, 1.0 / jnp.where(w > cutoff, w, 1.0), 0.0)
+        return V @ (inv[:, None] * (V.T @ cross))
+
+    factor = jnp.linalg.cholesky(lhs)
+    x = jax.lax.cond(jnp.all(jnp.isfinite(factor)), by_cholesky, by_eigh, factor)
+    return x.T
+
+
+def solve(stats: RidgeStats, beta, *, batch_size: int | None = None) -> Array:
+    """Ridge weights ``(O, F)`` or ``(C, O, F)`` from accumulated statistics.
+
+    Chunks are solved one after another (``batch_size`` at a time), so the
+    fallback branch only runs for the chunks that need it.
+    """
+    beta = jnp.asarray(beta, stats.gram.dtype)
+    if stats.gram.ndim == 2:
+        w = _solve_one(stats.gram, stats.cross, beta)
+    else:
+        w = jax.lax.map(
+            lambda gc: _solve_one(gc[0], gc[1], beta),
+            (stats.gram, stats.cross),
+            batch_size=batch_size,
+        )
+    return eqx.error_if(
+        w,
+        ~jnp.all(jnp.isfinite(w)),
+        "ridge regression produced non-finite readout weights: the reservoir states "
+        "or targets contain NaN/inf (check the training data and the model's "
+        "hyperparameters, e.g. a spectral radius or input scaling that blows up).",
+    )

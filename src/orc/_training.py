@@ -1,0 +1,138 @@
+"""Fitting a readout from reservoir states: the common back end of ``train_*``."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from ._ridge import RidgeStats, sequence_stats, solve
+from ._validation import check_float, check_int, check_rank
+
+__all__ = ["fit_readout", "readout_stats", "check_training_args", "initial_states"]
+
+
+def readout_stats(
+    readout,
+    states,
+    targets,
+    *,
+    spinup: int = 0,
+    multi_sequence: bool = False,
+    block_size: int | None = None,
+) -> RidgeStats:
+    """Ridge statistics of ``readout``'s features on rows ``spinup:`` of each sequence.
+
+    ``states`` is ``(T, *state)`` (or ``(n, T, *state)`` with ``multi_sequence``)
+    and ``targets`` the matching raw targets ``(T, out_dim)`` (or ``(n, T, out_dim)``).
+    """
+    features, prep = readout.prepare_train, readout.prepare_target
+    if not multi_sequence:
+        return sequence_stats(
+            states, targets, features, prep, start=spinup, block_size=block_size
+        )
+    f_shape = jax.eval_shape(features, states[0, :1])
+    y_shape = jax.eval_shape(prep, targets[0, :1])
+    chunks = f_shape.shape[1] if len(f_shape.shape) == 3 else None
+    zero = RidgeStats.zeros(f_shape.shape[-1], y_shape.shape[-1], chunks, f_shape.dtype)
+
+    def add_sequence(i, stats):
+        return sequence_stats(
+            states[i],
+            targets[i],
+            features,
+            prep,
+            start=spinup,
+            block_size=block_size,
+            stats=stats,
+        )
+
+    return jax.lax.fori_loop(0, states.shape[0], add_sequence, zero)
+
+
+def fit_readout(
+    readout,
+    states,
+    targets,
+    beta,
+    *,
+    spinup: int = 0,
+    multi_sequence: bool = False,
+    block_size: int | None = None,
+    batch_size: int | None = None,
+):
+    """``readout`` with ``wout`` fitted by ridge regression (see :func:`readout_stats`)."""
+    stats = readout_stats(
+        readout,
+        states,
+        targets,
+        spinup=spinup,
+        multi_sequence=multi_sequence,
+        block_size=block_size,
+    )
+    cmat = solve(stats, jnp.asarray(beta, stats.gram.dtype), batch_size=batch_size)
+    return readout.set_wout(cmat)
+
+
+def check_training_args(
+    owner,
+    model,
+    train_seq,
+    target_seq,
+    spinup,
+    initial_res_state,
+    beta,
+    batch_size,
+    multi,
+):
+    """Shape/configuration checks shared by the teacher-forced trainers."""
+    rank = 3 if multi else 2
+    what = "(n_traj, seq_len, data_dim)" if multi else "(seq_len, data_dim)"
+    train_seq = check_rank("train_seq", train_seq, rank, owner, what)
+    if train_seq.shape[-1] != model.in_dim:
+        raise ValueError(
+            f"{owner}: train_seq must have {model.in_dim} features (data_dim) in its "
+            f"last axis, got shape {tuple(train_seq.shape)}"
+        )
+    seq_len = train_seq.shape[-2]
+    spinup = check_int("spinup", spinup, owner, minimum=0)
+    n_targets = seq_len - 1
+    if target_seq is not None:
+        target_seq = check_rank("target_seq", target_seq, rank, owner, what)
+        if target_seq.shape[:-1] != train_seq.shape[:-1]:
+            raise ValueError(
+                f"{owner}: target_seq must have the same length as train_seq "
+                f"{tuple(train_seq.shape[:-1])}, got {tuple(target_seq.shape[:-1])}"
+            )
+        if target_seq.shape[-1] != model.out_dim:
+            raise ValueError(
+                f"{owner}: target_seq must have {model.out_dim} features (out_dim), "
+                f"got shape {tuple(target_seq.shape)}"
+            )
+        n_targets = seq_len
+    if spinup >= n_targets:
+        raise ValueError(
+            f"{owner}: spinup ({spinup}) must be less than the number of training "
+            f"pairs ({n_targets}; train_seq has {seq_len} samples)"
+        )
+    if initial_res_state is not None:
+        expected = tuple(model.driver.default_state().shape)
+        if multi:
+            expected = (train_seq.shape[0],) + expected
+        if tuple(jnp.shape(initial_res_state)) != expected:
+            raise ValueError(
+                f"{owner}: initial_res_state must have shape {expected}, "
+                f"got {tuple(jnp.shape(initial_res_state))}"
+            )
+    check_float("beta", beta, owner, low=0.0)
+    if batch_size is not None:
+        check_int("batch_size", batch_size, owner, minimum=1)
+    return train_seq, target_seq, spinup
+
+
+def initial_states(model, initial_res_state, n_traj, multi):
+    if initial_res_state is not None:
+        return jnp.asarray(initial_res_state, model.dtype)
+    default = model.driver.default_state()
+    if multi:
+        return jnp.broadcast_to(default, (n_traj,) + default.shape)
+    return default

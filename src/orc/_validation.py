@@ -1,0 +1,167 @@
+"""Argument checks shared by every public entry point.
+
+Shapes, ranks, dtypes and configuration are checked in Python, at trace time,
+and raise ``ValueError``/``TypeError`` naming the argument. Values only known at
+run time (NaN data, singular solves) are checked with ``eqx.error_if`` by the
+callers, so the check also fires under ``jax.jit``.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "check_int",
+    "check_float",
+    "check_dtype",
+    "check_rank",
+    "check_last_dim",
+    "check_static_int",
+    "check_finite",
+    "resolve_key",
+    "default_float_dtype",
+]
+
+
+def default_float_dtype():
+    """The float dtype JAX uses right now: float64 with x64 enabled, else float32."""
+    return (
+        jnp.dtype(jnp.float64) if jax.config.jax_enable_x64 else jnp.dtype(jnp.float32)
+    )
+
+
+def check_dtype(dtype, owner: str):
+    """Resolve ``dtype`` to a canonical float dtype (float32 or float64).
+
+    ``None`` means the JAX default float dtype. Asking for float64 while x64 is
+    off gives float32, the dtype JAX will actually use, with a warning.
+    """
+    if dtype is None:
+        return default_float_dtype()
+    try:
+        resolved = jnp.dtype(dtype)
+    except TypeError as err:
+        raise TypeError(
+            f"{owner}: dtype must be jnp.float32 or jnp.float64, got {dtype!r}"
+        ) from err
+    if resolved not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)):
+        raise TypeError(
+            f"{owner}: dtype must be jnp.float32 or jnp.float64, got {dtype!r}"
+        )
+    if resolved == jnp.dtype(jnp.float64) and not jax.config.jax_enable_x64:
+        warnings.warn(
+            f"{owner}: dtype float64 was requested but jax_enable_x64 is off, so "
+            "float32 is used. Enable it before creating models with "
+            "jax.config.update('jax_enable_x64', True).",
+            UserWarning,
+            stacklevel=3,
+        )
+        return jnp.dtype(jnp.float32)
+    return resolved
+
+
+def check_int(name: str, value, owner: str, *, minimum: int | None = None) -> int:
+    """A Python integer (bools refused), optionally at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{owner}: {name} must be an int, got {value!r}")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{owner}: {name} must be >= {minimum}, got {value}")
+    return value
+
+
+def check_float(
+    name: str,
+    value,
+    owner: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
+    """A real number within [low, high] (ends open when asked).
+
+    Traced values (a model built inside ``jax.jit``) cannot be checked in Python;
+    they pass through unchanged.
+    """
+    if isinstance(value, jax.core.Tracer):
+        return value
+    try:
+        v = float(np.asarray(value))
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"{owner}: {name} must be a real number, got {value!r}"
+        ) from err
+    if not np.isfinite(v):
+        raise ValueError(f"{owner}: {name} must be finite, got {v}")
+    bad_low = low is not None and (v <= low if low_open else v < low)
+    bad_high = high is not None and (v >= high if high_open else v > high)
+    if bad_low or bad_high:
+        lo = "-inf" if low is None else f"{low}"
+        hi = "inf" if high is None else f"{high}"
+        lb = "(" if low_open or low is None else "["
+        hb = ")" if high_open or high is None else "]"
+        raise ValueError(f"{owner}: {name} must lie in {lb}{lo}, {hi}{hb}, got {v}")
+    return v
+
+
+def check_static_int(name: str, value, owner: str, *, minimum: int = 0) -> int:
+    """A loop length or similar that must be a concrete Python int under tracing."""
+    if isinstance(value, jax.core.Tracer):
+        raise TypeError(
+            f"{owner}: {name} must be a concrete Python int, but it is being traced "
+            "by jax.jit. Mark it static (jax.jit(..., static_argnames=...)) or call "
+            "the method through eqx.filter_jit, which keeps Python ints static."
+        )
+    return check_int(name, value, owner, minimum=minimum)
+
+
+def check_rank(name: str, x, ndim: int | tuple[int, ...], owner: str, what: str = ""):
+    """``x`` is array-like of the given rank(s); returns it as a JAX array."""
+    if not hasattr(x, "shape"):
+        x = jnp.asarray(x)
+    ranks = (ndim,) if isinstance(ndim, int) else ndim
+    if x.ndim not in ranks:
+        expect = " or ".join(f"{r}-D" for r in ranks)
+        extra = f" {what}" if what else ""
+        raise ValueError(
+            f"{owner}: {name} must be {expect}{extra}, got shape {tuple(x.shape)}"
+        )
+    return x
+
+
+def check_last_dim(name: str, x, size: int, owner: str, what: str = "features"):
+    if x.shape[-1] != size:
+        raise ValueError(
+            f"{owner}: {name} must have {size} {what} in its last axis, "
+            f"got shape {tuple(x.shape)}"
+        )
+    return x
+
+
+def check_finite(x, name: str, owner: str, hint: str = ""):
+    """Raise at run time (also under jit) if ``x`` contains NaN or inf."""
+    msg = f"{owner}: {name} contains NaN or inf values."
+    if hint:
+        msg += " " + hint
+    return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), msg)
+
+
+def resolve_key(seed, owner: str):
+    """A typed PRNG key from an int seed, a raw uint32 key or a typed key."""
+    if isinstance(seed, jax.Array) and jnp.issubdtype(seed.dtype, jax.dtypes.prng_key):
+        return seed
+    if isinstance(seed, (jax.Array, np.ndarray)) and seed.shape == (2,):
+        return jax.random.wrap_key_data(jnp.asarray(seed, dtype=jnp.uint32))
+    if isinstance(seed, bool) or not isinstance(seed, (numbers.Integral, jax.Array)):
+        raise TypeError(
+            f"{owner}: seed must be an int or a JAX PRNG key, got {type(seed).__name__}"
+        )
+    return jax.random.key(int(seed))

@@ -1,0 +1,12 @@
+"""Classifying sequences with reservoir computers."""
+
+from .base import RCClassifierBase
+from .models import ESNClassifier
+from .train import train_ESNClassifier, train_RCClassifier
+
+__all__ = [
+    "RCClassifierBase",
+    "ESNClassifier",
+    "train_RCClassifier",
+    "train_ESNClassifier",
+]

@@ -1,0 +1,85 @@
+"""Echo state network classifier."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .._validation import check_dtype, check_int, resolve_key
+from ..drivers import ESNDriver
+from ..embeddings import LinearEmbedding
+from ..readouts import LinearReadout, QuadraticReadout
+from .base import RCClassifierBase
+
+__all__ = ["ESNClassifier"]
+
+
+class ESNClassifier(RCClassifierBase):
+    """Echo state network classifier of sequences (ORC 0.4 defaults).
+
+    ``r_{t+1} = (1 - a) r_t + a tanh(W r_t + W_in u_t + b)``; the final (or mean)
+    state is mapped by a linear (or quadratic) readout to ``n_classes`` scores.
+
+    Parameters
+    ----------
+    data_dim : int
+    n_classes : int
+    res_dim : int
+    leak_rate=0.6, bias=1.6, embedding_scaling=0.08, Wr_density=0.02,
+    Wr_spectral_radius=0.8, dtype=float64, seed=0, quadratic=False,
+    use_sparse_eigs=True
+        As for :class:`orc.forecaster.ESNForecaster`.
+    state_repr : {"final", "mean"}, default "final"
+
+    Example
+    -------
+    >>> clf = ESNClassifier(data_dim=3, n_classes=3, res_dim=500)
+    >>> clf = train_RCClassifier(clf, train_seqs, train_labels)
+    >>> probs = jax.vmap(clf.classify)(test_seqs)    # (n_test, 3)
+    """
+
+    data_dim: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        data_dim: int,
+        n_classes: int,
+        res_dim: int,
+        leak_rate: float = 0.6,
+        bias: float = 1.6,
+        embedding_scaling: float = 0.08,
+        Wr_density: float = 0.02,
+        Wr_spectral_radius: float = 0.8,
+        dtype=jnp.float64,
+        seed=0,
+        quadratic: bool = False,
+        use_sparse_eigs: bool = True,
+        state_repr: str = "final",
+    ) -> None:
+        name = type(self).__name__
+        data_dim = check_int("data_dim", data_dim, name, minimum=1)
+        n_classes = check_int("n_classes", n_classes, name, minimum=2)
+        dtype = check_dtype(dtype, name)
+        k_driver, _, k_embed = jax.random.split(resolve_key(seed, name), 3)
+        embedding = LinearEmbedding(
+            in_dim=data_dim,
+            res_dim=res_dim,
+            scaling=embedding_scaling,
+            dtype=dtype,
+            seed=k_embed,
+        )
+        driver = ESNDriver(
+            res_dim=res_dim,
+            leak=leak_rate,
+            spectral_radius=Wr_spectral_radius,
+            density=Wr_density,
+            bias=bias,
+            dtype=dtype,
+            seed=k_driver,
+            use_sparse_eigs=use_sparse_eigs,
+        )
+        readout_cls = QuadraticReadout if quadratic else LinearReadout
+        readout = readout_cls(out_dim=n_classes, res_dim=res_dim, dtype=dtype)
+        super().__init__(driver, readout, embedding, n_classes, state_repr, dtype, seed)
+        self.data_dim = data_dim

@@ -1,0 +1,100 @@
+"""Echo state network controller."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .._validation import check_dtype, check_int, resolve_key
+from ..drivers import ESNDriver
+from ..embeddings import LinearEmbedding
+from ..readouts import LinearReadout, QuadraticReadout
+from .base import RCControllerBase
+
+__all__ = ["ESNController"]
+
+
+class ESNController(RCControllerBase):
+    """Echo state network surrogate for model-predictive control (ORC 0.4 defaults).
+
+    ``r_{t+1} = (1 - a) r_t + a tanh(W r_t + W_in [y_t, c_t] + b)``,
+    ``ŷ_{t+1} = W_out r_{t+1}``.
+
+    Parameters
+    ----------
+    data_dim : int
+        System output dimension.
+    control_dim : int
+    res_dim : int
+    leak_rate=0.6, bias=1.6, embedding_scaling=0.08, Wr_density=0.02,
+    Wr_spectral_radius=0.8, dtype=float64
+        As for :class:`orc.forecaster.ESNForecaster`.
+    alpha_1=100, alpha_2=1, alpha_3=5
+        Penalty weights (tracking, control magnitude, control increments).
+    seed=0, quadratic=False, use_sparse_eigs=True
+
+    Example
+    -------
+    >>> ctrl = ESNController(data_dim=2, control_dim=1, res_dim=500)
+    >>> ctrl, R = train_RCController(ctrl, outputs[:-1], controls[1:])
+    >>> c_opt = ctrl.compute_control(jnp.zeros((50, 1)), R[-1], reference)
+    """
+
+    data_dim: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        data_dim: int,
+        control_dim: int,
+        res_dim: int,
+        leak_rate: float = 0.6,
+        bias: float = 1.6,
+        embedding_scaling: float = 0.08,
+        Wr_density: float = 0.02,
+        Wr_spectral_radius: float = 0.8,
+        dtype=jnp.float64,
+        alpha_1: float = 100,
+        alpha_2: float = 1,
+        alpha_3: float = 5,
+        seed=0,
+        quadratic: bool = False,
+        use_sparse_eigs: bool = True,
+    ) -> None:
+        name = type(self).__name__
+        data_dim = check_int("data_dim", data_dim, name, minimum=1)
+        control_dim = check_int("control_dim", control_dim, name, minimum=1)
+        dtype = check_dtype(dtype, name)
+        k_driver, _, k_embed = jax.random.split(resolve_key(seed, name), 3)
+        embedding = LinearEmbedding(
+            in_dim=data_dim + control_dim,
+            res_dim=res_dim,
+            scaling=embedding_scaling,
+            dtype=dtype,
+            seed=k_embed,
+        )
+        driver = ESNDriver(
+            res_dim=res_dim,
+            leak=leak_rate,
+            spectral_radius=Wr_spectral_radius,
+            density=Wr_density,
+            bias=bias,
+            dtype=dtype,
+            seed=k_driver,
+            use_sparse_eigs=use_sparse_eigs,
+        )
+        readout_cls = QuadraticReadout if quadratic else LinearReadout
+        readout = readout_cls(out_dim=data_dim, res_dim=res_dim, dtype=dtype)
+        super().__init__(
+            driver,
+            readout,
+            embedding,
+            in_dim=data_dim,
+            control_dim=control_dim,
+            dtype=dtype,
+            alpha_1=alpha_1,
+            alpha_2=alpha_2,
+            alpha_3=alpha_3,
+            seed=seed,
+        )
+        self.data_dim = data_dim

@@ -1,0 +1,162 @@
+"""Training controllers: teacher forcing with controls, then a ridge fit."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array
+
+from .._training import check_training_args, fit_readout, initial_states
+from .._validation import check_finite, check_rank
+from .base import RCControllerBase
+from .models import ESNController
+
+__all__ = ["train_RCController", "train_ESNController"]
+
+Model = TypeVar("Model", bound=RCControllerBase)
+
+_NAN_HINT = "Remove or interpolate missing samples before training."
+
+
+@eqx.filter_jit
+def _train(
+    model, train_seq, control_seq, target_seq, init, beta, spinup, batch_size, multi
+):
+    owner = "train_RCController"
+    train_seq = check_finite(
+        train_seq.astype(model.dtype), "train_seq", owner, _NAN_HINT
+    )
+    control_seq = check_finite(
+        control_seq.astype(model.dtype), "control_seq", owner, _NAN_HINT
+    )
+    if target_seq is None:
+        tot_seq, tot_control = train_seq, control_seq
+        targets = train_seq[..., 1:, :]
+    else:
+        targets = check_finite(
+            target_seq.astype(model.dtype), "target_seq", owner, _NAN_HINT
+        )
+        tot_seq = jnp.concatenate([train_seq, targets[..., -1:, :]], axis=-2)
+        tot_control = jnp.concatenate([control_seq, control_seq[..., -1:, :]], axis=-2)
+    force = jax.vmap(model.force) if multi else model.force
+    states = force(tot_seq, tot_control, init)
+    readout = fit_readout(
+        model.readout,
+        states,
+        targets,
+        beta,
+        spinup=spinup,
+        multi_sequence=multi,
+        batch_size=batch_size,
+    )
+    return model.set_readout(readout), states
+
+
+def train_RCController(
+    model: Model,
+    train_seq: Array,
+    control_seq: Array,
+    target_seq: Array | None = None,
+    spinup: int = 0,
+    initial_res_state: Array | None = None,
+    beta: float = 8e-8,
+    batch_size: int | None = None,
+    multi_sequence: bool = False,
+    **force_kwargs,
+) -> tuple[Model, Array]:
+    """Train a controller's readout by teacher forcing with outputs and controls.
+
+    The state after ``(train_seq[t], control_seq[t])`` is regressed onto
+    ``target_seq[t]`` (default ``train_seq[t + 1]``), skipping ``spinup`` pairs.
+
+    Parameters
+    ----------
+    model : RCControllerBase
+    train_seq : ``(seq_len, data_dim)`` (``(n_traj, seq_len, data_dim)`` with ``multi_sequence``)
+    control_seq : same leading shape, ``control_dim`` columns
+    target_seq : optional, same leading shape as ``train_seq``
+    spinup : int, default 0
+    initial_res_state : optional start state (per trajectory with ``multi_sequence``)
+    beta : float, default 8e-8
+    batch_size : int, optional
+    multi_sequence : bool, default False
+    **force_kwargs : accepted for ORC compatibility; must be empty.
+
+    Returns
+    -------
+    (model, states) with states ``(seq_len, res_dim)`` (one more row when
+    ``target_seq`` is given; a leading trajectory axis with ``multi_sequence``).
+    """
+    owner = "train_RCController"
+    if not isinstance(model, RCControllerBase):
+        raise TypeError(
+            f"{owner}: model must be an RCControllerBase, got {type(model).__name__}"
+        )
+    if force_kwargs:
+        raise TypeError(f"{owner}: unexpected keyword arguments {sorted(force_kwargs)}")
+    multi = bool(multi_sequence)
+    train_seq, target_seq, spinup = check_training_args(
+        owner,
+        model,
+        train_seq,
+        target_seq,
+        spinup,
+        initial_res_state,
+        beta,
+        batch_size,
+        multi,
+    )
+    what = "(n_traj, seq_len, control_dim)" if multi else "(seq_len, control_dim)"
+    control_seq = check_rank("control_seq", control_seq, train_seq.ndim, owner, what)
+    if control_seq.shape[:-1] != train_seq.shape[:-1]:
+        raise ValueError(
+            f"{owner}: control_seq must have the same length as train_seq "
+            f"{tuple(train_seq.shape[:-1])}, got {tuple(control_seq.shape[:-1])}"
+        )
+    if control_seq.shape[-1] != model.control_dim:
+        raise ValueError(
+            f"{owner}: control_seq must have {model.control_dim} columns (control_dim), "
+            f"got shape {tuple(control_seq.shape)}"
+        )
+    init = initial_states(model, initial_res_state, train_seq.shape[0], multi)
+    return _train(
+        model,
+        train_seq,
+        control_seq,
+        target_seq,
+        init,
+        jnp.asarray(beta, model.dtype),
+        spinup,
+        batch_size,
+        multi,
+    )
+
+
+def train_ESNController(
+    model: ESNController,
+    train_seq: Array,
+    control_seq: Array,
+    target_seq: Array | None = None,
+    spinup: int = 0,
+    initial_res_state: Array | None = None,
+    beta: float = 8e-8,
+    multi_sequence: bool = False,
+) -> tuple[ESNController, Array]:
+    """:func:`train_RCController` for an :class:`ESNController` (type-checked)."""
+    if not isinstance(model, ESNController):
+        raise TypeError(
+            f"train_ESNController: model must be an ESNController, got {type(model).__name__}"
+        )
+    return train_RCController(
+        model,
+        train_seq,
+        control_seq,
+        target_seq,
+        spinup,
+        initial_res_state,
+        beta,
+        multi_sequence=multi_sequence,
+    )

@@ -1,0 +1,593 @@
+"""Reservoir drivers: the state update ``r -> r'`` of the embedding → driver → readout pipeline.
+
+A driver advances the reservoir state given the embedded input ``p``:
+
+- :class:`ESNDriver` / :class:`ParallelESNDriver` — echo state network. Discrete
+  mode ``r' = (1 - a) r + a tanh(W r + p + b)``; continuous mode returns the
+  vector field ``dr/dt = γ (-r + tanh(W r + p + b))``.
+- :class:`TaylorDriver` / :class:`ParallelTaylorDriver` — the tanh of the ESN
+  replaced by its Taylor polynomial around the bias (no leak).
+- :class:`GRUDriver` — an untrained gated recurrent unit as the reservoir.
+
+States of a ``Parallel*`` driver carry a leading chunk axis, ``(chunks, res_dim)``;
+the single forms use ``(res_dim,)``. A parallel driver is the single-reservoir
+update mapped with ``vmap`` over the chunk axis of its weights and state: there
+is one implementation of each update.
+
+Subclass :class:`DriverBase` and implement ``advance`` to write your own.
+"""
+
+from __future__ import annotations
+
+import abc
+import functools
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._matrix import ReservoirMatrix, distinct_columns, nonzeros_per_row
+from ._validation import check_dtype, check_float, check_int, resolve_key
+from .utils.numerics import spectral_radius as _spectral_radius
+
+__all__ = [
+    "DriverBase",
+    "ESNDriver",
+    "ParallelESNDriver",
+    "TaylorDriver",
+    "ParallelTaylorDriver",
+    "GRUDriver",
+    "ReservoirMatrix",
+]
+
+
+class DriverBase(eqx.Module):
+    """Base class of reservoir drivers.
+
+    Subclasses implement :meth:`advance`. ``chunks == 0`` means states have no
+    chunk axis (shape ``(res_dim,)``); ``chunks > 0`` means ``(chunks, res_dim)``.
+
+    Attributes
+    ----------
+    res_dim : int
+        Reservoir dimension (per chunk).
+    dtype : dtype
+        float32 or float64.
+    chunks : int
+        Number of parallel reservoirs, 0 for a single reservoir without a chunk axis.
+
+    Example
+    -------
+    >>> class Linear(DriverBase):
+    ...     def advance(self, proj_vars, res_state):
+    ...         return 0.9 * res_state + proj_vars
+    >>> d = Linear(res_dim=10)
+    """
+
+    res_dim: int = eqx.field(static=True)
+    dtype: object = eqx.field(static=True)
+    chunks: int = eqx.field(default=0, static=True)
+
+    def __init__(self, res_dim: int, dtype=jnp.float64):
+        name = type(self).__name__
+        self.res_dim = check_int("res_dim", res_dim, name, minimum=1)
+        self.dtype = check_dtype(dtype, name)
+
+    @abc.abstractmethod
+    def advance(self, proj_vars: Array, res_state: Array) -> Array:
+        """Advance one step: new state (or its time derivative in continuous mode)."""
+
+    def batch_advance(self, proj_vars: Array, res_state: Array) -> Array:
+        """:meth:`advance` mapped over a leading batch axis."""
+        return jax.vmap(self.advance)(proj_vars, res_state)
+
+    def __call__(self, proj_vars: Array, res_state: Array) -> Array:
+        """Advance a single state, or a batch of states (one more leading axis)."""
+        single_rank = 2 if self.chunks > 0 else 1
+        if proj_vars.ndim == single_rank:
+            return self.advance(proj_vars, res_state)
+        if proj_vars.ndim == single_rank + 1:
+            return self.batch_advance(proj_vars, res_state)
+        raise ValueError(
+            f"{type(self).__name__}: proj_vars must be {single_rank}-D or "
+            f"{single_rank + 1}-D, got shape {tuple(proj_vars.shape)}"
+        )
+
+    @property
+    def state_shape(self) -> tuple[int, ...]:
+        return (self.chunks, self.res_dim) if self.chunks > 0 else (self.res_dim,)
+
+    def default_state(self) -> Array:
+        """Zero state of shape ``(chunks, res_dim)`` or ``(res_dim,)``."""
+        return jnp.zeros(self.state_shape, dtype=self.dtype)
+
+    def _check_shapes(self, proj_vars, res_state):
+        shape = self.state_shape
+        name = type(self).__name__
+        if tuple(proj_vars.shape) != shape:
+            raise ValueError(
+                f"{name}.advance: proj_vars must have shape {shape}, "
+                f"got {tuple(proj_vars.shape)}"
+            )
+        if tuple(res_state.shape) != shape:
+            raise ValueError(
+                f"{name}.advance: res_state must have shape {shape}, "
+                f"got {tuple(res_state.shape)}"
+            )
+
+
+# --------------------------------------------------------------------------- #
+# Building reservoir matrices
+# --------------------------------------------------------------------------- #
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5, 6))
+def _build_matrices(key, n, k, dtype, chunks, method, batch_size, target):
+    """Random sparse matrices scaled to spectral radius ``target``.
+
+    Returns one :class:`ReservoirMatrix` (``chunks == 0``) or a stack of
+    ``chunks`` of them (leading axis on every array).
+    """
+
+    def one(key):
+        kc, kv = jax.random.split(key)
+        cols = distinct_columns(kc, n, n, k)
+        vals = jax.random.normal(kv, (n, k), dtype=dtype)
+        W = ReservoirMatrix(vals, cols)
+        rho = _spectral_radius(W, method=method)
+        rho = eqx.error_if(
+            rho,
+            rho <= 0,
+            "reservoir matrix has spectral radius 0 (a nilpotent draw); use another "
+            "seed or a higher density",
+        )
+        return W.scale(target / rho)
+
+    if chunks == 0:
+        return one(key)
+    keys = jax.random.split(key, chunks)
+    return jax.lax.map(one, keys, batch_size=batch_size)
+
+
+def _reservoir_matrix(
+    key, res_dim, chunks, density, spectral_radius, dtype, use_sparse_eigs, batch
+):
+    k = nonzeros_per_row(res_dim, density)
+    method = "arnoldi" if use_sparse_eigs else "dense"
+    if batch is not None:
+        batch = check_int("eigenval_batch_size", batch, "driver", minimum=1)
+    return _build_matrices(
+        key,
+        res_dim,
+        k,
+        dtype,
+        chunks,
+        method,
+        batch,
+        jnp.asarray(spectral_radius, dtype),
+    )
+
+
+def _scalar(value, dtype):
+    return jnp.asarray(value, dtype=dtype)
+
+
+# --------------------------------------------------------------------------- #
+# Echo state network
+# --------------------------------------------------------------------------- #
+
+
+def _esn_preactivation(W: ReservoirMatrix, proj, state, bias):
+    return jnp.tanh(W.matvec(state) + proj + bias)
+
+
+class _ESNDriverCore(DriverBase):
+    """Shared implementation of :class:`ESNDriver` and :class:`ParallelESNDriver`."""
+
+    wr: ReservoirMatrix
+    leak: Array
+    bias: Array
+    spectral_radius: Array
+    time_const: Array
+    density: float = eqx.field(static=True)
+    mode: str = eqx.field(static=True)
+
+    def _init(
+        self,
+        res_dim,
+        leak,
+        spectral_radius,
+        density,
+        bias,
+        dtype,
+        chunks,
+        mode,
+        time_const,
+        seed,
+        use_sparse_eigs,
+        eigenval_batch_size,
+    ):
+        name = type(self).__name__
+        DriverBase.__init__(self, res_dim, dtype)
+        self.chunks = chunks
+        if mode not in ("discrete", "continuous"):
+            raise ValueError(
+                f"{name}: mode must be 'discrete' or 'continuous', got {mode!r}"
+            )
+        self.mode = mode
+        check_float("leak", leak, name, low=0.0, high=1.0, low_open=True)
+        check_float("spectral_radius", spectral_radius, name, low=0.0, low_open=True)
+        self.density = check_float(
+            "density", density, name, low=0.0, high=1.0, low_open=True
+        )
+        check_float("bias", bias, name)
+        check_float("time_const", time_const, name, low=0.0, low_open=True)
+        dt = self.dtype
+        self.leak = _scalar(leak, dt)
+        self.bias = _scalar(bias, dt)
+        self.spectral_radius = _scalar(spectral_radius, dt)
+        self.time_const = _scalar(time_const, dt)
+        self.wr = _reservoir_matrix(
+            resolve_key(seed, name),
+            self.res_dim,
+            chunks,
+            self.density,
+            spectral_radius,
+            dt,
+            use_sparse_eigs,
+            eigenval_batch_size,
+        )
+
+    def _update(self, W, proj, state):
+        act = _esn_preactivation(W, proj, state, self.bias)
+        if self.mode == "continuous":
+            return self.time_const * (act - state)
+        return self.leak * act + (1 - self.leak) * state
+
+    def advance(self, proj_vars: Array, res_state: Array) -> Array:
+        """One update; in continuous mode the time derivative ``dr/dt``.
+
+        Shapes: ``(chunks, res_dim)`` for the parallel driver, ``(res_dim,)`` for
+        the single one.
+        """
+        self._check_shapes(proj_vars, res_state)
+        if self.chunks > 0:
+            return jax.vmap(self._update)(self.wr, proj_vars, res_state)
+        return self._update(self.wr, proj_vars, res_state)
+
+
+class ParallelESNDriver(_ESNDriverCore):
+    """Echo state network driver for ``chunks`` parallel reservoirs.
+
+    Discrete mode (per chunk ``c``):
+    ``r_c' = (1 - leak) r_c + leak * tanh(W_c r_c + p_c + bias)``.
+    Continuous mode returns ``dr_c/dt = time_const * (tanh(W_c r_c + p_c + bias) - r_c)``.
+
+    Parameters
+    ----------
+    res_dim : int
+        Nodes per reservoir.
+    leak : float, default 0.6
+        Leak rate in (0, 1].
+    spectral_radius : float, default 0.8
+        Spectral radius each ``W_c`` is scaled to (> 0).
+    density : float, default 0.02
+        Fraction of non-zeros per row of ``W_c`` (at least one per row).
+    bias : float, default 1.6
+        Constant added inside the tanh.
+    dtype : dtype, default float64
+    chunks : int, default 1
+        Number of parallel reservoirs (state shape ``(chunks, res_dim)``).
+    mode : {"discrete", "continuous"}
+    time_const : float, default 50.0
+        Rate ``γ`` of the continuous mode.
+    seed : int or PRNG key
+    use_sparse_eigs : bool, default True
+        Spectral radius from an Arnoldi projection (200 vectors) instead of a
+        dense eigen-decomposition. Exact when ``res_dim <= 200``.
+    eigenval_batch_size : int, optional
+        Build this many chunks at a time (bounds memory for many chunks).
+
+    Example
+    -------
+    >>> d = ParallelESNDriver(res_dim=100, chunks=4, seed=0)
+    >>> d.advance(jnp.zeros((4, 100)), d.default_state()).shape
+    (4, 100)
+    """
+
+    def __init__(
+        self,
+        res_dim: int,
+        leak: float = 0.6,
+        spectral_radius: float = 0.8,
+        density: float = 0.02,
+        bias: float = 1.6,
+        dtype=jnp.float64,
+        chunks: int = 1,
+        mode: str = "discrete",
+        time_const: float = 50.0,
+        *,
+        seed,
+        use_sparse_eigs: bool = True,
+        eigenval_batch_size: int | None = None,
+    ) -> None:
+        chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
+        self._init(
+            res_dim,
+            leak,
+            spectral_radius,
+            density,
+            bias,
+            dtype,
+            chunks,
+            mode,
+            time_const,
+            seed,
+            use_sparse_eigs,
+            eigenval_batch_size,
+        )
+
+
+class ESNDriver(_ESNDriverCore):
+    """Echo state network driver for a single reservoir (state ``(res_dim,)``).
+
+    Same update and parameters as :class:`ParallelESNDriver` without ``chunks``.
+
+    Example
+    -------
+    >>> d = ESNDriver(res_dim=100, seed=0)
+    >>> d.advance(jnp.zeros(100), d.default_state()).shape
+    (100,)
+    """
+
+    def __init__(
+        self,
+        res_dim: int,
+        leak: float = 0.6,
+        spectral_radius: float = 0.8,
+        density: float = 0.02,
+        bias: float = 1.6,
+        dtype=jnp.float64,
+        mode: str = "discrete",
+        time_const: float = 50.0,
+        *,
+        seed,
+        use_sparse_eigs: bool = True,
+        eigenval_batch_size: int | None = None,
+    ) -> None:
+        self._init(
+            res_dim,
+            leak,
+            spectral_radius,
+            density,
+            bias,
+            dtype,
+            0,
+            mode,
+            time_const,
+            seed,
+            use_sparse_eigs,
+            eigenval_batch_size,
+        )
+
+
+# --------------------------------------------------------------------------- #
+# Taylor-expanded ESN
+# --------------------------------------------------------------------------- #
+
+
+@functools.cache
+def _tanh_taylor_polys(order: int) -> tuple[tuple[float, ...], ...]:
+    """Coefficients (in ``t = tanh(b)``) of ``tanh^{(n)}(b) / n!`` for n <= order.
+
+    ``d/db tanh = 1 - t^2``, so if ``tanh^{(n)} = P_n(t)`` then
+    ``P_{n+1}(t) = P_n'(t) (1 - t^2)``; starting from ``P_0 = t``.
+    """
+    polys = []
+    p = [0.0, 1.0]  # coefficients of t^0, t^1, ...
+    for n in range(order + 1):
+        polys.append(tuple(c / math.factorial(n) for c in p))
+        dp = [i * p[i] for i in range(1, len(p))] or [0.0]
+        nxt = [0.0] * (len(dp) + 2)
+        for i, c in enumerate(dp):
+            nxt[i] += c
+            nxt[i + 2] -= c
+        p = nxt
+    return tuple(polys)
+
+
+def _poly(coeffs, t):
+    out = jnp.zeros_like(t)
+    for c in reversed(coeffs):
+        out = out * t + c
+    return out
+
+
+class _TaylorDriverCore(DriverBase):
+    """Shared implementation of the Taylor drivers."""
+
+    wr: ReservoirMatrix
+    bias: Array
+    spectral_radius: Array
+    n_terms: int = eqx.field(static=True)
+    density: float = eqx.field(static=True)
+
+    def _init(
+        self,
+        n_terms,
+        res_dim,
+        spectral_radius,
+        density,
+        bias,
+        dtype,
+        chunks,
+        seed,
+        use_sparse_eigs,
+        eigenval_batch_size,
+    ):
+        name = type(self).__name__
+        DriverBase.__init__(self, res_dim, dtype)
+        self.chunks = chunks
+        self.n_terms = check_int("n_terms", n_terms, name, minimum=0)
+        if self.n_terms > 5:
+            raise ValueError(f"{name}: n_terms must be at most 5, got {n_terms}")
+        check_float("spectral_radius", spectral_radius, name, low=0.0, low_open=True)
+        self.density = check_float(
+            "density", density, name, low=0.0, high=1.0, low_open=True
+        )
+        check_float("bias", bias, name)
+        self.bias = _scalar(bias, self.dtype)
+        self.spectral_radius = _scalar(spectral_radius, self.dtype)
+        self.wr = _reservoir_matrix(
+            resolve_key(seed, name),
+            self.res_dim,
+            chunks,
+            self.density,
+            spectral_radius,
+            self.dtype,
+            use_sparse_eigs,
+            eigenval_batch_size,
+        )
+
+    def _update(self, W, proj, state):
+        dz = W.matvec(state) + proj
+        t = jnp.tanh(self.bias)
+        out = jnp.zeros_like(dz)
+        for n, coeffs in enumerate(_tanh_taylor_polys(self.n_terms)):
+            out = out + _poly(coeffs, t) * dz**n
+        return out
+
+    def _update_full(self, W, proj, state):
+        return _esn_preactivation(W, proj, state, self.bias)
+
+    def advance(self, proj_vars: Array, res_state: Array) -> Array:
+        """``r' = sum_{n<=n_terms} tanh^{(n)}(bias)/n! * (W r + p)^n``."""
+        self._check_shapes(proj_vars, res_state)
+        if self.chunks > 0:
+            return jax.vmap(self._update)(self.wr, proj_vars, res_state)
+        return self._update(self.wr, proj_vars, res_state)
+
+    def advance_full(self, proj_vars: Array, res_state: Array) -> Array:
+        """The exact update ``tanh(W r + p + bias)`` the polynomial approximates."""
+        self._check_shapes(proj_vars, res_state)
+        if self.chunks > 0:
+            return jax.vmap(self._update_full)(self.wr, proj_vars, res_state)
+        return self._update_full(self.wr, proj_vars, res_state)
+
+
+class ParallelTaylorDriver(_TaylorDriverCore):
+    """ESN update with tanh replaced by its Taylor polynomial, ``chunks`` reservoirs.
+
+    ``r' = sum_{n=0}^{n_terms} tanh^{(n)}(bias) / n! * (W r + p)^n`` (no leak).
+
+    Parameters
+    ----------
+    n_terms : int
+        Highest power kept, 0..5 (``n_terms=1`` is the linearisation).
+    res_dim, spectral_radius=0.8, density=0.02, bias=1.6, dtype, chunks=1, seed,
+    use_sparse_eigs=True, eigenval_batch_size=None
+        As for :class:`ParallelESNDriver`.
+    """
+
+    def __init__(
+        self,
+        n_terms: int,
+        res_dim: int,
+        spectral_radius: float = 0.8,
+        density: float = 0.02,
+        bias: float = 1.6,
+        dtype=jnp.float64,
+        chunks: int = 1,
+        *,
+        seed,
+        use_sparse_eigs: bool = True,
+        eigenval_batch_size: int | None = None,
+    ) -> None:
+        chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
+        self._init(
+            n_terms,
+            res_dim,
+            spectral_radius,
+            density,
+            bias,
+            dtype,
+            chunks,
+            seed,
+            use_sparse_eigs,
+            eigenval_batch_size,
+        )
+
+
+class TaylorDriver(_TaylorDriverCore):
+    """Taylor-expanded ESN driver for a single reservoir (state ``(res_dim,)``)."""
+
+    def __init__(
+        self,
+        n_terms: int,
+        res_dim: int,
+        spectral_radius: float = 0.8,
+        density: float = 0.02,
+        bias: float = 1.6,
+        dtype=jnp.float64,
+        *,
+        seed,
+        use_sparse_eigs: bool = True,
+        eigenval_batch_size: int | None = None,
+    ) -> None:
+        self._init(
+            n_terms,
+            res_dim,
+            spectral_radius,
+            density,
+            bias,
+            dtype,
+            0,
+            seed,
+            use_sparse_eigs,
+            eigenval_batch_size,
+        )
+
+
+# --------------------------------------------------------------------------- #
+# GRU
+# --------------------------------------------------------------------------- #
+
+
+class GRUDriver(DriverBase):
+    """A randomly initialised (untrained) GRU cell as the reservoir.
+
+    ``r' = GRUCell(p, r)`` with input weights multiplied by ``input_rescaling``.
+
+    Parameters
+    ----------
+    res_dim : int
+    input_rescaling : float, default 15.0
+    seed : int or PRNG key
+    dtype : dtype, default float64
+    """
+
+    gru: eqx.nn.GRUCell
+
+    def __init__(
+        self, res_dim: int, input_rescaling: float = 15.0, *, seed, dtype=jnp.float64
+    ):
+        name = type(self).__name__
+        super().__init__(res_dim=res_dim, dtype=dtype)
+        check_float("input_rescaling", input_rescaling, name)
+        gru = eqx.nn.GRUCell(
+            self.res_dim, self.res_dim, dtype=self.dtype, key=resolve_key(seed, name)
+        )
+        self.gru = eqx.tree_at(
+            lambda c: c.weight_ih,
+            gru,
+            gru.weight_ih * jnp.asarray(input_rescaling, self.dtype),
+        )
+
+    def advance(
+        self, proj_vars: Float[Array, " res_dim"], res_state: Float[Array, " res_dim"]
+    ) -> Float[Array, " res_dim"]:
+        """``GRUCell(proj_vars, res_state)``."""
+        self._check_shapes(proj_vars, res_state)
+        return self.gru(proj_vars, res_state)

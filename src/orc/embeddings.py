@@ -1,0 +1,240 @@
+"""Embeddings: map an input sample into the reservoir, ``u -> p``.
+
+- :class:`LinearEmbedding` — ``p = W_in u`` for one reservoir, ``W_in`` dense
+  uniform in ``[-scaling, scaling]``.
+- :class:`ParallelLinearEmbedding` — the input is split into ``chunks``
+  contiguous pieces (plus ``locality`` neighbours on each side) and each piece is
+  embedded into its own reservoir: ``p_c = W_in,c u[local window c]``.
+- :class:`EnsembleLinearEmbedding` — every one of ``chunks`` reservoirs sees the
+  whole input through its own ``W_in,c``.
+
+The three share one implementation: a gather that forms each reservoir's
+input window followed by a matrix-vector product mapped over chunks.
+
+Edges of the local windows: with ``periodic=True`` the input wraps around; with
+``periodic=False`` the first value is repeated to the left and the last value to
+the right (ORC 0.4 pads the right edge with the first value of the input by
+mistake; ours extends each edge with its own boundary value).
+"""
+
+from __future__ import annotations
+
+import abc
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ._validation import check_dtype, check_float, check_int, resolve_key
+
+__all__ = [
+    "EmbedBase",
+    "LinearEmbedding",
+    "ParallelLinearEmbedding",
+    "EnsembleLinearEmbedding",
+]
+
+
+class EmbedBase(eqx.Module):
+    """Base class of embeddings; subclasses implement :meth:`embed`.
+
+    ``chunks == 0`` means outputs have no chunk axis (``(res_dim,)``);
+    ``chunks > 0`` gives ``(chunks, res_dim)``.
+    """
+
+    in_dim: int = eqx.field(static=True)
+    res_dim: int = eqx.field(static=True)
+    dtype: object = eqx.field(static=True)
+    chunks: int = eqx.field(default=0, static=True)
+
+    def __init__(self, in_dim: int, res_dim: int, dtype=jnp.float64):
+        name = type(self).__name__
+        self.in_dim = check_int("in_dim", in_dim, name, minimum=1)
+        self.res_dim = check_int("res_dim", res_dim, name, minimum=1)
+        self.dtype = check_dtype(dtype, name)
+
+    @abc.abstractmethod
+    def embed(self, in_state: Array) -> Array:
+        """Embed one input sample ``(in_dim,)``."""
+
+    def batch_embed(self, in_state: Array) -> Array:
+        """:meth:`embed` mapped over a leading axis."""
+        return jax.vmap(self.embed)(in_state)
+
+    def __call__(self, in_state: Array) -> Array:
+        """Embed one sample ``(in_dim,)`` or a sequence ``(seq_len, in_dim)``."""
+        if in_state.ndim == 1:
+            return self.embed(in_state)
+        if in_state.ndim == 2:
+            return self.batch_embed(in_state)
+        raise ValueError(
+            f"{type(self).__name__}: in_state must be 1-D or 2-D, "
+            f"got shape {tuple(in_state.shape)}"
+        )
+
+    def _check_input(self, in_state):
+        if tuple(in_state.shape) != (self.in_dim,):
+            raise ValueError(
+                f"{type(self).__name__}.embed: in_state must have shape "
+                f"({self.in_dim},), got {tuple(in_state.shape)}"
+            )
+
+
+def _window_indices(in_dim, chunks, locality, periodic, ensemble) -> np.ndarray:
+    """Input index feeding each (chunk, slot) of the local windows."""
+    if ensemble:
+        return np.broadcast_to(np.arange(in_dim), (chunks, in_dim))
+    size = in_dim // chunks
+    idx = (np.arange(chunks)[:, None] * size - locality) + np.arange(
+        size + 2 * locality
+    )
+    return np.mod(idx, in_dim) if periodic else np.clip(idx, 0, in_dim - 1)
+
+
+class _LinearEmbeddingCore(EmbedBase):
+    """Shared implementation of the linear embeddings."""
+
+    win: Array
+    scaling: Array
+    locality: int = eqx.field(static=True)
+    periodic: bool = eqx.field(static=True)
+    ensemble: bool = eqx.field(static=True)
+    chunk_size: int = eqx.field(static=True)
+
+    def _init(
+        self,
+        in_dim,
+        res_dim,
+        scaling,
+        dtype,
+        chunks,
+        locality,
+        periodic,
+        ensemble,
+        seed,
+    ):
+        name = type(self).__name__
+        EmbedBase.__init__(self, in_dim, res_dim, dtype)
+        self.chunks = chunks
+        n_chunks = max(chunks, 1)
+        self.locality = check_int("locality", locality, name, minimum=0)
+        self.periodic = bool(periodic)
+        self.ensemble = ensemble
+        if not ensemble and self.in_dim % n_chunks:
+            raise ValueError(
+                f"{name}: chunks ({n_chunks}) must evenly divide in_dim ({self.in_dim})"
+            )
+        check_float("scaling", scaling, name)
+        self.chunk_size = self.in_dim if ensemble else self.in_dim // n_chunks
+        width = self.chunk_size + (0 if ensemble else 2 * self.locality)
+        self.scaling = jnp.asarray(scaling, self.dtype)
+        self.win = jax.random.uniform(
+            resolve_key(seed, name),
+            (n_chunks, self.res_dim, width),
+            minval=-self.scaling,
+            maxval=self.scaling,
+            dtype=self.dtype,
+        )
+        if chunks == 0:
+            self.win = self.win[0]
+
+    def localize(self, in_state: Float[Array, " in_dim"]) -> Array:
+        """Each reservoir's input window, ``(chunks, chunk_size + 2 * locality)``."""
+        idx = _window_indices(
+            self.in_dim,
+            max(self.chunks, 1),
+            self.locality,
+            self.periodic,
+            self.ensemble,
+        )
+        return in_state[idx]
+
+    def embed(self, in_state: Float[Array, " in_dim"]) -> Array:
+        """``W_in,c @ window_c(u)`` for every chunk; ``(chunks, res_dim)`` or ``(res_dim,)``."""
+        self._check_input(in_state)
+        if self.chunks == 0:
+            return self.win @ in_state
+        return jnp.einsum("cnw,cw->cn", self.win, self.localize(in_state))
+
+
+class ParallelLinearEmbedding(_LinearEmbeddingCore):
+    """Local linear embedding for ``chunks`` parallel reservoirs.
+
+    Chunk ``c`` receives inputs ``u[c*s - locality : (c+1)*s + locality]`` with
+    ``s = in_dim // chunks`` (wrapped if ``periodic`` else edge-extended) and
+    ``p_c = W_in,c @ window_c``, ``W_in,c ~ U(-scaling, scaling)`` of shape
+    ``(res_dim, s + 2*locality)``.
+
+    Parameters
+    ----------
+    in_dim : int
+    res_dim : int
+    scaling : float
+    dtype : dtype, default float64
+    chunks : int, default 1 (must divide ``in_dim``)
+    locality : int, default 0
+    periodic : bool, default True
+    seed : int or PRNG key
+
+    Example
+    -------
+    >>> emb = ParallelLinearEmbedding(8, 50, 0.1, chunks=4, locality=1, seed=0)
+    >>> emb.embed(jnp.ones(8)).shape
+    (4, 50)
+    """
+
+    def __init__(
+        self,
+        in_dim: int,
+        res_dim: int,
+        scaling: float,
+        dtype=jnp.float64,
+        chunks: int = 1,
+        locality: int = 0,
+        periodic: bool = True,
+        *,
+        seed,
+    ) -> None:
+        chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
+        self._init(
+            in_dim, res_dim, scaling, dtype, chunks, locality, periodic, False, seed
+        )
+
+
+class LinearEmbedding(_LinearEmbeddingCore):
+    """Dense linear embedding ``p = W_in u`` for a single reservoir.
+
+    ``W_in ~ U(-scaling, scaling)``, shape ``(res_dim, in_dim)``; output ``(res_dim,)``.
+
+    Example
+    -------
+    >>> LinearEmbedding(3, 100, 0.08, seed=0).embed(jnp.ones(3)).shape
+    (100,)
+    """
+
+    def __init__(
+        self, in_dim: int, res_dim: int, scaling: float, dtype=jnp.float64, *, seed
+    ):
+        self._init(in_dim, res_dim, scaling, dtype, 0, 0, True, False, seed)
+
+
+class EnsembleLinearEmbedding(_LinearEmbeddingCore):
+    """Each of ``chunks`` reservoirs sees the whole input: ``p_c = W_in,c u``.
+
+    Output shape ``(chunks, res_dim)``.
+    """
+
+    def __init__(
+        self,
+        in_dim: int,
+        res_dim: int,
+        scaling: float,
+        chunks: int = 5,
+        dtype=jnp.float64,
+        *,
+        seed,
+    ) -> None:
+        chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
+        self._init(in_dim, res_dim, scaling, dtype, chunks, 0, True, True, seed)

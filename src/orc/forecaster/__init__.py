@@ -1,0 +1,22 @@
+"""Forecasting dynamical systems with reservoir computers."""
+
+from .base import CRCForecasterBase, RCForecasterBase
+from .models import CESNForecaster, EnsembleESNForecaster, ESNForecaster
+from .train import (
+    train_CESNForecaster,
+    train_EnsembleESNForecaster,
+    train_ESNForecaster,
+    train_RCForecaster,
+)
+
+__all__ = [
+    "RCForecasterBase",
+    "CRCForecasterBase",
+    "ESNForecaster",
+    "CESNForecaster",
+    "EnsembleESNForecaster",
+    "train_RCForecaster",
+    "train_ESNForecaster",
+    "train_CESNForecaster",
+    "train_EnsembleESNForecaster",
+]

@@ -1,0 +1,297 @@
+"""Base classes of forecasters: teacher forcing and closed-loop forecasting.
+
+A forecaster composes an embedding, a driver and a readout. Teacher forcing
+feeds the true sequence ``u_0, u_1, ...`` and records the states
+``r_{t+1} = driver(embed(u_t), r_t)``; the readout is trained so that
+``readout(r_{t+1}) ≈ u_{t+1}``, i.e. the state reached after input ``u_t``
+predicts the next sample. A forecast closes the loop: ``y_0 = readout(r)`` and
+``r <- driver(embed(y_k), r)``, ``y_{k+1} = readout(r)``. So
+``forecast(n, R[-1])[0]`` is the prediction of the first sample after the
+training window.
+
+Subclass :class:`RCForecasterBase` (or :class:`CRCForecasterBase` for
+continuous time) with your own components to build custom models; the training
+functions use only the component hooks.
+"""
+
+from __future__ import annotations
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .._validation import check_dtype, check_rank, check_static_int
+from ..drivers import DriverBase
+from ..embeddings import EmbedBase
+from ..readouts import ReadoutBase
+
+__all__ = ["RCForecasterBase", "CRCForecasterBase"]
+
+
+def _check_state(model, res_state, name="res_state"):
+    expected = tuple(model.driver.default_state().shape)
+    if tuple(jnp.shape(res_state)) != expected:
+        raise ValueError(
+            f"{type(model).__name__}: {name} must have shape {expected}, "
+            f"got {tuple(jnp.shape(res_state))}"
+        )
+
+
+def _check_sequence(model, seq, name):
+    seq = check_rank(name, seq, 2, type(model).__name__, "(seq_len, data_dim)")
+    if seq.shape[1] != model.in_dim:
+        raise ValueError(
+            f"{type(model).__name__}: {name} must have {model.in_dim} columns "
+            f"(data_dim), got shape {tuple(seq.shape)}"
+        )
+    if seq.shape[0] < 1:
+        raise ValueError(f"{type(model).__name__}: {name} is empty")
+    return seq
+
+
+class RCForecasterBase(eqx.Module):
+    """Discrete-time reservoir forecaster: embedding → driver → readout.
+
+    Parameters
+    ----------
+    driver : DriverBase
+    readout : ReadoutBase
+    embedding : EmbedBase
+    chunks : int, default 0
+        Number of parallel reservoirs (informational; shapes come from the driver).
+    dtype : dtype, default float64
+    seed : int, default 0
+
+    Methods
+    -------
+    force(in_seq, res_state) -> states ``(seq_len, *state_shape)``
+    forecast(fcast_len, res_state) -> ``(fcast_len, out_dim)``
+    forecast_from_IC(fcast_len, spinup_data) -> ``(fcast_len, out_dim)``
+    set_readout(readout), set_embedding(embedding) -> new model
+    """
+
+    driver: DriverBase
+    readout: ReadoutBase
+    embedding: EmbedBase
+    in_dim: int = eqx.field(static=True)
+    out_dim: int = eqx.field(static=True)
+    res_dim: int = eqx.field(static=True)
+    chunks: int = eqx.field(default=0, static=True)
+    dtype: object = eqx.field(default=jnp.float64, static=True)
+    seed: object = eqx.field(default=0, static=True)
+
+    def __init__(
+        self,
+        driver: DriverBase,
+        readout: ReadoutBase,
+        embedding: EmbedBase,
+        chunks: int = 0,
+        dtype=jnp.float64,
+        seed=0,
+    ) -> None:
+        self.driver = driver
+        self.readout = readout
+        self.embedding = embedding
+        self.in_dim = embedding.in_dim
+        self.out_dim = readout.out_dim
+        self.res_dim = driver.res_dim
+        self.chunks = chunks
+        self.dtype = check_dtype(dtype, type(self).__name__)
+        self.seed = seed if isinstance(seed, int) else None
+
+    def _advance_seq(self, proj_seq, res_state):
+        def step(r, p):
+            r = self.driver.advance(p, r)
+            return r, r
+
+        return jax.lax.scan(step, res_state, proj_seq)[1]
+
+    @eqx.filter_jit
+    def force(
+        self, in_seq: Float[Array, "seq_len data_dim"], res_state: Array
+    ) -> Array:
+        """Teacher-force the reservoir with ``in_seq`` from ``res_state``.
+
+        Returns the state after each input, ``(seq_len, *state_shape)``
+        (``(seq_len, chunks, res_dim)`` for the ESN forecasters).
+        """
+        in_seq = _check_sequence(self, in_seq, "in_seq")
+        _check_state(self, res_state)
+        proj = jax.vmap(self.embedding.embed)(in_seq.astype(self.dtype))
+        return self._advance_seq(proj, jnp.asarray(res_state, self.dtype))
+
+    def __call__(self, in_seq: Array, res_state: Array) -> Array:
+        """Same as :meth:`force`."""
+        return self.force(in_seq, res_state)
+
+    def set_readout(self, readout: ReadoutBase):
+        """A copy of the model with ``readout`` replaced."""
+        return eqx.tree_at(lambda m: m.readout, self, readout)
+
+    def set_embedding(self, embedding: EmbedBase):
+        """A copy of the model with ``embedding`` replaced."""
+        return eqx.tree_at(lambda m: m.embedding, self, embedding)
+
+    def _closed_loop(self, fcast_len: int, res_state: Array) -> Array:
+        def step(r, _):
+            r = self.driver.advance(self.embedding.embed(self.readout.readout(r)), r)
+            return r, self.readout.readout(r)
+
+        first = self.readout.readout(res_state)
+        _, rest = jax.lax.scan(step, res_state, None, length=fcast_len - 1)
+        return jnp.concatenate([first[None], rest], axis=0)
+
+    @eqx.filter_jit
+    def forecast(
+        self, fcast_len: int, res_state: Array
+    ) -> Float[Array, "fcast_len out_dim"]:
+        """Closed-loop forecast of ``fcast_len`` samples from ``res_state``.
+
+        ``out[0] = readout(res_state)``; each output is embedded and fed back.
+        ``fcast_len`` is a Python int (static under ``jax.jit``).
+        """
+        fcast_len = check_static_int(
+            "fcast_len", fcast_len, type(self).__name__, minimum=1
+        )
+        _check_state(self, res_state)
+        return self._closed_loop(fcast_len, jnp.asarray(res_state, self.dtype))
+
+    @eqx.filter_jit
+    def forecast_from_IC(
+        self, fcast_len: int, spinup_data: Float[Array, "seq_len data_dim"]
+    ) -> Float[Array, "fcast_len out_dim"]:
+        """Warm up on ``spinup_data`` from the default state, then forecast.
+
+        ``out[0]`` predicts the sample right after ``spinup_data``.
+        """
+        fcast_len = check_static_int(
+            "fcast_len", fcast_len, type(self).__name__, minimum=1
+        )
+        states = self.force(spinup_data, self.driver.default_state())
+        return self._closed_loop(fcast_len, states[-1])
+
+
+class CRCForecasterBase(RCForecasterBase):
+    """Continuous-time reservoir forecaster; the driver returns ``dr/dt``.
+
+    Teacher forcing integrates ``dr/dt = driver(embed(u(t)), r)`` with ``u(t)``
+    the backward-Hermite cubic interpolation of the samples at ``ts``, saving the
+    state at ``ts + dt`` (``dt = ts[1] - ts[0]``): the state saved one step after
+    sample ``t`` is regressed onto the next sample, as in discrete time. A
+    forecast integrates ``dr/dt = driver(embed(readout(r)), r)`` from ``ts[0]``
+    and reads out at ``ts``.
+
+    Extra parameters: ``solver`` (default ``diffrax.Tsit5()``),
+    ``stepsize_controller`` (default ``PIDController(rtol=1e-3, atol=1e-6, icoeff=1)``),
+    ``adjoint`` (default ``RecursiveCheckpointAdjoint()``) and ``max_steps``
+    (default ``None``: unbounded and fast, but reverse-mode differentiation then
+    needs a finite ``max_steps`` or ``BacksolveAdjoint``).
+    """
+
+    solver: diffrax.AbstractSolver
+    stepsize_controller: diffrax.AbstractStepSizeController
+    adjoint: diffrax.AbstractAdjoint
+    max_steps: int | None = eqx.field(static=True)
+
+    def __init__(
+        self,
+        driver: DriverBase,
+        readout: ReadoutBase,
+        embedding: EmbedBase,
+        chunks: int = 0,
+        dtype=jnp.float64,
+        seed=0,
+        solver: diffrax.AbstractSolver | None = None,
+        stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+        adjoint: diffrax.AbstractAdjoint | None = None,
+        max_steps: int | None = None,
+    ) -> None:
+        super().__init__(driver, readout, embedding, chunks, dtype, seed)
+        self.solver = diffrax.Tsit5() if solver is None else solver
+        self.stepsize_controller = (
+            diffrax.PIDController(rtol=1e-3, atol=1e-6, icoeff=1.0)
+            if stepsize_controller is None
+            else stepsize_controller
+        )
+        self.adjoint = (
+            diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
+        )
+        self.max_steps = max_steps
+
+    def _solve(self, vector_field, t0, ts, dt0, y0, args=None):
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(vector_field),
+            self.solver,
+            t0=t0,
+            t1=ts[-1],
+            dt0=dt0,
+            y0=y0,
+            args=args,
+            saveat=diffrax.SaveAt(ts=ts),
+            stepsize_controller=self.stepsize_controller,
+            adjoint=self.adjoint,
+            max_steps=self.max_steps,
+        )
+        return sol.ys
+
+    def _check_ts(self, ts, length, name):
+        ts = check_rank(name, ts, 1, type(self).__name__, "(seq_len,)")
+        if ts.shape[0] != length:
+            raise ValueError(
+                f"{type(self).__name__}: {name} must have {length} entries, "
+                f"got {ts.shape[0]}"
+            )
+        if length < 2:
+            raise ValueError(f"{type(self).__name__}: {name} needs at least 2 times")
+        return ts.astype(self.dtype)
+
+    @eqx.filter_jit
+    def force(self, in_seq: Array, res_state: Array, ts: Array) -> Array:  # type: ignore[override]
+        """Teacher-force along the interpolated input; states at ``ts + dt``."""
+        in_seq = _check_sequence(self, in_seq, "in_seq").astype(self.dtype)
+        _check_state(self, res_state)
+        ts = self._check_ts(ts, in_seq.shape[0], "ts")
+        coeffs = diffrax.backward_hermite_coefficients(ts, in_seq)
+        interp = diffrax.CubicInterpolation(ts, coeffs)
+
+        def field(t, r, _):
+            return self.driver.advance(self.embedding.embed(interp.evaluate(t)), r)
+
+        dt0 = ts[1] - ts[0]
+        return self._solve(
+            field, ts[0], ts + dt0, dt0, jnp.asarray(res_state, self.dtype)
+        )
+
+    def __call__(self, in_seq: Array, res_state: Array, ts: Array) -> Array:  # type: ignore[override]
+        return self.force(in_seq, res_state, ts)
+
+    def _autonomous(self, ts, res_state):
+        def field(t, r, _):
+            return self.driver.advance(self.embedding.embed(self.readout.readout(r)), r)
+
+        ys = self._solve(field, ts[0], ts, ts[1] - ts[0], res_state)
+        return jax.vmap(self.readout.readout)(ys)
+
+    @eqx.filter_jit
+    def forecast(self, ts: Array, res_state: Array) -> Array:  # type: ignore[override]
+        """Closed-loop forecast read out at the times ``ts`` (``ts[0]`` is the start)."""
+        ts = check_rank("ts", ts, 1, type(self).__name__, "(fcast_len,)")
+        ts = self._check_ts(ts, ts.shape[0], "ts")
+        _check_state(self, res_state)
+        return self._autonomous(ts, jnp.asarray(res_state, self.dtype))
+
+    @eqx.filter_jit
+    def forecast_from_IC(  # type: ignore[override]
+        self, ts: Array, spinup_data: Array, spinup_ts: Array | None = None
+    ) -> Array:
+        """Warm up on ``spinup_data`` (times ``spinup_ts``, default spaced like ``ts``), then forecast."""
+        ts = check_rank("ts", ts, 1, type(self).__name__, "(fcast_len,)")
+        ts = self._check_ts(ts, ts.shape[0], "ts")
+        if spinup_ts is None:
+            spinup_ts = jnp.arange(spinup_data.shape[0], dtype=self.dtype) * (
+                ts[1] - ts[0]
+            )
+        states = self.force(spinup_data, self.driver.default_state(), spinup_ts)
+        return self._autonomous(ts, states[-1])

@@ -1,0 +1,283 @@
+"""Echo state network forecasters: discrete, continuous and ensemble."""
+
+from __future__ import annotations
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .._validation import check_dtype, check_int, resolve_key
+from ..drivers import ParallelESNDriver
+from ..embeddings import EnsembleLinearEmbedding, ParallelLinearEmbedding
+from ..readouts import (
+    EnsembleLinearReadout,
+    ParallelLinearReadout,
+    ParallelQuadraticReadout,
+)
+from .base import CRCForecasterBase, RCForecasterBase
+
+__all__ = ["ESNForecaster", "CESNForecaster", "EnsembleESNForecaster"]
+
+
+def _esn_parts(
+    name,
+    data_dim,
+    res_dim,
+    *,
+    embedding_scaling,
+    density,
+    spectral_radius,
+    bias,
+    dtype,
+    seed,
+    chunks,
+    locality,
+    quadratic,
+    periodic,
+    use_sparse_eigs,
+    leak_rate=0.6,
+    mode="discrete",
+    time_const=50.0,
+):
+    """Embedding, driver and readout of the (continuous) ESN forecasters."""
+    data_dim = check_int("data_dim", data_dim, name, minimum=1)
+    chunks = check_int("chunks", chunks, name, minimum=1)
+    if data_dim % chunks:
+        raise ValueError(
+            f"{name}: chunks ({chunks}) must evenly divide data_dim ({data_dim})"
+        )
+    dtype = check_dtype(dtype, name)
+    k_driver, k_readout, k_embed = jax.random.split(resolve_key(seed, name), 3)
+    embedding = ParallelLinearEmbedding(
+        in_dim=data_dim,
+        res_dim=res_dim,
+        scaling=embedding_scaling,
+        dtype=dtype,
+        chunks=chunks,
+        locality=locality,
+        periodic=periodic,
+        seed=k_embed,
+    )
+    driver = ParallelESNDriver(
+        res_dim=res_dim,
+        leak=leak_rate,
+        spectral_radius=spectral_radius,
+        density=density,
+        bias=bias,
+        dtype=dtype,
+        chunks=chunks,
+        mode=mode,
+        time_const=time_const,
+        seed=k_driver,
+        use_sparse_eigs=use_sparse_eigs,
+    )
+    readout_cls = ParallelQuadraticReadout if quadratic else ParallelLinearReadout
+    readout = readout_cls(
+        out_dim=data_dim, res_dim=res_dim, chunks=chunks, dtype=dtype, seed=0
+    )
+    return embedding, driver, readout, dtype, chunks
+
+
+class ESNForecaster(RCForecasterBase):
+    """Echo state network forecaster (ORC 0.4 defaults).
+
+    ``r_{t+1} = (1 - a) r_t + a tanh(W r_t + W_in u_t + b)``, ``y = W_out r``
+    (or ``W_out φ(r)`` with odd nodes squared when ``quadratic``). With
+    ``chunks > 1`` the input is split into ``chunks`` local patches (with
+    ``locality`` neighbours each side), one reservoir per patch (Pathak et al.
+    2018): states are ``(chunks, res_dim)``.
+
+    Parameters
+    ----------
+    data_dim : int
+    res_dim : int
+        Nodes per reservoir.
+    leak_rate : float, default 0.6
+    bias : float, default 1.6
+    embedding_scaling : float, default 0.08
+        ``W_in ~ U(-s, s)``.
+    Wr_density : float, default 0.02
+    Wr_spectral_radius : float, default 0.8
+    dtype : dtype, default float64
+    seed : int or PRNG key, default 0
+    chunks : int, default 1
+    locality : int, default 0
+    quadratic : bool, default False
+    periodic : bool, default True
+    use_sparse_eigs : bool, default True
+
+    Example
+    -------
+    >>> U, t = orc.data.lorenz63(tN=30, dt=0.01)
+    >>> esn = ESNForecaster(data_dim=3, res_dim=500)
+    >>> esn, R = train_RCForecaster(esn, U[:2400])
+    >>> U_pred = esn.forecast(600, R[-1])        # (600, 3)
+    """
+
+    data_dim: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        data_dim: int,
+        res_dim: int,
+        leak_rate: float = 0.6,
+        bias: float = 1.6,
+        embedding_scaling: float = 0.08,
+        Wr_density: float = 0.02,
+        Wr_spectral_radius: float = 0.8,
+        dtype=jnp.float64,
+        seed=0,
+        chunks: int = 1,
+        locality: int = 0,
+        quadratic: bool = False,
+        periodic: bool = True,
+        use_sparse_eigs: bool = True,
+    ) -> None:
+        embedding, driver, readout, dtype, chunks = _esn_parts(
+            type(self).__name__,
+            data_dim,
+            res_dim,
+            leak_rate=leak_rate,
+            embedding_scaling=embedding_scaling,
+            density=Wr_density,
+            spectral_radius=Wr_spectral_radius,
+            bias=bias,
+            dtype=dtype,
+            seed=seed,
+            chunks=chunks,
+            locality=locality,
+            quadratic=quadratic,
+            periodic=periodic,
+            use_sparse_eigs=use_sparse_eigs,
+        )
+        super().__init__(
+            driver, readout, embedding, chunks=chunks, dtype=dtype, seed=seed
+        )
+        self.data_dim = data_dim
+
+
+class CESNForecaster(CRCForecasterBase):
+    """Continuous-time echo state network forecaster.
+
+    ``dr/dt = γ (tanh(W r + W_in u(t) + b) - r)`` with ``γ = time_const``,
+    integrated by diffrax. Train with ``train_CESNForecaster(model, U, t)``;
+    forecast with ``model.forecast(ts, r)`` at the times ``ts``.
+
+    Parameters as :class:`ESNForecaster` with ``time_const`` (default 50.0) in
+    place of ``leak_rate``, plus ``solver``, ``stepsize_controller``,
+    ``adjoint`` and ``max_steps`` (see :class:`CRCForecasterBase`).
+    """
+
+    data_dim: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        data_dim: int,
+        res_dim: int,
+        time_const: float = 50.0,
+        bias: float = 1.6,
+        embedding_scaling: float = 0.08,
+        Wr_density: float = 0.02,
+        Wr_spectral_radius: float = 0.8,
+        dtype=jnp.float64,
+        seed=0,
+        chunks: int = 1,
+        locality: int = 0,
+        quadratic: bool = False,
+        periodic: bool = True,
+        use_sparse_eigs: bool = True,
+        solver: diffrax.AbstractSolver | None = None,
+        stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+        adjoint: diffrax.AbstractAdjoint | None = None,
+        max_steps: int | None = None,
+    ) -> None:
+        embedding, driver, readout, dtype, chunks = _esn_parts(
+            type(self).__name__,
+            data_dim,
+            res_dim,
+            mode="continuous",
+            time_const=time_const,
+            embedding_scaling=embedding_scaling,
+            density=Wr_density,
+            spectral_radius=Wr_spectral_radius,
+            bias=bias,
+            dtype=dtype,
+            seed=seed,
+            chunks=chunks,
+            locality=locality,
+            quadratic=quadratic,
+            periodic=periodic,
+            use_sparse_eigs=use_sparse_eigs,
+        )
+        super().__init__(
+            driver,
+            readout,
+            embedding,
+            chunks=chunks,
+            dtype=dtype,
+            seed=seed,
+            solver=solver,
+            stepsize_controller=stepsize_controller,
+            adjoint=adjoint,
+            max_steps=max_steps,
+        )
+        self.data_dim = data_dim
+
+
+class EnsembleESNForecaster(RCForecasterBase):
+    """Ensemble of ``chunks`` ESNs that all see the full input; outputs averaged.
+
+    Each member has its own ``W_in``, ``W`` and ``W_out`` (each fitted to the
+    full target); the forecast feeds the ensemble mean back to every member.
+    States are ``(chunks, res_dim)``. Parameters as :class:`ESNForecaster`
+    (``chunks`` = ensemble size, default 1; no locality).
+    """
+
+    data_dim: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        data_dim: int,
+        res_dim: int,
+        leak_rate: float = 0.6,
+        bias: float = 1.6,
+        embedding_scaling: float = 0.08,
+        Wr_density: float = 0.02,
+        Wr_spectral_radius: float = 0.8,
+        dtype=jnp.float64,
+        seed=0,
+        chunks: int = 1,
+        use_sparse_eigs: bool = True,
+    ) -> None:
+        name = type(self).__name__
+        data_dim = check_int("data_dim", data_dim, name, minimum=1)
+        chunks = check_int("chunks", chunks, name, minimum=1)
+        dtype = check_dtype(dtype, name)
+        k_driver, k_readout, k_embed = jax.random.split(resolve_key(seed, name), 3)
+        embedding = EnsembleLinearEmbedding(
+            in_dim=data_dim,
+            res_dim=res_dim,
+            scaling=embedding_scaling,
+            chunks=chunks,
+            dtype=dtype,
+            seed=k_embed,
+        )
+        driver = ParallelESNDriver(
+            res_dim=res_dim,
+            leak=leak_rate,
+            spectral_radius=Wr_spectral_radius,
+            density=Wr_density,
+            bias=bias,
+            dtype=dtype,
+            chunks=chunks,
+            seed=k_driver,
+            use_sparse_eigs=use_sparse_eigs,
+        )
+        readout = EnsembleLinearReadout(
+            out_dim=data_dim, res_dim=res_dim, chunks=chunks, dtype=dtype
+        )
+        super().__init__(
+            driver, readout, embedding, chunks=chunks, dtype=dtype, seed=seed
+        )
+        self.data_dim = data_dim

@@ -1,0 +1,242 @@
+"""Training forecasters: teacher forcing, then a ridge fit of the readout."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array
+
+from .._training import check_training_args, fit_readout, initial_states
+from .._validation import check_finite
+from .base import RCForecasterBase
+from .models import CESNForecaster, EnsembleESNForecaster, ESNForecaster
+
+__all__ = [
+    "train_RCForecaster",
+    "train_ESNForecaster",
+    "train_CESNForecaster",
+    "train_EnsembleESNForecaster",
+]
+
+Model = TypeVar("Model", bound=RCForecasterBase)
+
+_NAN_HINT = "Remove or interpolate missing samples before training."
+
+
+@eqx.filter_jit
+def _train(
+    model, train_seq, target_seq, init, beta, force_kwargs, spinup, batch_size, multi
+):
+    train_seq = check_finite(
+        train_seq.astype(model.dtype), "train_seq", "train_RCForecaster", _NAN_HINT
+    )
+    if target_seq is None:
+        tot_seq = train_seq
+        targets = train_seq[..., 1:, :]
+    else:
+        targets = check_finite(
+            target_seq.astype(model.dtype),
+            "target_seq",
+            "train_RCForecaster",
+            _NAN_HINT,
+        )
+        tot_seq = jnp.concatenate([train_seq, targets[..., -1:, :]], axis=-2)
+    if multi:
+        states = jax.vmap(lambda s, r, kw: model.force(s, r, **kw))(
+            tot_seq, init, force_kwargs
+        )
+    else:
+        states = model.force(tot_seq, init, **force_kwargs)
+    readout = fit_readout(
+        model.readout,
+        states,
+        targets,
+        beta,
+        spinup=spinup,
+        multi_sequence=multi,
+        batch_size=batch_size,
+    )
+    return model.set_readout(readout), states
+
+
+def train_RCForecaster(
+    model: Model,
+    train_seq: Array,
+    target_seq: Array | None = None,
+    spinup: int = 0,
+    initial_res_state: Array | None = None,
+    beta: float = 8e-8,
+    batch_size: int | None = None,
+    multi_sequence: bool = False,
+    **force_kwargs,
+) -> tuple[Model, Array]:
+    """Train any forecaster's readout by teacher forcing and ridge regression.
+
+    The reservoir is forced with ``train_seq``; the state after input ``t`` is
+    regressed onto ``target_seq[t]`` (default: the next sample
+    ``train_seq[t + 1]``), discarding the first ``spinup`` pairs.
+
+    Parameters
+    ----------
+    model : RCForecasterBase
+        Any forecaster, including custom subclasses.
+    train_seq : Array
+        ``(seq_len, data_dim)``, or ``(n_traj, seq_len, data_dim)`` with ``multi_sequence``.
+    target_seq : Array, optional
+        Same leading shape as ``train_seq``; ``target_seq[t]`` is the target of the
+        state after ``train_seq[t]``. The reservoir is then also advanced with
+        ``target_seq[-1]``, so the last returned state starts a forecast of what
+        follows ``target_seq``.
+    spinup : int, default 0
+        Leading pairs discarded from the fit (per trajectory).
+    initial_res_state : Array, optional
+        Start state (default zeros); with ``multi_sequence`` one per trajectory.
+    beta : float, default 8e-8
+        Ridge regularisation.
+    batch_size : int, optional
+        Solve the per-chunk regressions this many chunks at a time.
+    multi_sequence : bool, default False
+        Fit one readout on several trajectories (statistics are summed).
+    **force_kwargs
+        Passed to ``model.force`` (``ts=`` for continuous models; with
+        ``multi_sequence`` one row per trajectory).
+
+    Returns
+    -------
+    (model, states) : the trained model and every teacher-forced state,
+    ``(seq_len, *state_shape)`` (``(n_traj, seq_len, ...)`` with ``multi_sequence``;
+    one more row when ``target_seq`` is given). ESN forecasters have
+    ``state_shape = (chunks, res_dim)``.
+
+    Example
+    -------
+    >>> esn, R = train_RCForecaster(ESNForecaster(3, 500), U_train, spinup=100)
+    """
+    owner = "train_RCForecaster"
+    if not isinstance(model, RCForecasterBase):
+        raise TypeError(
+            f"{owner}: model must be an RCForecasterBase, got {type(model).__name__}"
+        )
+    multi = bool(multi_sequence)
+    train_seq, target_seq, spinup = check_training_args(
+        owner,
+        model,
+        train_seq,
+        target_seq,
+        spinup,
+        initial_res_state,
+        beta,
+        batch_size,
+        multi,
+    )
+    init = initial_states(model, initial_res_state, train_seq.shape[0], multi)
+    return _train(
+        model,
+        train_seq,
+        target_seq,
+        init,
+        jnp.asarray(beta, model.dtype),
+        force_kwargs,
+        spinup,
+        batch_size,
+        multi,
+    )
+
+
+def _typed(model, cls, owner):
+    if not isinstance(model, cls):
+        raise TypeError(
+            f"{owner}: model must be a {cls.__name__}, got {type(model).__name__}"
+        )
+
+
+def train_ESNForecaster(
+    model: ESNForecaster,
+    train_seq: Array,
+    target_seq: Array | None = None,
+    spinup: int = 0,
+    initial_res_state: Array | None = None,
+    beta: float = 8e-8,
+    batch_size: int | None = None,
+    multi_sequence: bool = False,
+) -> tuple[ESNForecaster, Array]:
+    """:func:`train_RCForecaster` for an :class:`ESNForecaster` (type-checked)."""
+    _typed(model, ESNForecaster, "train_ESNForecaster")
+    return train_RCForecaster(
+        model,
+        train_seq,
+        target_seq,
+        spinup,
+        initial_res_state,
+        beta,
+        batch_size,
+        multi_sequence,
+    )
+
+
+def train_CESNForecaster(
+    model: CESNForecaster,
+    train_seq: Array,
+    t_train: Array,
+    target_seq: Array | None = None,
+    spinup: int = 0,
+    initial_res_state: Array | None = None,
+    beta: float = 8e-8,
+    batch_size: int | None = None,
+    multi_sequence: bool = False,
+) -> tuple[CESNForecaster, Array]:
+    """Train a :class:`CESNForecaster` on samples ``train_seq`` taken at times ``t_train``.
+
+    ``t_train`` is ``(seq_len,)`` (``(n_traj, seq_len)`` with ``multi_sequence``).
+    With ``target_seq`` given, ``t_train`` needs one more time than ``train_seq``
+    (the time of the appended last target).
+    """
+    owner = "train_CESNForecaster"
+    _typed(model, CESNForecaster, owner)
+    t_train = jnp.asarray(t_train)
+    train_shape = tuple(jnp.shape(train_seq))[:-1]
+    expected = (
+        train_shape if target_seq is None else train_shape[:-1] + (train_shape[-1] + 1,)
+    )
+    if tuple(t_train.shape) != expected:
+        raise ValueError(
+            f"{owner}: t_train must have shape {expected}, got {tuple(t_train.shape)}"
+        )
+    return train_RCForecaster(
+        model,
+        train_seq,
+        target_seq,
+        spinup,
+        initial_res_state,
+        beta,
+        batch_size,
+        multi_sequence,
+        ts=t_train,
+    )
+
+
+def train_EnsembleESNForecaster(
+    model: EnsembleESNForecaster,
+    train_seq: Array,
+    target_seq: Array | None = None,
+    spinup: int = 0,
+    initial_res_state: Array | None = None,
+    beta: float = 8e-8,
+    batch_size: int | None = None,
+    multi_sequence: bool = False,
+) -> tuple[EnsembleESNForecaster, Array]:
+    """:func:`train_RCForecaster` for an :class:`EnsembleESNForecaster` (type-checked)."""
+    _typed(model, EnsembleESNForecaster, "train_EnsembleESNForecaster")
+    return train_RCForecaster(
+        model,
+        train_seq,
+        target_seq,
+        spinup,
+        initial_res_state,
+        beta,
+        batch_size,
+        multi_sequence,
+    )
