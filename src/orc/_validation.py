@@ -24,7 +24,6 @@ __all__ = [
     "check_last_dim",
     "check_static_int",
     "check_finite",
-    "resolve_key",
     "default_float_dtype",
 ]
 
@@ -152,16 +151,3 @@ def check_finite(x, name: str, owner: str, hint: str = ""):
     if hint:
         msg += " " + hint
     return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), msg)
-
-
-def resolve_key(seed, owner: str):
-    """A typed PRNG key from an int seed, a raw uint32 key or a typed key."""
-    if isinstance(seed, jax.Array) and jnp.issubdtype(seed.dtype, jax.dtypes.prng_key):
-        return seed
-    if isinstance(seed, (jax.Array, np.ndarray)) and seed.shape == (2,):
-        return jax.random.wrap_key_data(jnp.asarray(seed, dtype=jnp.uint32))
-    if isinstance(seed, bool) or not isinstance(seed, (numbers.Integral, jax.Array)):
-        raise TypeError(
-            f"{owner}: seed must be an int or a JAX PRNG key, got {type(seed).__name__}"
-        )
-    return jax.random.key(int(seed))

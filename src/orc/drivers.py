@@ -28,9 +28,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._matrix import ReservoirMatrix, distinct_columns, nonzeros_per_row
-from ._validation import check_dtype, check_float, check_int, resolve_key
-from .utils.numerics import spectral_radius as _spectral_radius
+from ._matrix import ReservoirMatrix, random_reservoir_matrices
+from ._random import jax_key, numpy_rng
+from ._validation import check_dtype, check_float, check_int
 
 __all__ = [
     "DriverBase",
@@ -123,50 +123,29 @@ class DriverBase(eqx.Module):
 # --------------------------------------------------------------------------- #
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5, 6))
-def _build_matrices(key, n, k, dtype, chunks, method, batch_size, target):
-    """Random sparse matrices scaled to spectral radius ``target``.
-
-    Returns one :class:`ReservoirMatrix` (``chunks == 0``) or a stack of
-    ``chunks`` of them (leading axis on every array).
-    """
-
-    def one(key):
-        kc, kv = jax.random.split(key)
-        cols = distinct_columns(kc, n, n, k)
-        vals = jax.random.normal(kv, (n, k), dtype=dtype)
-        W = ReservoirMatrix(vals, cols)
-        rho = _spectral_radius(W, method=method)
-        rho = eqx.error_if(
-            rho,
-            rho <= 0,
-            "reservoir matrix has spectral radius 0 (a nilpotent draw); use another "
-            "seed or a higher density",
-        )
-        return W.scale(target / rho)
-
-    if chunks == 0:
-        return one(key)
-    keys = jax.random.split(key, chunks)
-    return jax.lax.map(one, keys, batch_size=batch_size)
-
-
 def _reservoir_matrix(
-    key, res_dim, chunks, density, spectral_radius, dtype, use_sparse_eigs, batch
+    seed,
+    owner,
+    res_dim,
+    chunks,
+    density,
+    spectral_radius,
+    dtype,
+    use_sparse_eigs,
+    batch,
 ):
-    k = nonzeros_per_row(res_dim, density)
-    method = "arnoldi" if use_sparse_eigs else "dense"
+    # ``eigenval_batch_size`` is accepted for ORC compatibility: matrices are
+    # built one chunk at a time on the host, so memory is bounded anyway.
     if batch is not None:
-        batch = check_int("eigenval_batch_size", batch, "driver", minimum=1)
-    return _build_matrices(
-        key,
+        check_int("eigenval_batch_size", batch, owner, minimum=1)
+    return random_reservoir_matrices(
+        numpy_rng(seed, owner),
         res_dim,
-        k,
+        density,
+        float(spectral_radius),
         dtype,
-        chunks,
-        method,
-        batch,
-        jnp.asarray(spectral_radius, dtype),
+        chunks=chunks,
+        use_sparse_eigs=use_sparse_eigs,
     )
 
 
@@ -230,7 +209,8 @@ class _ESNDriverCore(DriverBase):
         self.spectral_radius = _scalar(spectral_radius, dt)
         self.time_const = _scalar(time_const, dt)
         self.wr = _reservoir_matrix(
-            resolve_key(seed, name),
+            seed,
+            name,
             self.res_dim,
             chunks,
             self.density,
@@ -441,7 +421,8 @@ class _TaylorDriverCore(DriverBase):
         self.bias = _scalar(bias, self.dtype)
         self.spectral_radius = _scalar(spectral_radius, self.dtype)
         self.wr = _reservoir_matrix(
-            resolve_key(seed, name),
+            seed,
+            name,
             self.res_dim,
             chunks,
             self.density,
@@ -577,7 +558,7 @@ class GRUDriver(DriverBase):
         super().__init__(res_dim=res_dim, dtype=dtype)
         check_float("input_rescaling", input_rescaling, name)
         gru = eqx.nn.GRUCell(
-            self.res_dim, self.res_dim, dtype=self.dtype, key=resolve_key(seed, name)
+            self.res_dim, self.res_dim, dtype=self.dtype, key=jax_key(seed, name)
         )
         self.gru = eqx.tree_at(
             lambda c: c.weight_ih,

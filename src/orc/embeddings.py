@@ -27,7 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._validation import check_dtype, check_float, check_int, resolve_key
+from ._random import numpy_rng
+from ._validation import check_dtype, check_float, check_int
 
 __all__ = [
     "EmbedBase",
@@ -130,13 +131,11 @@ class _LinearEmbeddingCore(EmbedBase):
         self.chunk_size = self.in_dim if ensemble else self.in_dim // n_chunks
         width = self.chunk_size + (0 if ensemble else 2 * self.locality)
         self.scaling = jnp.asarray(scaling, self.dtype)
-        self.win = jax.random.uniform(
-            resolve_key(seed, name),
-            (n_chunks, self.res_dim, width),
-            minval=-self.scaling,
-            maxval=self.scaling,
-            dtype=self.dtype,
+        scale = float(scaling)
+        win = numpy_rng(seed, name).uniform(
+            -scale, scale, size=(n_chunks, self.res_dim, width)
         )
+        self.win = jnp.asarray(win, dtype=self.dtype)
         if chunks == 0:
             self.win = self.win[0]
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 
-from .._validation import check_dtype, check_int, resolve_key
+from .._random import spawn
+from .._validation import check_dtype, check_int
 from ..drivers import ESNDriver
 from ..embeddings import LinearEmbedding
 from ..readouts import LinearReadout, QuadraticReadout
@@ -65,7 +65,7 @@ class ESNController(RCControllerBase):
         data_dim = check_int("data_dim", data_dim, name, minimum=1)
         control_dim = check_int("control_dim", control_dim, name, minimum=1)
         dtype = check_dtype(dtype, name)
-        k_driver, _, k_embed = jax.random.split(resolve_key(seed, name), 3)
+        k_driver, _, k_embed = spawn(seed, 3, name)
         embedding = LinearEmbedding(
             in_dim=data_dim + control_dim,
             res_dim=res_dim,

@@ -190,9 +190,11 @@ class CRCForecasterBase(RCForecasterBase):
     needs a finite ``max_steps`` or ``BacksolveAdjoint``).
     """
 
-    solver: diffrax.AbstractSolver
-    stepsize_controller: diffrax.AbstractStepSizeController
-    adjoint: diffrax.AbstractAdjoint
+    # Static: solver configuration is Python data (floats, functions), so the
+    # model stays a valid argument of jax.jit.
+    solver: diffrax.AbstractSolver = eqx.field(static=True)
+    stepsize_controller: diffrax.AbstractStepSizeController = eqx.field(static=True)
+    adjoint: diffrax.AbstractAdjoint = eqx.field(static=True)
     max_steps: int | None = eqx.field(static=True)
 
     def __init__(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import diffrax
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 
-from .._validation import check_dtype, check_int, resolve_key
+from .._random import spawn
+from .._validation import check_dtype, check_int
 from ..drivers import ParallelESNDriver
 from ..embeddings import EnsembleLinearEmbedding, ParallelLinearEmbedding
 from ..readouts import (
@@ -48,7 +48,7 @@ def _esn_parts(
             f"{name}: chunks ({chunks}) must evenly divide data_dim ({data_dim})"
         )
     dtype = check_dtype(dtype, name)
-    k_driver, k_readout, k_embed = jax.random.split(resolve_key(seed, name), 3)
+    k_driver, k_readout, k_embed = spawn(seed, 3, name)
     embedding = ParallelLinearEmbedding(
         in_dim=data_dim,
         res_dim=res_dim,
@@ -254,7 +254,7 @@ class EnsembleESNForecaster(RCForecasterBase):
         data_dim = check_int("data_dim", data_dim, name, minimum=1)
         chunks = check_int("chunks", chunks, name, minimum=1)
         dtype = check_dtype(dtype, name)
-        k_driver, k_readout, k_embed = jax.random.split(resolve_key(seed, name), 3)
+        k_driver, k_readout, k_embed = spawn(seed, 3, name)
         embedding = EnsembleLinearEmbedding(
             in_dim=data_dim,
             res_dim=res_dim,

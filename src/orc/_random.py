@@ -1,0 +1,58 @@
+"""Seeds for model construction.
+
+Models are built on the host with numpy: drawing the random weights is a
+one-off computation, and doing it in numpy avoids compiling JAX's PRNG and
+eigen-solvers for every new shape (a second or more per model on a CPU).
+A seed may be an int (ORC's convention), a JAX PRNG key (typed or raw
+``uint32[2]``), a numpy ``SeedSequence`` or ``Generator``.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["seed_sequence", "spawn", "numpy_rng", "jax_key"]
+
+
+def seed_sequence(seed, owner: str) -> np.random.SeedSequence:
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, np.random.Generator):
+        return np.random.SeedSequence(seed.integers(0, 2**63))
+    if isinstance(seed, jax.core.Tracer):
+        raise TypeError(
+            f"{owner}: seed is being traced by jax.jit/vmap; build models outside "
+            "transformed functions (pass the built model into them instead)."
+        )
+    if isinstance(seed, jax.Array) and jnp.issubdtype(seed.dtype, jax.dtypes.prng_key):
+        seed = jax.random.key_data(seed)
+    if isinstance(seed, (jax.Array, np.ndarray)):
+        data = np.asarray(seed)
+        if not np.issubdtype(data.dtype, np.integer):
+            raise TypeError(
+                f"{owner}: seed must be an int or a JAX PRNG key, got {data.dtype}"
+            )
+        return np.random.SeedSequence([int(x) & 0xFFFFFFFF for x in data.ravel()])
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"{owner}: seed must be an int or a JAX PRNG key, got {seed!r}")
+    if seed < 0:
+        raise ValueError(f"{owner}: seed must be non-negative, got {seed}")
+    return np.random.SeedSequence(int(seed))
+
+
+def spawn(seed, n: int, owner: str) -> list[np.random.SeedSequence]:
+    """``n`` independent child seeds (one per component)."""
+    return seed_sequence(seed, owner).spawn(n)
+
+
+def numpy_rng(seed, owner: str) -> np.random.Generator:
+    return np.random.default_rng(seed_sequence(seed, owner))
+
+
+def jax_key(seed, owner: str):
+    """A JAX key derived from ``seed`` (for components built with JAX, e.g. the GRU)."""
+    return jax.random.key(int(numpy_rng(seed, owner).integers(0, 2**31 - 1)))

@@ -1,0 +1,32 @@
+"""Benchmark dynamical systems: chaotic, hyper-chaotic and Hamiltonian ODEs, Lorenz 96
+and the Kuramoto-Sivashinsky PDE.
+
+Each function returns ``(us, ts)``, a trajectory ``(Nt, dim)`` and its times
+``(Nt,)``; see :mod:`orc.data.integrators` for the conventions.
+"""
+
+from orc.data import integrators
+from orc.data.integrators import (
+    KS_1D,
+    colpitts,
+    double_pendulum,
+    hyper_lorenz63,
+    hyper_xu,
+    lorenz63,
+    lorenz96,
+    rossler,
+    sakaraya,
+)
+
+__all__ = [
+    "integrators",
+    "lorenz63",
+    "rossler",
+    "sakaraya",
+    "colpitts",
+    "hyper_lorenz63",
+    "hyper_xu",
+    "double_pendulum",
+    "lorenz96",
+    "KS_1D",
+]

@@ -1,0 +1,83 @@
+"""Shared test utilities: compile counting, small data sets, numpy references."""
+
+from __future__ import annotations
+
+import contextlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import monitoring
+
+_events: list[str] = []
+monitoring.register_event_duration_secs_listener(
+    lambda name, *args, **kwargs: _events.append(name)
+)
+
+
+@contextlib.contextmanager
+def count_compiles():
+    """Count XLA backend compilations (and traces) inside the block."""
+    start = len(_events)
+    result = {"compiles": 0, "traces": 0}
+    try:
+        yield result
+    finally:
+        new = _events[start:]
+        result["compiles"] = sum(e.endswith("backend_compile_duration") for e in new)
+        result["traces"] = sum(e.endswith("jaxpr_trace_duration") for e in new)
+
+
+def block(tree):
+    return jax.tree.map(
+        lambda x: x.block_until_ready() if hasattr(x, "block_until_ready") else x, tree
+    )
+
+
+def lorenz_rk4(n, dt=0.01, x0=(1.0, 1.0, 1.0), transient=500):
+    """Lorenz63 by a fixed-step numpy RK4 with 10 substeps (independent of orc.data)."""
+
+    def f(x):
+        return np.array(
+            [10.0 * (x[1] - x[0]), x[0] * (28.0 - x[2]) - x[1], x[0] * x[1] - 8.0 / 3.0 * x[2]]
+        )
+
+    h = dt / 10
+    x = np.array(x0, dtype=float)
+    out = np.empty((n + transient, 3))
+    for i in range(n + transient):
+        for _ in range(10):
+            k1 = f(x)
+            k2 = f(x + h / 2 * k1)
+            k3 = f(x + h / 2 * k2)
+            k4 = f(x + h * k3)
+            x = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        out[i] = x
+    return out[transient:]
+
+
+def noisy_sinusoids(key, n_per_class, n_classes=3, seq_len=100, dim=3, noise=0.1):
+    """The users' classification task: class c is a sinusoid of frequency (c+1)/2."""
+    t = jnp.linspace(0, 4 * jnp.pi, seq_len)[:, None]
+    seqs, labels = [], []
+    for c in range(n_classes):
+        for _ in range(n_per_class):
+            key, sub = jax.random.split(key)
+            base = jnp.sin((c + 1) * 0.5 * t * jnp.arange(1, dim + 1, dtype=t.dtype))
+            seqs.append(base + noise * jax.random.normal(sub, (seq_len, dim)))
+            labels.append(c)
+    return jnp.stack(seqs), jnp.array(labels, dtype=jnp.int32)
+
+
+def valid_prediction_steps(pred, truth, threshold=0.4, scale=None):
+    """First step where ||pred - truth|| / scale exceeds threshold (len if never)."""
+    pred, truth = np.asarray(pred), np.asarray(truth)
+    if scale is None:
+        scale = np.sqrt(np.mean(np.sum(truth**2, axis=1)))
+    err = np.linalg.norm(pred - truth, axis=1) / scale
+    bad = np.nonzero(err > threshold)[0]
+    return int(bad[0]) if bad.size else len(err)
+
+
+def as_np(x):
+    return np.asarray(jnp.asarray(x))
