@@ -53,11 +53,15 @@ def _custom_gru(dtype):
 
 FORECASTERS = {
     "esn": lambda dt: orc.forecaster.ESNForecaster(3, 60, dtype=dt),
-    "esn_quadratic": lambda dt: orc.forecaster.ESNForecaster(3, 60, quadratic=True, dtype=dt),
+    "esn_quadratic": lambda dt: orc.forecaster.ESNForecaster(
+        3, 60, quadratic=True, dtype=dt
+    ),
     "esn_parallel": lambda dt: orc.forecaster.ESNForecaster(
         6, 30, chunks=3, locality=1, dtype=dt
     ),
-    "ensemble": lambda dt: orc.forecaster.EnsembleESNForecaster(3, 30, chunks=3, dtype=dt),
+    "ensemble": lambda dt: orc.forecaster.EnsembleESNForecaster(
+        3, 30, chunks=3, dtype=dt
+    ),
     "custom_taylor": _custom_taylor,
     "custom_gru": _custom_gru,
 }
@@ -115,7 +119,9 @@ def test_forecaster_contract(name, dtype):
     # forecast_from_IC starts from the default state
     from_ic = trained.forecast_from_IC(10, data1[-50:])
     states = trained.force(data1[-50:], trained.driver.default_state())
-    np.testing.assert_allclose(from_ic, trained.forecast(10, states[-1]), rtol=tol, atol=tol)
+    np.testing.assert_allclose(
+        from_ic, trained.forecast(10, states[-1]), rtol=tol, atol=tol
+    )
 
     if dtype == jnp.float64:
         # grad through the closed loop: directional derivative vs central difference
@@ -156,7 +162,9 @@ def test_cesn_contract():
     g = jax.grad(lambda r: jnp.sum(trained.forecast(ts, r) ** 2))(R[-1])
     assert bool(jnp.all(jnp.isfinite(g)))
     batched = jax.vmap(lambda r: trained.forecast(ts, r))(R[-3:])
-    np.testing.assert_allclose(batched[1], trained.forecast(ts, R[-2]), rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(
+        batched[1], trained.forecast(ts, R[-2]), rtol=1e-8, atol=1e-9
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
@@ -211,7 +219,9 @@ def test_controller_contract(dtype):
     jf = jax.jit(lambda m, c, r: m.apply_control(c, r))
     tol = 1e-5 if dtype == jnp.float32 else 1e-12
     np.testing.assert_allclose(jf(trained, cs, R[-1]), out, rtol=tol, atol=tol)
-    batched = jax.vmap(lambda c: trained.apply_control(c, R[-1]))(jnp.stack([cs, cs + 0.1]))
+    batched = jax.vmap(lambda c: trained.apply_control(c, R[-1]))(
+        jnp.stack([cs, cs + 0.1])
+    )
     np.testing.assert_allclose(
         batched[1], trained.apply_control(cs + 0.1, R[-1]), rtol=tol, atol=tol
     )
@@ -237,14 +247,17 @@ def _drivers(dtype):
         "esn_parallel": drivers.ParallelESNDriver(40, chunks=3, dtype=dtype, seed=0),
         "esn_continuous": drivers.ESNDriver(40, mode="continuous", dtype=dtype, seed=0),
         "taylor": drivers.TaylorDriver(3, 40, dtype=dtype, seed=0),
-        "taylor_parallel": drivers.ParallelTaylorDriver(2, 40, chunks=2, dtype=dtype, seed=0),
+        "taylor_parallel": drivers.ParallelTaylorDriver(
+            2, 40, chunks=2, dtype=dtype, seed=0
+        ),
         "gru": drivers.GRUDriver(40, seed=0, dtype=dtype),
     }
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 @pytest.mark.parametrize(
-    "name", ["esn", "esn_parallel", "esn_continuous", "taylor", "taylor_parallel", "gru"]
+    "name",
+    ["esn", "esn_parallel", "esn_continuous", "taylor", "taylor_parallel", "gru"],
 )
 def test_driver_contract(name, dtype):
     d = _drivers(dtype)[name]
@@ -253,11 +266,17 @@ def test_driver_contract(name, dtype):
     p = 0.1 * jax.random.normal(jax.random.key(0), shape, dtype)
     r = 0.1 * jax.random.normal(jax.random.key(1), shape, dtype)
     out = d.advance(p, r)
-    assert out.shape == shape and out.dtype == dtype and bool(jnp.all(jnp.isfinite(out)))
-    np.testing.assert_allclose(jax.jit(lambda d, p, r: d.advance(p, r))(d, p, r), out, rtol=1e-5)
+    assert (
+        out.shape == shape and out.dtype == dtype and bool(jnp.all(jnp.isfinite(out)))
+    )
+    np.testing.assert_allclose(
+        jax.jit(lambda d, p, r: d.advance(p, r))(d, p, r), out, rtol=1e-5
+    )
     batch = jax.vmap(d.advance)(jnp.stack([p, 2 * p]), jnp.stack([r, r]))
     np.testing.assert_allclose(batch[1], d.advance(2 * p, r), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(d(jnp.stack([p, 2 * p]), jnp.stack([r, r])), batch, rtol=1e-6)
+    np.testing.assert_allclose(
+        d(jnp.stack([p, 2 * p]), jnp.stack([r, r])), batch, rtol=1e-6
+    )
     g = jax.grad(lambda r: jnp.sum(d.advance(p, r)))(r)
     assert g.dtype == dtype and bool(jnp.all(jnp.isfinite(g)))
 
@@ -272,7 +291,12 @@ def test_embedding_and_readout_contract(dtype):
             ),
             (2, 20),
         ),
-        (embeddings.EnsembleLinearEmbedding(4, 20, 0.1, chunks=3, dtype=dtype, seed=0), (3, 20)),
+        (
+            embeddings.EnsembleLinearEmbedding(
+                4, 20, 0.1, chunks=3, dtype=dtype, seed=0
+            ),
+            (3, 20),
+        ),
     ]
     u = jnp.arange(4, dtype=dtype) / 4
     for emb, shape in items:
@@ -280,7 +304,9 @@ def test_embedding_and_readout_contract(dtype):
         assert out.shape == shape and out.dtype == dtype
         seq = jnp.stack([u, 2 * u])
         np.testing.assert_allclose(emb(seq)[1], emb.embed(2 * u), rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(jax.jit(lambda e, x: e.embed(x))(emb, u), out, rtol=1e-6)
+        np.testing.assert_allclose(
+            jax.jit(lambda e, x: e.embed(x))(emb, u), out, rtol=1e-6
+        )
     outs = [
         (readouts.LinearReadout(4, 20, dtype=dtype), (20,)),
         (readouts.QuadraticReadout(4, 20, dtype=dtype), (20,)),
@@ -295,4 +321,6 @@ def test_embedding_and_readout_contract(dtype):
         y = ro.readout(r)
         assert y.shape == (4,) and y.dtype == dtype
         np.testing.assert_allclose(ro(jnp.stack([r, r]))[0], y, rtol=1e-5)
-        np.testing.assert_allclose(jax.jit(lambda m, x: m.readout(x))(ro, r), y, rtol=1e-5)
+        np.testing.assert_allclose(
+            jax.jit(lambda m, x: m.readout(x))(ro, r), y, rtol=1e-5
+        )

@@ -148,6 +148,14 @@ def solve(stats: RidgeStats, beta, *, batch_size: int | None = None) -> Array:
     fallback branch only runs for the chunks that need it.
     """
     beta = jnp.asarray(beta, stats.gram.dtype)
+    stats = eqx.error_if(
+        stats,
+        ~(jnp.all(jnp.isfinite(stats.gram)) & jnp.all(jnp.isfinite(stats.cross))),
+        "ridge regression: the reservoir features or targets contain NaN/inf (check "
+        "the training data and hyperparameters such as the spectral radius or input "
+        "scaling, which can make the reservoir diverge); no non-finite readout "
+        "weights were produced.",
+    )
     if stats.gram.ndim == 2:
         w = _solve_one(stats.gram, stats.cross, beta)
     else:

@@ -1,0 +1,231 @@
+"""Numerical checks of the building blocks against independent references."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import sparse
+
+from orc import drivers, embeddings, readouts
+from orc._matrix import distinct_columns, nonzeros_per_row
+from orc._ridge import RidgeStats, accumulate, sequence_stats, solve
+from orc._training import fit_readout
+from orc.utils import max_eig_arnoldi
+from orc.utils.regressions import ridge_regression
+
+
+def _np_ridge(X, Y, beta):
+    """Reference: least squares on the augmented system [X; sqrt(beta) I] W^T = [Y; 0]."""
+    n = X.shape[1]
+    Xa = np.vstack([X, np.sqrt(beta) * np.eye(n)])
+    Ya = np.vstack([Y, np.zeros((n, Y.shape[1]))])
+    return np.linalg.lstsq(Xa, Ya, rcond=None)[0].T
+
+
+RNG = np.random.default_rng(0)
+
+
+def test_ridge_regression_matches_numpy():
+    X = RNG.standard_normal((300, 40))
+    Y = X @ RNG.standard_normal((40, 3)) + 0.1 * RNG.standard_normal((300, 3))
+    for beta in (0.0, 1e-3, 10.0):
+        W = ridge_regression(jnp.asarray(X), jnp.asarray(Y), beta)
+        np.testing.assert_allclose(W, _np_ridge(X, Y, beta), rtol=1e-8, atol=1e-10)
+
+
+def test_ridge_fallback_on_singular_gram():
+    # rank-deficient features with beta=0: Cholesky fails, the eigen fallback
+    # returns the minimum-norm least-squares solution (numpy's pinv)
+    base = RNG.standard_normal((200, 5))
+    X = np.hstack([base, base[:, :2]])  # 7 columns, rank 5
+    Y = RNG.standard_normal((200, 2))
+    W = ridge_regression(jnp.asarray(X), jnp.asarray(Y), 0.0)
+    np.testing.assert_allclose(W, (np.linalg.pinv(X) @ Y).T, rtol=1e-6, atol=1e-8)
+
+
+def test_streamed_blocks_equal_one_shot():
+    X = RNG.standard_normal((1037, 30))
+    Y = RNG.standard_normal((1037, 4))
+    one = accumulate(
+        RidgeStats.zeros(30, 4, None, jnp.float64), jnp.asarray(X), jnp.asarray(Y)
+    )
+    for block in (1, 64, 100, 1037, 5000):
+        s = sequence_stats(
+            jnp.asarray(X), jnp.asarray(Y), lambda x: x, lambda y: y, block_size=block
+        )
+        np.testing.assert_allclose(s.gram, one.gram, rtol=1e-10, atol=1e-9)
+        np.testing.assert_allclose(s.cross, one.cross, rtol=1e-10, atol=1e-9)
+        assert int(s.count) == 1037
+    # start offset = discarding rows
+    s = sequence_stats(
+        jnp.asarray(X), jnp.asarray(Y), lambda x: x, lambda y: y, start=37
+    )
+    np.testing.assert_allclose(s.gram, X[37:].T @ X[37:], rtol=1e-10, atol=1e-9)
+    # statistics of two halves add up to the whole
+    a = sequence_stats(
+        jnp.asarray(X[:500]), jnp.asarray(Y[:500]), lambda x: x, lambda y: y
+    )
+    b = sequence_stats(
+        jnp.asarray(X[500:]), jnp.asarray(Y[500:]), lambda x: x, lambda y: y
+    )
+    np.testing.assert_allclose((a + b).gram, one.gram, rtol=1e-10, atol=1e-9)
+
+
+def test_chunked_and_multi_sequence_fit_match_numpy():
+    T, C, N, O = 400, 3, 25, 2
+    states = RNG.standard_normal((T, C, N))
+    targets = RNG.standard_normal((T, C * O))
+    ro = readouts.ParallelLinearReadout(C * O, N, chunks=C)
+    fitted = fit_readout(ro, jnp.asarray(states), jnp.asarray(targets), 1e-2, spinup=10)
+    for c in range(C):
+        ref = _np_ridge(states[10:, c], targets[10:, c * O : (c + 1) * O], 1e-2)
+        np.testing.assert_allclose(fitted.wout[c], ref, rtol=1e-8, atol=1e-10)
+    # quadratic features: odd nodes squared, per chunk
+    qro = readouts.ParallelQuadraticReadout(C * O, N, chunks=C)
+    qfit = fit_readout(qro, jnp.asarray(states), jnp.asarray(targets), 1e-2)
+    feats = states.copy()
+    feats[..., 1::2] **= 2
+    ref = _np_ridge(feats[:, 1], targets[:, O : 2 * O], 1e-2)
+    np.testing.assert_allclose(qfit.wout[1], ref, rtol=1e-8, atol=1e-10)
+    # multi-sequence: the same as fitting the concatenation of the trimmed sequences
+    multi_states = RNG.standard_normal((3, 150, N))
+    multi_targets = RNG.standard_normal((3, 150, O))
+    lro = readouts.LinearReadout(O, N)
+    mfit = fit_readout(
+        lro,
+        jnp.asarray(multi_states),
+        jnp.asarray(multi_targets),
+        1e-3,
+        spinup=20,
+        multi_sequence=True,
+    )
+    X = multi_states[:, 20:].reshape(-1, N)
+    Y = multi_targets[:, 20:].reshape(-1, O)
+    np.testing.assert_allclose(mfit.wout, _np_ridge(X, Y, 1e-3), rtol=1e-8, atol=1e-10)
+
+
+def test_solve_raises_on_nonfinite():
+    stats = RidgeStats.zeros(3, 1, None, jnp.float64)
+    bad = RidgeStats(stats.gram.at[0, 0].set(jnp.nan), stats.cross, stats.count)
+    with pytest.raises(Exception, match="NaN"):
+        jax.block_until_ready(solve(bad, 1e-3))
+
+
+# ------------------------------------------------------------------ reservoirs
+
+
+def test_distinct_columns_are_distinct_and_uniform():
+    rng = np.random.default_rng(1)
+    cols = distinct_columns(rng, 20000, 10, 4)
+    assert all(len(set(row)) == 4 for row in cols[:500])
+    counts = np.bincount(cols.ravel(), minlength=10) / cols.size
+    np.testing.assert_allclose(counts, 0.1, atol=0.005)  # each column equally likely
+
+
+@pytest.mark.parametrize("use_sparse_eigs", [True, False])
+@pytest.mark.parametrize("n", [50, 300])
+def test_spectral_radius_hits_target(n, use_sparse_eigs):
+    d = drivers.ParallelESNDriver(
+        n,
+        spectral_radius=0.7,
+        density=0.05,
+        chunks=2,
+        seed=3,
+        use_sparse_eigs=use_sparse_eigs,
+    )
+    for c in range(2):
+        W = np.asarray(jax.tree.map(lambda a: a[c], d.wr).todense())
+        rho = np.max(np.abs(np.linalg.eigvals(W)))
+        np.testing.assert_allclose(rho, 0.7, rtol=1e-6)
+        assert (np.count_nonzero(W, axis=1) == nonzeros_per_row(n, 0.05)).all()
+
+
+def test_max_eig_arnoldi_inputs():
+    A = np.diag(np.arange(1.0, 6.0)) + np.triu(RNG.standard_normal((5, 5)), 1)
+    lam = max_eig_arnoldi(jnp.asarray(A))
+    np.testing.assert_allclose(abs(lam), 5.0, rtol=1e-10)
+    lam_sp = max_eig_arnoldi(sparse.BCOO.fromdense(jnp.asarray(A)))
+    np.testing.assert_allclose(abs(lam_sp), 5.0, rtol=1e-10)
+    lam_jit = jax.jit(max_eig_arnoldi)(jnp.asarray(A))
+    np.testing.assert_allclose(abs(lam_jit), 5.0, rtol=1e-10)
+
+
+def test_esn_update_matches_numpy():
+    d = drivers.ESNDriver(30, leak=0.3, bias=0.5, seed=0)
+    W = np.asarray(d.wr.todense())
+    r = RNG.standard_normal(30) * 0.5
+    p = RNG.standard_normal(30) * 0.5
+    expected = 0.7 * r + 0.3 * np.tanh(W @ r + p + 0.5)
+    np.testing.assert_allclose(
+        d.advance(jnp.asarray(p), jnp.asarray(r)), expected, rtol=1e-10, atol=1e-9
+    )
+    dc = drivers.ESNDriver(30, bias=0.5, mode="continuous", time_const=4.0, seed=0)
+    expected = 4.0 * (np.tanh(W @ r + p + 0.5) - r)
+    np.testing.assert_allclose(
+        dc.advance(jnp.asarray(p), jnp.asarray(r)), expected, rtol=1e-10, atol=1e-9
+    )
+
+
+@pytest.mark.parametrize("n_terms", [0, 1, 2, 3, 4, 5])
+def test_taylor_driver_is_the_taylor_polynomial(n_terms):
+    d = drivers.TaylorDriver(n_terms, 30, bias=0.4, seed=0)
+    r = jnp.asarray(RNG.standard_normal(30) * 0.3)
+    p = jnp.asarray(RNG.standard_normal(30) * 0.3)
+    z = d.wr.matvec(r) + p
+    # reference: jax's own derivatives of tanh at the bias
+    f = jnp.tanh
+    coeffs, g = [], f
+    for n in range(n_terms + 1):
+        coeffs.append(g(jnp.asarray(0.4)) / float(math.factorial(n)) if n else f(0.4))
+        g = jax.grad(g)
+    expected = sum(c * z**n for n, c in enumerate(coeffs))
+    np.testing.assert_allclose(d.advance(p, r), expected, rtol=1e-10, atol=1e-12)
+    # the error to the exact update shrinks like |z|^(n_terms+1)
+    small = 1e-2
+    exact = d.advance_full(small * p, small * r)
+    approx = d.advance(small * p, small * r)
+    assert float(jnp.max(jnp.abs(exact - approx))) < 10 * small ** (n_terms + 1)
+
+
+def test_local_embedding_windows():
+    u = jnp.arange(8.0)
+    per = embeddings.ParallelLinearEmbedding(8, 5, 0.1, chunks=4, locality=1, seed=0)
+    np.testing.assert_array_equal(
+        per.localize(u), [[7, 0, 1, 2], [1, 2, 3, 4], [3, 4, 5, 6], [5, 6, 7, 0]]
+    )
+    edge = embeddings.ParallelLinearEmbedding(
+        8, 5, 0.1, chunks=4, locality=2, periodic=False, seed=0
+    )
+    # non-periodic: each edge is extended with its own boundary value
+    np.testing.assert_array_equal(edge.localize(u)[0], [0, 0, 0, 1, 2, 3])
+    np.testing.assert_array_equal(edge.localize(u)[-1], [4, 5, 6, 7, 7, 7])
+    W = np.asarray(per.win)
+    expected = np.stack([W[c] @ np.asarray(per.localize(u))[c] for c in range(4)])
+    np.testing.assert_allclose(per.embed(u), expected, rtol=1e-10, atol=1e-9)
+    assert float(jnp.max(jnp.abs(per.win))) <= 0.1
+    ens = embeddings.EnsembleLinearEmbedding(8, 5, 0.1, chunks=3, seed=0)
+    np.testing.assert_allclose(ens.embed(u)[2], np.asarray(ens.win[2]) @ np.arange(8.0))
+
+
+def test_readout_feature_maps_and_ensemble_mean():
+    r = jnp.asarray(RNG.standard_normal(12))
+    nl = readouts.NonlinearReadout(2, 12, [jnp.sin, jnp.square])
+    f = np.asarray(r).copy()
+    f[1::3] = np.sin(f[1::3])
+    f[2::3] = f[2::3] ** 2
+    np.testing.assert_allclose(nl.nonlinear_transform(r), f, rtol=1e-10, atol=1e-9)
+    q = readouts.QuadraticReadout(2, 12)
+    g = np.asarray(r).copy()
+    g[1::2] **= 2
+    np.testing.assert_allclose(q.prepare_train(r[None])[0], g, rtol=1e-10, atol=1e-9)
+    ens = readouts.EnsembleLinearReadout(2, 12, chunks=3)
+    ens = ens.set_wout(jnp.asarray(RNG.standard_normal((3, 2, 12))))
+    rs = jnp.asarray(RNG.standard_normal((3, 12)))
+    expected = np.mean(
+        [np.asarray(ens.wout[c]) @ np.asarray(rs[c]) for c in range(3)], axis=0
+    )
+    np.testing.assert_allclose(ens.readout(rs), expected, rtol=1e-10, atol=1e-9)
