@@ -17,9 +17,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _helpers import block, count_compiles, lorenz_rk4, noisy_sinusoids
 
 import orc
+from _helpers import block, count_compiles, lorenz_rk4, noisy_sinusoids
 from orc import drivers, embeddings, readouts
 from orc.forecaster import RCForecasterBase
 

@@ -11,9 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _helpers import lorenz_rk4, noisy_sinusoids, valid_prediction_steps
 
 import orc
+from _helpers import lorenz_rk4, noisy_sinusoids, valid_prediction_steps
 from orc._ridge import RidgeStats, accumulate, solve
 
 LYAP = 0.906

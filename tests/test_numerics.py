@@ -138,7 +138,7 @@ def test_spectral_radius_hits_target(n, use_sparse_eigs):
         use_sparse_eigs=use_sparse_eigs,
     )
     for c in range(2):
-        W = np.asarray(jax.tree.map(lambda a: a[c], d.wr).todense())
+        W = np.asarray(jax.tree.map(lambda a, c=c: a[c], d.wr).todense())
         rho = np.max(np.abs(np.linalg.eigvals(W)))
         np.testing.assert_allclose(rho, 0.7, rtol=1e-6)
         assert (np.count_nonzero(W, axis=1) == nonzeros_per_row(n, 0.05)).all()
