@@ -21,6 +21,9 @@ test: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests benchmarks examples
 	$(PY) -m pytest -q
 
+bench: $(STAMP)
+	$(PY) benchmarks/run.py $(BENCH_ARGS)
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check --fix src tests benchmarks examples
 	$(VENV)/bin/ruff format src tests benchmarks examples

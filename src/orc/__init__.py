@@ -6,15 +6,12 @@ their relatives. The pipeline is embedding (input -> reservoir drive) -> driver
 and are Equinox modules, so ``jax.jit``, ``vmap`` and ``grad`` apply to them.
 
 Precision: reservoir computing usually needs float64. orc never changes JAX's
-global configuration; enable x64 yourself before building models::
+global configuration; building a float64 model while x64 is off warns and gives
+float32. Enable x64 yourself before building models::
 
     import jax
     jax.config.update("jax_enable_x64", True)
 """
-
-import warnings as _warnings
-
-import jax as _jax
 
 from . import (
     classifier,
@@ -23,20 +20,12 @@ from . import (
     drivers,
     embeddings,
     forecaster,
+    metrics,
     readouts,
     utils,
 )
 
 __version__ = "0.5.0.dev0"
-
-if not _jax.config.jax_enable_x64:
-    _warnings.warn(
-        "orc: jax_enable_x64 is off, so models default to float32; reservoir "
-        "forecasts usually need float64. Enable it before creating models with "
-        "jax.config.update('jax_enable_x64', True).",
-        UserWarning,
-        stacklevel=2,
-    )
 
 __all__ = [
     "classifier",
@@ -45,6 +34,7 @@ __all__ = [
     "drivers",
     "embeddings",
     "forecaster",
+    "metrics",
     "readouts",
     "utils",
     "__version__",
