@@ -56,3 +56,11 @@ def numpy_rng(seed, owner: str) -> np.random.Generator:
 def jax_key(seed, owner: str):
     """A JAX key derived from ``seed`` (for components built with JAX, e.g. the GRU)."""
     return jax.random.key(int(numpy_rng(seed, owner).integers(0, 2**31 - 1)))
+
+
+def seed_field(seed, owner: str):
+    """The value a model stores as its ``seed`` attribute: the int, or None for keys."""
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+        return int(seed)
+    seed_sequence(seed, owner)  # raises TypeError for anything that is not a seed
+    return None

@@ -119,6 +119,9 @@ def check_static_int(name: str, value, owner: str, *, minimum: int = 0) -> int:
             "by jax.jit. Mark it static (jax.jit(..., static_argnames=...)) or call "
             "the method through eqx.filter_jit, which keeps Python ints static."
         )
+    if isinstance(value, (np.ndarray, np.generic, jax.Array)) and np.ndim(value) == 0:
+        if np.issubdtype(np.asarray(value).dtype, np.integer):
+            value = int(value)
     return check_int(name, value, owner, minimum=minimum)
 
 
@@ -151,3 +154,26 @@ def check_finite(x, name: str, owner: str, hint: str = ""):
     if hint:
         msg += " " + hint
     return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), msg)
+
+
+def check_esn_arguments(
+    owner: str,
+    *,
+    res_dim,
+    Wr_density,
+    Wr_spectral_radius,
+    embedding_scaling,
+    bias,
+    leak_rate=None,
+    time_const=None,
+) -> None:
+    """Check the ESN models' hyperparameters under their public names."""
+    check_int("res_dim", res_dim, owner, minimum=1)
+    check_float("Wr_density", Wr_density, owner, low=0.0, high=1.0, low_open=True)
+    check_float("Wr_spectral_radius", Wr_spectral_radius, owner, low=0.0, low_open=True)
+    check_float("embedding_scaling", embedding_scaling, owner)
+    check_float("bias", bias, owner)
+    if leak_rate is not None:
+        check_float("leak_rate", leak_rate, owner, low=0.0, high=1.0, low_open=True)
+    if time_const is not None:
+        check_float("time_const", time_const, owner, low=0.0, low_open=True)

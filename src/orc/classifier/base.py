@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._compose import check_pipeline
+from .._random import seed_field
 from .._validation import check_dtype, check_int, check_rank
 from ..drivers import DriverBase
 from ..embeddings import EmbedBase
@@ -69,6 +71,7 @@ class RCClassifierBase(eqx.Module):
                 f"{name}: readout.out_dim ({readout.out_dim}) must equal n_classes "
                 f"({self.n_classes})"
             )
+        check_pipeline(type(self).__name__, embedding, driver, readout, None)
         self.driver = driver
         self.readout = readout
         self.embedding = embedding
@@ -77,7 +80,7 @@ class RCClassifierBase(eqx.Module):
         self.res_dim = driver.res_dim
         self.state_repr = state_repr
         self.dtype = check_dtype(dtype, name)
-        self.seed = seed if isinstance(seed, int) else None
+        self.seed = seed_field(seed, type(self).__name__)
 
     def _check_seq(self, in_seq, name="in_seq"):
         in_seq = check_rank(name, in_seq, 2, type(self).__name__, "(seq_len, data_dim)")

@@ -6,7 +6,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._random import spawn
-from .._validation import check_dtype, check_int
+from .._validation import check_dtype, check_esn_arguments, check_int
 from ..drivers import ESNDriver
 from ..embeddings import LinearEmbedding
 from ..readouts import LinearReadout, QuadraticReadout
@@ -60,6 +60,15 @@ class ESNClassifier(RCClassifierBase):
         name = type(self).__name__
         data_dim = check_int("data_dim", data_dim, name, minimum=1)
         n_classes = check_int("n_classes", n_classes, name, minimum=2)
+        check_esn_arguments(
+            name,
+            res_dim=res_dim,
+            Wr_density=Wr_density,
+            Wr_spectral_radius=Wr_spectral_radius,
+            embedding_scaling=embedding_scaling,
+            bias=bias,
+            leak_rate=leak_rate,
+        )
         dtype = check_dtype(dtype, name)
         k_driver, _, k_embed = spawn(seed, 3, name)
         embedding = LinearEmbedding(

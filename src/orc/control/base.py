@@ -23,6 +23,8 @@ import jax.numpy as jnp
 import optimistix as optx
 from jaxtyping import Array, Float
 
+from .._compose import check_pipeline
+from .._random import seed_field
 from .._validation import check_dtype, check_float, check_int, check_rank
 from ..drivers import DriverBase
 from ..embeddings import EmbedBase
@@ -99,6 +101,7 @@ class RCControllerBase(eqx.Module):
                 f"{name}: embedding.in_dim ({embedding.in_dim}) must equal in_dim + "
                 f"control_dim ({self.in_dim + self.control_dim})"
             )
+        check_pipeline(type(self).__name__, embedding, driver, readout, self.in_dim)
         self.driver = driver
         self.readout = readout
         self.embedding = embedding
@@ -110,7 +113,7 @@ class RCControllerBase(eqx.Module):
         self.alpha_1 = jnp.asarray(alpha_1, self.dtype)
         self.alpha_2 = jnp.asarray(alpha_2, self.dtype)
         self.alpha_3 = jnp.asarray(alpha_3, self.dtype)
-        self.seed = seed if isinstance(seed, int) else None
+        self.seed = seed_field(seed, type(self).__name__)
 
     # ------------------------------------------------------------------ checks
     def _check_control(self, control_seq, name="control_seq"):

@@ -6,7 +6,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._random import spawn
-from .._validation import check_dtype, check_int
+from .._validation import check_dtype, check_esn_arguments, check_int
 from ..drivers import ESNDriver
 from ..embeddings import LinearEmbedding
 from ..readouts import LinearReadout, QuadraticReadout
@@ -64,6 +64,15 @@ class ESNController(RCControllerBase):
         name = type(self).__name__
         data_dim = check_int("data_dim", data_dim, name, minimum=1)
         control_dim = check_int("control_dim", control_dim, name, minimum=1)
+        check_esn_arguments(
+            name,
+            res_dim=res_dim,
+            Wr_density=Wr_density,
+            Wr_spectral_radius=Wr_spectral_radius,
+            embedding_scaling=embedding_scaling,
+            bias=bias,
+            leak_rate=leak_rate,
+        )
         dtype = check_dtype(dtype, name)
         k_driver, _, k_embed = spawn(seed, 3, name)
         embedding = LinearEmbedding(

@@ -22,6 +22,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._compose import check_pipeline
+from .._random import seed_field
 from .._validation import check_dtype, check_rank, check_static_int
 from ..drivers import DriverBase
 from ..embeddings import EmbedBase
@@ -91,6 +93,9 @@ class RCForecasterBase(eqx.Module):
         dtype=jnp.float64,
         seed=0,
     ) -> None:
+        check_pipeline(
+            type(self).__name__, embedding, driver, readout, embedding.in_dim
+        )
         self.driver = driver
         self.readout = readout
         self.embedding = embedding
@@ -99,7 +104,7 @@ class RCForecasterBase(eqx.Module):
         self.res_dim = driver.res_dim
         self.chunks = chunks
         self.dtype = check_dtype(dtype, type(self).__name__)
-        self.seed = seed if isinstance(seed, int) else None
+        self.seed = seed_field(seed, type(self).__name__)
 
     def _advance_seq(self, proj_seq, res_state):
         def step(r, p):
@@ -143,7 +148,6 @@ class RCForecasterBase(eqx.Module):
         _, rest = jax.lax.scan(step, res_state, None, length=fcast_len - 1)
         return jnp.concatenate([first[None], rest], axis=0)
 
-    @eqx.filter_jit
     def forecast(
         self, fcast_len: int, res_state: Array
     ) -> Float[Array, "fcast_len out_dim"]:
@@ -156,9 +160,12 @@ class RCForecasterBase(eqx.Module):
             "fcast_len", fcast_len, type(self).__name__, minimum=1
         )
         _check_state(self, res_state)
-        return self._closed_loop(fcast_len, jnp.asarray(res_state, self.dtype))
+        return self._forecast(fcast_len, res_state)
 
     @eqx.filter_jit
+    def _forecast(self, fcast_len: int, res_state: Array) -> Array:
+        return self._closed_loop(fcast_len, jnp.asarray(res_state, self.dtype))
+
     def forecast_from_IC(
         self, fcast_len: int, spinup_data: Float[Array, "seq_len data_dim"]
     ) -> Float[Array, "fcast_len out_dim"]:
@@ -169,6 +176,11 @@ class RCForecasterBase(eqx.Module):
         fcast_len = check_static_int(
             "fcast_len", fcast_len, type(self).__name__, minimum=1
         )
+        spinup_data = _check_sequence(self, spinup_data, "spinup_data")
+        return self._forecast_from_IC(fcast_len, spinup_data)
+
+    @eqx.filter_jit
+    def _forecast_from_IC(self, fcast_len: int, spinup_data: Array) -> Array:
         states = self.force(spinup_data, self.driver.default_state())
         return self._closed_loop(fcast_len, states[-1])
 
@@ -247,7 +259,12 @@ class CRCForecasterBase(RCForecasterBase):
             )
         if length < 2:
             raise ValueError(f"{type(self).__name__}: {name} needs at least 2 times")
-        return ts.astype(self.dtype)
+        ts = ts.astype(self.dtype)
+        return eqx.error_if(
+            ts,
+            ~jnp.all(jnp.isfinite(ts)) | jnp.any(jnp.diff(ts) <= 0),
+            f"{type(self).__name__}: {name} must be finite and strictly increasing.",
+        )
 
     @eqx.filter_jit
     def force(self, in_seq: Array, res_state: Array, ts: Array) -> Array:  # type: ignore[override]
@@ -291,6 +308,7 @@ class CRCForecasterBase(RCForecasterBase):
         """Warm up on ``spinup_data`` (times ``spinup_ts``, default spaced like ``ts``), then forecast."""
         ts = check_rank("ts", ts, 1, type(self).__name__, "(fcast_len,)")
         ts = self._check_ts(ts, ts.shape[0], "ts")
+        spinup_data = _check_sequence(self, spinup_data, "spinup_data")
         if spinup_ts is None:
             spinup_ts = jnp.arange(spinup_data.shape[0], dtype=self.dtype) * (
                 ts[1] - ts[0]

@@ -7,7 +7,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._random import spawn
-from .._validation import check_dtype, check_int
+from .._validation import check_dtype, check_esn_arguments, check_int
 from ..drivers import ParallelESNDriver
 from ..embeddings import EnsembleLinearEmbedding, ParallelLinearEmbedding
 from ..readouts import (
@@ -43,6 +43,16 @@ def _esn_parts(
     """Embedding, driver and readout of the (continuous) ESN forecasters."""
     data_dim = check_int("data_dim", data_dim, name, minimum=1)
     chunks = check_int("chunks", chunks, name, minimum=1)
+    check_esn_arguments(
+        name,
+        res_dim=res_dim,
+        Wr_density=density,
+        Wr_spectral_radius=spectral_radius,
+        embedding_scaling=embedding_scaling,
+        bias=bias,
+        leak_rate=leak_rate if mode == "discrete" else None,
+        time_const=time_const if mode == "continuous" else None,
+    )
     if data_dim % chunks:
         raise ValueError(
             f"{name}: chunks ({chunks}) must evenly divide data_dim ({data_dim})"
@@ -253,6 +263,15 @@ class EnsembleESNForecaster(RCForecasterBase):
         name = type(self).__name__
         data_dim = check_int("data_dim", data_dim, name, minimum=1)
         chunks = check_int("chunks", chunks, name, minimum=1)
+        check_esn_arguments(
+            name,
+            res_dim=res_dim,
+            Wr_density=Wr_density,
+            Wr_spectral_radius=Wr_spectral_radius,
+            embedding_scaling=embedding_scaling,
+            bias=bias,
+            leak_rate=leak_rate,
+        )
         dtype = check_dtype(dtype, name)
         k_driver, k_readout, k_embed = spawn(seed, 3, name)
         embedding = EnsembleLinearEmbedding(
