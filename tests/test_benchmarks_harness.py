@@ -231,6 +231,32 @@ def test_plan_and_jobs():
         run.parse_args(["--only", "nope"])
 
 
+def test_merge_previous_keeps_rows_not_rerun():
+    old = {
+        "libraries": ["orc04", "rpy"],
+        "workloads": ["a", "c"],
+        "plan": {"sizes_a": [500, 2000], "sweep_t": [], "sizes_e": []},
+        "meta": {"date_utc": "then", "libraries": {"rpy": {"python": "3.11"}}},
+        "results": _fake_results()[1:],
+    }
+    new = {
+        "libraries": ["ours"],
+        "workloads": ["a"],
+        "plan": {"sizes_a": [500], "sweep_t": [], "sizes_e": []},
+        "meta": {"libraries": {}},
+        "results": [],
+    }
+    jobs = [{"library": "rpy", "workload": "a", "size": 500}]
+    run.merge_previous(new, old, jobs)
+    kept = {(r["library"], r["workload"]) for r in new["results"]}
+    assert kept == {("orc04", "a"), ("rpy", "d")}
+    assert new["libraries"] == ["ours", "orc04", "rpy"]
+    assert new["workloads"] == ["a", "c"]
+    assert new["plan"]["sizes_a"] == [500, 2000]
+    assert new["meta"]["merged_from"] == "then"
+    assert "rpy" in new["meta"]["libraries"]
+
+
 def test_render_results_smoke():
     payload = {
         "meta": {

@@ -5,11 +5,8 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 
-from .._random import spawn
-from .._validation import check_dtype, check_esn_arguments, check_int
-from ..drivers import ESNDriver
-from ..embeddings import LinearEmbedding
-from ..readouts import LinearReadout, QuadraticReadout
+from .._esn import esn_components
+from .._validation import check_int
 from .base import RCControllerBase
 
 __all__ = ["ESNController"]
@@ -64,36 +61,22 @@ class ESNController(RCControllerBase):
         name = type(self).__name__
         data_dim = check_int("data_dim", data_dim, name, minimum=1)
         control_dim = check_int("control_dim", control_dim, name, minimum=1)
-        check_esn_arguments(
+        embedding, driver, readout, dtype = esn_components(
             name,
+            layout="single",
+            in_dim=data_dim + control_dim,
+            out_dim=data_dim,
             res_dim=res_dim,
+            embedding_scaling=embedding_scaling,
             Wr_density=Wr_density,
             Wr_spectral_radius=Wr_spectral_radius,
-            embedding_scaling=embedding_scaling,
             bias=bias,
+            dtype=dtype,
+            seed=seed,
             leak_rate=leak_rate,
-        )
-        dtype = check_dtype(dtype, name)
-        k_driver, _, k_embed = spawn(seed, 3, name)
-        embedding = LinearEmbedding(
-            in_dim=data_dim + control_dim,
-            res_dim=res_dim,
-            scaling=embedding_scaling,
-            dtype=dtype,
-            seed=k_embed,
-        )
-        driver = ESNDriver(
-            res_dim=res_dim,
-            leak=leak_rate,
-            spectral_radius=Wr_spectral_radius,
-            density=Wr_density,
-            bias=bias,
-            dtype=dtype,
-            seed=k_driver,
+            quadratic=quadratic,
             use_sparse_eigs=use_sparse_eigs,
         )
-        readout_cls = QuadraticReadout if quadratic else LinearReadout
-        readout = readout_cls(out_dim=data_dim, res_dim=res_dim, dtype=dtype)
         super().__init__(
             driver,
             readout,

@@ -6,87 +6,11 @@ import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 
-from .._random import spawn
-from .._validation import check_dtype, check_esn_arguments, check_int
-from ..drivers import ParallelESNDriver
-from ..embeddings import EnsembleLinearEmbedding, ParallelLinearEmbedding
-from ..readouts import (
-    EnsembleLinearReadout,
-    ParallelLinearReadout,
-    ParallelQuadraticReadout,
-)
+from .._esn import esn_components
+from .._validation import check_int
 from .base import CRCForecasterBase, RCForecasterBase
 
 __all__ = ["ESNForecaster", "CESNForecaster", "EnsembleESNForecaster"]
-
-
-def _esn_parts(
-    name,
-    data_dim,
-    res_dim,
-    *,
-    embedding_scaling,
-    density,
-    spectral_radius,
-    bias,
-    dtype,
-    seed,
-    chunks,
-    locality,
-    quadratic,
-    periodic,
-    use_sparse_eigs,
-    leak_rate=0.6,
-    mode="discrete",
-    time_const=50.0,
-):
-    """Embedding, driver and readout of the (continuous) ESN forecasters."""
-    data_dim = check_int("data_dim", data_dim, name, minimum=1)
-    chunks = check_int("chunks", chunks, name, minimum=1)
-    check_esn_arguments(
-        name,
-        res_dim=res_dim,
-        Wr_density=density,
-        Wr_spectral_radius=spectral_radius,
-        embedding_scaling=embedding_scaling,
-        bias=bias,
-        leak_rate=leak_rate if mode == "discrete" else None,
-        time_const=time_const if mode == "continuous" else None,
-    )
-    if data_dim % chunks:
-        raise ValueError(
-            f"{name}: chunks ({chunks}) must evenly divide data_dim ({data_dim})"
-        )
-    dtype = check_dtype(dtype, name)
-    k_driver, k_readout, k_embed = spawn(seed, 3, name)
-    embedding = ParallelLinearEmbedding(
-        in_dim=data_dim,
-        res_dim=res_dim,
-        scaling=embedding_scaling,
-        dtype=dtype,
-        chunks=chunks,
-        locality=locality,
-        periodic=periodic,
-        seed=k_embed,
-    )
-    driver = ParallelESNDriver(
-        res_dim=res_dim,
-        leak=leak_rate,
-        spectral_radius=spectral_radius,
-        density=density,
-        bias=bias,
-        dtype=dtype,
-        chunks=chunks,
-        mode=mode,
-        time_const=time_const,
-        seed=k_driver,
-        use_sparse_eigs=use_sparse_eigs,
-    )
-    readout_cls = ParallelQuadraticReadout if quadratic else ParallelLinearReadout
-    readout = readout_cls(
-        out_dim=data_dim, res_dim=res_dim, chunks=chunks, dtype=dtype, seed=0
-    )
-    return embedding, driver, readout, dtype, chunks
 
 
 class ESNForecaster(RCForecasterBase):
@@ -144,18 +68,21 @@ class ESNForecaster(RCForecasterBase):
         periodic: bool = True,
         use_sparse_eigs: bool = True,
     ) -> None:
-        embedding, driver, readout, dtype, chunks = _esn_parts(
+        data_dim = check_int("data_dim", data_dim, type(self).__name__, minimum=1)
+        embedding, driver, readout, dtype = esn_components(
             type(self).__name__,
-            data_dim,
-            res_dim,
-            leak_rate=leak_rate,
+            layout="parallel",
+            in_dim=data_dim,
+            out_dim=data_dim,
+            res_dim=res_dim,
             embedding_scaling=embedding_scaling,
-            density=Wr_density,
-            spectral_radius=Wr_spectral_radius,
+            Wr_density=Wr_density,
+            Wr_spectral_radius=Wr_spectral_radius,
             bias=bias,
             dtype=dtype,
             seed=seed,
             chunks=chunks,
+            leak_rate=leak_rate,
             locality=locality,
             quadratic=quadratic,
             periodic=periodic,
@@ -202,19 +129,22 @@ class CESNForecaster(CRCForecasterBase):
         adjoint: diffrax.AbstractAdjoint | None = None,
         max_steps: int | None = None,
     ) -> None:
-        embedding, driver, readout, dtype, chunks = _esn_parts(
+        data_dim = check_int("data_dim", data_dim, type(self).__name__, minimum=1)
+        embedding, driver, readout, dtype = esn_components(
             type(self).__name__,
-            data_dim,
-            res_dim,
-            mode="continuous",
-            time_const=time_const,
+            layout="parallel",
+            in_dim=data_dim,
+            out_dim=data_dim,
+            res_dim=res_dim,
             embedding_scaling=embedding_scaling,
-            density=Wr_density,
-            spectral_radius=Wr_spectral_radius,
+            Wr_density=Wr_density,
+            Wr_spectral_radius=Wr_spectral_radius,
             bias=bias,
             dtype=dtype,
             seed=seed,
             chunks=chunks,
+            mode="continuous",
+            time_const=time_const,
             locality=locality,
             quadratic=quadratic,
             periodic=periodic,
@@ -260,41 +190,22 @@ class EnsembleESNForecaster(RCForecasterBase):
         chunks: int = 1,
         use_sparse_eigs: bool = True,
     ) -> None:
-        name = type(self).__name__
-        data_dim = check_int("data_dim", data_dim, name, minimum=1)
-        chunks = check_int("chunks", chunks, name, minimum=1)
-        check_esn_arguments(
-            name,
+        data_dim = check_int("data_dim", data_dim, type(self).__name__, minimum=1)
+        embedding, driver, readout, dtype = esn_components(
+            type(self).__name__,
+            layout="ensemble",
+            in_dim=data_dim,
+            out_dim=data_dim,
             res_dim=res_dim,
+            embedding_scaling=embedding_scaling,
             Wr_density=Wr_density,
             Wr_spectral_radius=Wr_spectral_radius,
-            embedding_scaling=embedding_scaling,
             bias=bias,
+            dtype=dtype,
+            seed=seed,
+            chunks=chunks,
             leak_rate=leak_rate,
-        )
-        dtype = check_dtype(dtype, name)
-        k_driver, k_readout, k_embed = spawn(seed, 3, name)
-        embedding = EnsembleLinearEmbedding(
-            in_dim=data_dim,
-            res_dim=res_dim,
-            scaling=embedding_scaling,
-            chunks=chunks,
-            dtype=dtype,
-            seed=k_embed,
-        )
-        driver = ParallelESNDriver(
-            res_dim=res_dim,
-            leak=leak_rate,
-            spectral_radius=Wr_spectral_radius,
-            density=Wr_density,
-            bias=bias,
-            dtype=dtype,
-            chunks=chunks,
-            seed=k_driver,
             use_sparse_eigs=use_sparse_eigs,
-        )
-        readout = EnsembleLinearReadout(
-            out_dim=data_dim, res_dim=res_dim, chunks=chunks, dtype=dtype
         )
         super().__init__(
             driver, readout, embedding, chunks=chunks, dtype=dtype, seed=seed

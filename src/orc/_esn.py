@@ -1,0 +1,112 @@
+"""The embedding, driver and readout of the ESN models, built in one place.
+
+Every ESN model (forecasters, classifier, controller) is this pipeline with a
+layout: ``"single"`` (one reservoir, no chunk axis), ``"parallel"`` (local
+patches of the input, one reservoir each) or ``"ensemble"`` (every reservoir
+sees the whole input, outputs averaged). Hyperparameters are checked under the
+names the models expose.
+"""
+
+from __future__ import annotations
+
+from ._random import spawn
+from ._validation import check_dtype, check_esn_arguments, check_int
+from .drivers import ESNDriver, ParallelESNDriver
+from .embeddings import (
+    EnsembleLinearEmbedding,
+    LinearEmbedding,
+    ParallelLinearEmbedding,
+)
+from .readouts import (
+    EnsembleLinearReadout,
+    LinearReadout,
+    ParallelLinearReadout,
+    ParallelQuadraticReadout,
+    QuadraticReadout,
+)
+
+__all__ = ["esn_components"]
+
+
+def esn_components(
+    owner: str,
+    *,
+    layout: str,
+    in_dim: int,
+    out_dim: int,
+    res_dim: int,
+    embedding_scaling,
+    Wr_density,
+    Wr_spectral_radius,
+    bias,
+    dtype,
+    seed,
+    use_sparse_eigs: bool = True,
+    leak_rate=0.6,
+    mode: str = "discrete",
+    time_const=50.0,
+    chunks: int = 1,
+    locality: int = 0,
+    periodic: bool = True,
+    quadratic: bool = False,
+):
+    """``(embedding, driver, readout, dtype)`` of an ESN model."""
+    check_int("in_dim", in_dim, owner, minimum=1)
+    check_int("out_dim", out_dim, owner, minimum=1)
+    check_esn_arguments(
+        owner,
+        res_dim=res_dim,
+        Wr_density=Wr_density,
+        Wr_spectral_radius=Wr_spectral_radius,
+        embedding_scaling=embedding_scaling,
+        bias=bias,
+        leak_rate=leak_rate if mode == "discrete" else None,
+        time_const=time_const if mode == "continuous" else None,
+    )
+    dtype = check_dtype(dtype, owner)
+    k_driver, _, k_embed = spawn(seed, 3, owner)
+    driver_args = dict(
+        res_dim=res_dim,
+        leak=leak_rate,
+        spectral_radius=Wr_spectral_radius,
+        density=Wr_density,
+        bias=bias,
+        dtype=dtype,
+        mode=mode,
+        time_const=time_const,
+        seed=k_driver,
+        use_sparse_eigs=use_sparse_eigs,
+    )
+    if layout == "single":
+        embedding = LinearEmbedding(
+            in_dim, res_dim, embedding_scaling, dtype, seed=k_embed
+        )
+        driver = ESNDriver(**driver_args)
+        readout_cls = QuadraticReadout if quadratic else LinearReadout
+        return embedding, driver, readout_cls(out_dim, res_dim, dtype), dtype
+    chunks = check_int("chunks", chunks, owner, minimum=1)
+    driver = ParallelESNDriver(chunks=chunks, **driver_args)
+    if layout == "ensemble":
+        embedding = EnsembleLinearEmbedding(
+            in_dim, res_dim, embedding_scaling, chunks, dtype, seed=k_embed
+        )
+        readout = EnsembleLinearReadout(out_dim, res_dim, chunks, dtype)
+        return embedding, driver, readout, dtype
+    if layout != "parallel":
+        raise ValueError(f"{owner}: unknown layout {layout!r}")
+    if in_dim % chunks:
+        raise ValueError(
+            f"{owner}: chunks ({chunks}) must evenly divide data_dim ({in_dim})"
+        )
+    embedding = ParallelLinearEmbedding(
+        in_dim,
+        res_dim,
+        embedding_scaling,
+        dtype,
+        chunks=chunks,
+        locality=locality,
+        periodic=periodic,
+        seed=k_embed,
+    )
+    readout_cls = ParallelQuadraticReadout if quadratic else ParallelLinearReadout
+    return embedding, driver, readout_cls(out_dim, res_dim, chunks, dtype), dtype
