@@ -17,16 +17,16 @@ demo: $(STAMP)
 	$(VENV)/bin/orc demo
 
 test: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks examples
-	$(VENV)/bin/ruff format --check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check --fix src tests benchmarks examples
-	$(VENV)/bin/ruff format src tests benchmarks examples
+	$(VENV)/bin/ruff check --fix src tests benchmarks
+	$(VENV)/bin/ruff format src tests benchmarks
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache
