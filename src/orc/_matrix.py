@@ -23,9 +23,70 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from . import _native
 from .utils.numerics import spectral_radius_np
 
-__all__ = ["ReservoirMatrix", "random_reservoir_matrices", "distinct_columns"]
+__all__ = [
+    "ReservoirMatrix",
+    "random_reservoir_matrices",
+    "distinct_columns",
+    "ell_matvec",
+]
+
+_USE_NATIVE = {"enabled": True}
+
+
+def set_native(enabled: bool) -> bool:
+    """Switch the native CPU kernel on or off for functions traced from now on.
+
+    Returns the previous setting. Already compiled functions keep their path.
+    """
+    previous = _USE_NATIVE["enabled"]
+    _USE_NATIVE["enabled"] = bool(enabled)
+    return previous
+
+
+def _gather_matvec(values, indices, x):
+    return jnp.sum(values * x[indices], axis=-1)
+
+
+@jax.custom_jvp
+def _native_matvec(values, indices, x):
+    target = _native.ffi_target(values.dtype)
+    call = jax.ffi.ffi_call(
+        target, jax.ShapeDtypeStruct(x.shape, x.dtype), vmap_method="expand_dims"
+    )
+    return call(values, indices, x)
+
+
+@_native_matvec.defjvp
+def _native_matvec_jvp(primals, tangents):
+    values, indices, x = primals
+    d_values, _, d_x = tangents
+    y = _native_matvec(values, indices, x)
+    # the product is bilinear; its tangent uses the (transposable) JAX gather
+    return y, _gather_matvec(d_values, indices, x) + _gather_matvec(
+        values, indices, d_x
+    )
+
+
+def ell_matvec(values, indices, x, native: bool | None = None):
+    """``y[i] = sum_j values[i, j] * x[indices[i, j]]``.
+
+    On CPU with the native kernel available (see :mod:`orc._native`) this is a
+    custom call; elsewhere, or with ``native=False``, the JAX gather. Both give
+    the same values; derivatives always go through the JAX expression.
+    """
+    use = _USE_NATIVE["enabled"] if native is None else native
+    if use and values.dtype == x.dtype and _native.ffi_target(values.dtype) is not None:
+        return jax.lax.platform_dependent(
+            values,
+            indices,
+            x,
+            cpu=_native_matvec,
+            default=_gather_matvec,
+        )
+    return _gather_matvec(values, indices, x)
 
 
 class ReservoirMatrix(eqx.Module):
@@ -53,7 +114,7 @@ class ReservoirMatrix(eqx.Module):
 
     def matvec(self, x: Float[Array, " n"]) -> Float[Array, " n"]:
         """``W @ x``."""
-        return jnp.sum(self.values * x[self.indices], axis=-1)
+        return ell_matvec(self.values, self.indices, x)
 
     def __matmul__(self, x):
         if x.ndim == 1:

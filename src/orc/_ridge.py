@@ -26,6 +26,7 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 __all__ = ["RidgeStats", "accumulate", "sequence_stats", "solve", "DEFAULT_BLOCK"]
@@ -60,15 +61,54 @@ class RidgeStats(eqx.Module):
         return jax.tree.map(jnp.add, self, other)
 
 
+def _gram_xla(x: Array) -> Array:
+    return jnp.einsum("...tf,...tg->...fg", x, x)
+
+
+def _gram_host(x: Array) -> Array:
+    """``x^T x`` by numpy on the host: BLAS's symmetric rank-k update does half
+    the multiply-adds of a general product and runs ~2.5x faster than XLA's
+    float64 dot on CPU (0.07 s vs 0.22 s for 2048 x 2000, measured here)."""
+
+    def host(a):
+        a = np.asarray(a)
+        return np.matmul(np.swapaxes(a, -1, -2), a)
+
+    shape = jax.ShapeDtypeStruct(x.shape[:-2] + (x.shape[-1], x.shape[-1]), x.dtype)
+    return jax.pure_callback(host, shape, x, vmap_method="expand_dims")
+
+
+@jax.custom_jvp
+def _gram_cpu(x: Array) -> Array:
+    return _gram_host(x)
+
+
+@_gram_cpu.defjvp
+def _gram_cpu_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    g = jnp.einsum("...tf,...tg->...fg", dx, x)
+    return _gram_cpu(x), g + jnp.swapaxes(g, -1, -2)
+
+
+def gram(feats: Array) -> Array:
+    """``F^T F`` of ``feats (B, [C,] F)``, shape ``([C,] F, F)``.
+
+    On CPU the product runs in numpy's BLAS (see :func:`_gram_host`), elsewhere
+    in XLA; derivatives go through XLA either way.
+    """
+    x = jnp.moveaxis(feats, 1, 0) if feats.ndim == 3 else feats  # ([C,] B, F)
+    return jax.lax.platform_dependent(x, cpu=_gram_cpu, default=_gram_xla)
+
+
 def accumulate(stats: RidgeStats, feats: Array, targets: Array) -> RidgeStats:
     """Add a block of rows: ``feats (B, [C,] F)``, ``targets (B, [C,] O)``."""
     if feats.ndim == 2:
-        g = feats.T @ feats
         b = feats.T @ targets
     else:
-        g = jnp.einsum("tcf,tcg->cfg", feats, feats)
         b = jnp.einsum("tcf,tco->cfo", feats, targets)
-    return RidgeStats(stats.gram + g, stats.cross + b, stats.count + feats.shape[0])
+    return RidgeStats(
+        stats.gram + gram(feats), stats.cross + b, stats.count + feats.shape[0]
+    )
 
 
 def sequence_stats(

@@ -5,10 +5,17 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ._ridge import RidgeStats, sequence_stats, solve
+from ._ridge import DEFAULT_BLOCK, RidgeStats, accumulate, sequence_stats, solve
 from ._validation import check_float, check_int, check_rank
 
-__all__ = ["fit_readout", "readout_stats", "check_training_args", "initial_states"]
+__all__ = [
+    "fit_readout",
+    "readout_stats",
+    "stream_fit",
+    "stream_stats",
+    "check_training_args",
+    "initial_states",
+]
 
 
 def readout_stats(
@@ -136,3 +143,108 @@ def initial_states(model, initial_res_state, n_traj, multi):
     if multi:
         return jnp.broadcast_to(default, (n_traj,) + default.shape)
     return default
+
+
+def stream_stats(
+    readout,
+    force,
+    inputs,
+    targets,
+    init,
+    *,
+    spinup: int = 0,
+    block_size: int | None = None,
+):
+    """Ridge statistics of a teacher-forced run without keeping its states.
+
+    ``force(inputs_block, state) -> states_block`` advances the reservoir over
+    a block of inputs (a pytree whose leaves share a leading time axis of
+    length ``T_in``). State ``t`` (after input ``t``) is paired with
+    ``targets[t]`` for ``spinup <= t < len(targets)``. Memory is that of the
+    statistics plus one block of states, whatever ``T_in``.
+
+    Returns ``(stats, last_state)``.
+    """
+    t_in = jax.tree.leaves(inputs)[0].shape[0]
+    t_out = targets.shape[0]
+    block = int(min(block_size or DEFAULT_BLOCK, t_in))
+    pad = jnp.zeros((t_in - t_out,) + targets.shape[1:], targets.dtype)
+    targets = jnp.concatenate([targets, pad], axis=0)
+    rows = jnp.arange(t_in)
+    valid = (rows >= spinup) & (rows < t_out)
+
+    f_shape = jax.eval_shape(
+        readout.prepare_train, jax.eval_shape(force, _head(inputs), init)
+    )
+    y_shape = jax.eval_shape(readout.prepare_target, targets[:1])
+    chunks = f_shape.shape[1] if len(f_shape.shape) == 3 else None
+    stats = RidgeStats.zeros(
+        f_shape.shape[-1], y_shape.shape[-1], chunks, f_shape.dtype
+    )
+
+    def run(carry, xs):
+        state, stats = carry
+        u, y, keep = xs
+        states = force(u, state)
+        feats = readout.prepare_train(states)
+        feats = feats * keep.reshape((-1,) + (1,) * (feats.ndim - 1)).astype(
+            feats.dtype
+        )
+        return (states[-1], accumulate(stats, feats, readout.prepare_target(y))), None
+
+    n_full, tail = divmod(t_in, block)
+    carry = (init, stats)
+    xs = (inputs, targets, valid)
+    if n_full:
+        head = jax.tree.map(
+            lambda a: a[: n_full * block].reshape((n_full, block) + a.shape[1:]), xs
+        )
+        carry, _ = jax.lax.scan(run, carry, head)
+    if tail:
+        carry, _ = run(carry, jax.tree.map(lambda a: a[n_full * block :], xs))
+    state, stats = carry
+    return stats, state
+
+
+def _head(inputs):
+    return jax.tree.map(lambda a: a[:1], inputs)
+
+
+def stream_fit(
+    readout,
+    force,
+    inputs,
+    targets,
+    init,
+    beta,
+    *,
+    spinup: int = 0,
+    multi_sequence: bool = False,
+    block_size: int | None = None,
+    batch_size: int | None = None,
+):
+    """``(readout fitted by ridge regression, last state(s))`` from streamed statistics.
+
+    With ``multi_sequence`` every leaf of ``inputs``, ``targets`` and ``init``
+    has a leading trajectory axis; statistics are summed over trajectories.
+    """
+    if not multi_sequence:
+        stats, last = stream_stats(
+            readout, force, inputs, targets, init, spinup=spinup, block_size=block_size
+        )
+    else:
+
+        def one(stats, xs):
+            u, y, r0 = xs
+            s, last = stream_stats(
+                readout, force, u, y, r0, spinup=spinup, block_size=block_size
+            )
+            return (s if stats is None else stats + s), last
+
+        first = jax.tree.map(lambda a: a[0], (inputs, targets, init))
+        stats, last0 = one(None, first)
+        rest = jax.tree.map(lambda a: a[1:], (inputs, targets, init))
+        stats, lasts = jax.lax.scan(one, stats, rest)
+        last = jnp.concatenate([last0[None], lasts], axis=0)
+    cmat = solve(stats, jnp.asarray(beta, stats.gram.dtype), batch_size=batch_size)
+    return readout.set_wout(cmat), last

@@ -108,13 +108,12 @@ class RCClassifierBase(eqx.Module):
     ) -> Array:
         """Teacher-force with ``in_seq``; states ``(seq_len, res_dim)``."""
         in_seq = self._check_seq(in_seq)
-        proj = jax.vmap(self.embedding.embed)(in_seq)
 
-        def step(r, p):
-            r = self.driver.advance(p, r)
+        def step(r, u):
+            r = self.driver.advance(self.embedding.embed(u), r)
             return r, r
 
-        return jax.lax.scan(step, self._initial(res_state), proj)[1]
+        return jax.lax.scan(step, self._initial(res_state), in_seq)[1]
 
     def __call__(
         self, in_seq: Array, res_state: Array | None = None, spinup: int = 0
@@ -133,21 +132,22 @@ class RCClassifierBase(eqx.Module):
                 f"{type(self).__name__}: spinup ({spinup}) must be less than the "
                 f"sequence length ({in_seq.shape[0]})"
             )
-        proj = jax.vmap(self.embedding.embed)(in_seq)
         r0 = self._initial(res_state)
+
+        def advance(r, u):
+            return self.driver.advance(self.embedding.embed(u), r)
+
         if self.state_repr == "final":
-            return jax.lax.scan(
-                lambda r, p: (self.driver.advance(p, r), None), r0, proj
-            )[0]
+            return jax.lax.scan(lambda r, u: (advance(r, u), None), r0, in_seq)[0]
 
         def step(carry, xs):
             r, total = carry
-            p, keep = xs
-            r = self.driver.advance(p, r)
+            u, keep = xs
+            r = advance(r, u)
             return (r, total + jnp.where(keep, r, 0.0)), None
 
         keep = jnp.arange(in_seq.shape[0]) >= spinup
-        (_, total), _ = jax.lax.scan(step, (r0, jnp.zeros_like(r0)), (proj, keep))
+        (_, total), _ = jax.lax.scan(step, (r0, jnp.zeros_like(r0)), (in_seq, keep))
         return total / (in_seq.shape[0] - spinup)
 
     @eqx.filter_jit

@@ -163,13 +163,12 @@ class RCControllerBase(eqx.Module):
                 f"({in_seq.shape[0]}), got {control_seq.shape[0]}"
             )
         inputs = jnp.concatenate([in_seq.astype(self.dtype), control_seq], axis=1)
-        proj = jax.vmap(self.embedding.embed)(inputs)
 
-        def step(r, p):
-            r = self.driver.advance(p, r)
+        def step(r, u):
+            r = self.driver.advance(self.embedding.embed(u), r)
             return r, r
 
-        return jax.lax.scan(step, self._check_state(res_state), proj)[1]
+        return jax.lax.scan(step, self._check_state(res_state), inputs)[1]
 
     def __call__(self, in_seq: Array, control_seq: Array, res_state: Array) -> Array:
         """Same as :meth:`force`."""

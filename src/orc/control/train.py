@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._training import check_training_args, fit_readout, initial_states
+from .._training import check_training_args, fit_readout, initial_states, stream_fit
 from .._validation import check_finite, check_rank
 from .base import RCControllerBase
 from .models import ESNController
@@ -23,7 +23,16 @@ _NAN_HINT = "Remove or interpolate missing samples before training."
 
 @eqx.filter_jit
 def _train(
-    model, train_seq, control_seq, target_seq, init, beta, spinup, batch_size, multi
+    model,
+    train_seq,
+    control_seq,
+    target_seq,
+    init,
+    beta,
+    spinup,
+    batch_size,
+    multi,
+    return_states=True,
 ):
     owner = "train_RCController"
     train_seq = check_finite(
@@ -41,6 +50,23 @@ def _train(
         )
         tot_seq = jnp.concatenate([train_seq, targets[..., -1:, :]], axis=-2)
         tot_control = jnp.concatenate([control_seq, control_seq[..., -1:, :]], axis=-2)
+    if not return_states:
+
+        def force_block(inputs, state):
+            return model.force(inputs[0], inputs[1], state)
+
+        readout, last = stream_fit(
+            model.readout,
+            force_block,
+            (tot_seq, tot_control),
+            targets,
+            init,
+            beta,
+            spinup=spinup,
+            multi_sequence=multi,
+            batch_size=batch_size,
+        )
+        return model.set_readout(readout), last
     force = jax.vmap(model.force) if multi else model.force
     states = force(tot_seq, tot_control, init)
     readout = fit_readout(
@@ -65,6 +91,7 @@ def train_RCController(
     beta: float = 8e-8,
     batch_size: int | None = None,
     multi_sequence: bool = False,
+    return_states: bool = True,
     **force_kwargs,
 ) -> tuple[Model, Array]:
     """Train a controller's readout by teacher forcing with outputs and controls.
@@ -83,6 +110,9 @@ def train_RCController(
     beta : float, default 8e-8
     batch_size : int, optional
     multi_sequence : bool, default False
+    return_states : bool, default True
+        ``False`` trains without storing the state history (memory independent
+        of the sequence length) and returns ``(model, last_state)``.
     **force_kwargs : accepted for ORC compatibility; must be empty.
 
     Returns
@@ -132,6 +162,7 @@ def train_RCController(
         spinup,
         batch_size,
         multi,
+        bool(return_states),
     )
 
 

@@ -106,12 +106,14 @@ class RCForecasterBase(eqx.Module):
         self.dtype = check_dtype(dtype, type(self).__name__)
         self.seed = seed_field(seed, type(self).__name__)
 
-    def _advance_seq(self, proj_seq, res_state):
-        def step(r, p):
-            r = self.driver.advance(p, r)
+    def _advance_seq(self, in_seq, res_state):
+        # Each input is embedded inside the step: the embedded sequence would be
+        # as large as the state history and is cheap to recompute.
+        def step(r, u):
+            r = self.driver.advance(self.embedding.embed(u), r)
             return r, r
 
-        return jax.lax.scan(step, res_state, proj_seq)[1]
+        return jax.lax.scan(step, res_state, in_seq)[1]
 
     @eqx.filter_jit
     def force(
@@ -124,8 +126,9 @@ class RCForecasterBase(eqx.Module):
         """
         in_seq = _check_sequence(self, in_seq, "in_seq")
         _check_state(self, res_state)
-        proj = jax.vmap(self.embedding.embed)(in_seq.astype(self.dtype))
-        return self._advance_seq(proj, jnp.asarray(res_state, self.dtype))
+        return self._advance_seq(
+            in_seq.astype(self.dtype), jnp.asarray(res_state, self.dtype)
+        )
 
     def __call__(self, in_seq: Array, res_state: Array) -> Array:
         """Same as :meth:`force`."""

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._training import check_training_args, fit_readout, initial_states
+from .._training import check_training_args, fit_readout, initial_states, stream_fit
 from .._validation import check_finite
 from .base import RCForecasterBase
 from .models import CESNForecaster, EnsembleESNForecaster, ESNForecaster
@@ -28,7 +28,16 @@ _NAN_HINT = "Remove or interpolate missing samples before training."
 
 @eqx.filter_jit
 def _train(
-    model, train_seq, target_seq, init, beta, force_kwargs, spinup, batch_size, multi
+    model,
+    train_seq,
+    target_seq,
+    init,
+    beta,
+    force_kwargs,
+    spinup,
+    batch_size,
+    multi,
+    return_states=True,
 ):
     train_seq = check_finite(
         train_seq.astype(model.dtype), "train_seq", "train_RCForecaster", _NAN_HINT
@@ -44,6 +53,24 @@ def _train(
             _NAN_HINT,
         )
         tot_seq = jnp.concatenate([train_seq, targets[..., -1:, :]], axis=-2)
+    if not return_states:
+
+        def force(inputs, state):
+            seq, kw = inputs
+            return model.force(seq, state, **kw)
+
+        readout, last = stream_fit(
+            model.readout,
+            force,
+            (tot_seq, force_kwargs),
+            targets,
+            init,
+            beta,
+            spinup=spinup,
+            multi_sequence=multi,
+            batch_size=batch_size,
+        )
+        return model.set_readout(readout), last
     if multi:
         states = jax.vmap(lambda s, r, kw: model.force(s, r, **kw))(
             tot_seq, init, force_kwargs
@@ -71,6 +98,7 @@ def train_RCForecaster(
     beta: float = 8e-8,
     batch_size: int | None = None,
     multi_sequence: bool = False,
+    return_states: bool = True,
     **force_kwargs,
 ) -> tuple[Model, Array]:
     """Train any forecaster's readout by teacher forcing and ridge regression.
@@ -100,6 +128,14 @@ def train_RCForecaster(
         Solve the per-chunk regressions this many chunks at a time.
     multi_sequence : bool, default False
         Fit one readout on several trajectories (statistics are summed).
+    return_states : bool, default True
+        With ``False`` the state history is never stored: the regression
+        statistics are accumulated block by block while the reservoir runs, so
+        memory is ``O(n_features**2)`` whatever the length of ``train_seq``
+        (streaming training), and the second return value is only the last
+        state (per trajectory), from which a forecast can start. Not part of
+        ORC 0.4's API. For continuous-time models each block is interpolated on
+        its own samples, so results differ slightly from the stored-state fit.
     **force_kwargs
         Passed to ``model.force`` (``ts=`` for continuous models; with
         ``multi_sequence`` one row per trajectory).
@@ -109,7 +145,8 @@ def train_RCForecaster(
     (model, states) : the trained model and every teacher-forced state,
     ``(seq_len, *state_shape)`` (``(n_traj, seq_len, ...)`` with ``multi_sequence``;
     one more row when ``target_seq`` is given). ESN forecasters have
-    ``state_shape = (chunks, res_dim)``.
+    ``state_shape = (chunks, res_dim)``. With ``return_states=False``:
+    ``(model, last_state)``.
 
     Example
     -------
@@ -143,6 +180,7 @@ def train_RCForecaster(
         spinup,
         batch_size,
         multi,
+        bool(return_states),
     )
 
 

@@ -1,0 +1,153 @@
+"""Every fast path computes what the plain path computes.
+
+- the native ELL product (C++ FFI kernel) vs the JAX gather, including nested
+  vmap, derivatives and whole models;
+- the host (BLAS) Gram vs XLA's product;
+- streaming training (no state history) vs training on the stored states.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import orc
+from orc import _native
+from orc._matrix import _gather_matvec, distinct_columns, ell_matvec, set_native
+from orc._ridge import _gram_xla, gram
+
+RNG = np.random.default_rng(0)
+pytestmark = pytest.mark.skipif(
+    not _native.native_available(), reason="native kernels could not be built here"
+)
+
+
+def _ell(n, k, lead=()):
+    cols = np.stack([distinct_columns(RNG, n, n, k) for _ in range(int(np.prod(lead)))])
+    vals = RNG.standard_normal(cols.shape)
+    return (
+        jnp.asarray(vals.reshape(lead + (n, k))),
+        jnp.asarray(cols.reshape(lead + (n, k))),
+    )
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_native_matvec_equals_gather(dtype):
+    V, C = _ell(300, 7, (1,))
+    V, C = V[0].astype(dtype), C[0]
+    x = jnp.asarray(RNG.standard_normal(300), dtype)
+    tol = 1e-5 if dtype == jnp.float32 else 1e-13
+    np.testing.assert_allclose(
+        ell_matvec(V, C, x, native=True), _gather_matvec(V, C, x), rtol=tol, atol=tol
+    )
+
+
+def test_native_matvec_nested_vmap_and_broadcast():
+    V, C = _ell(50, 3, (4,))  # 4 chunks
+    xs = jnp.asarray(RNG.standard_normal((5, 4, 50)))  # 5 trajectories x 4 chunks
+
+    def per_chunk(native):
+        return jax.vmap(lambda v, c, x: ell_matvec(v, c, x, native=native))
+
+    fast = jax.vmap(per_chunk(True), in_axes=(None, None, 0))(V, C, xs)
+    slow = jax.vmap(per_chunk(False), in_axes=(None, None, 0))(V, C, xs)
+    np.testing.assert_allclose(fast, slow, rtol=1e-13, atol=1e-13)
+    # a mapped vector against one unmapped matrix
+    fast = jax.vmap(lambda x: ell_matvec(V[0], C[0], x, native=True))(xs[:, 0])
+    slow = jax.vmap(lambda x: _gather_matvec(V[0], C[0], x))(xs[:, 0])
+    np.testing.assert_allclose(fast, slow, rtol=1e-13)
+
+
+def test_native_matvec_derivatives():
+    V, C = _ell(40, 4, (1,))
+    V, C = V[0], C[0]
+    x = jnp.asarray(RNG.standard_normal(40))
+
+    def loss(v, x, native):
+        return jnp.sum(jnp.sin(ell_matvec(v, C, x, native=native)))
+
+    for argnums in (0, 1):
+        g_fast = jax.grad(loss, argnums)(V, x, True)
+        g_slow = jax.grad(loss, argnums)(V, x, False)
+        np.testing.assert_allclose(g_fast, g_slow, rtol=1e-12, atol=1e-13)
+    t_fast = jax.jvp(lambda x: ell_matvec(V, C, x, native=True), (x,), (x,))[1]
+    np.testing.assert_allclose(t_fast, _gather_matvec(V, C, x), rtol=1e-12)
+
+
+def test_models_agree_with_and_without_native_kernel():
+    U, _ = orc.data.lorenz63(tN=12, dt=0.01)
+    esn = orc.forecaster.ESNForecaster(3, 120, chunks=3, locality=1)
+    previous = set_native(False)
+    try:
+        # fresh closures so the plain path is traced anew
+        slow_model, slow_R = jax.jit(
+            lambda m, u: orc.forecaster.train_RCForecaster(m, u)
+        )(esn, U)
+        slow_fc = jax.jit(lambda m, r: m.forecast(50, r))(slow_model, slow_R[-1])
+    finally:
+        set_native(previous)
+    fast_model, fast_R = jax.jit(lambda m, u: orc.forecaster.train_RCForecaster(m, u))(
+        esn, U
+    )
+    fast_fc = jax.jit(lambda m, r: m.forecast(50, r))(fast_model, fast_R[-1])
+    np.testing.assert_allclose(fast_R, slow_R, rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(fast_fc, slow_fc, rtol=1e-6, atol=1e-6)
+
+
+def test_host_gram_equals_xla():
+    for shape in [(257, 30), (100, 3, 20)]:
+        x = jnp.asarray(RNG.standard_normal(shape))
+        ref = _gram_xla(jnp.moveaxis(x, 1, 0) if x.ndim == 3 else x)
+        np.testing.assert_allclose(gram(x), ref, rtol=1e-12, atol=1e-10)
+    x = jnp.asarray(RNG.standard_normal((30, 6)))
+    g1 = jax.grad(lambda x: jnp.sum(jnp.cos(gram(x))))(x)
+    g2 = jax.grad(lambda x: jnp.sum(jnp.cos(x.T @ x)))(x)
+    np.testing.assert_allclose(g1, g2, rtol=1e-12, atol=1e-12)
+    batched = jax.vmap(gram)(jnp.asarray(RNG.standard_normal((3, 40, 5))))
+    assert batched.shape == (3, 5, 5)
+
+
+@pytest.mark.parametrize("kind", ["single", "parallel", "multi", "target"])
+def test_streaming_training_equals_stored_states(kind):
+    U, _ = orc.data.lorenz63(tN=45, dt=0.01)
+    U = U[500:]
+    chunks = 3 if kind == "parallel" else 1
+    esn = orc.forecaster.ESNForecaster(3, 60, chunks=chunks, locality=1, seed=2)
+    kw = dict(spinup=100, beta=1e-6)
+    if kind == "multi":
+        data = jnp.stack([U[:1500], U[1500:3000]])
+        kw["multi_sequence"] = True
+    else:
+        data = U[:3900]
+    if kind == "target":
+        kw["target_seq"] = 0.5 * data[1:]
+        data = data[:-1]
+    stored, R = orc.forecaster.train_RCForecaster(esn, data, **kw)
+    streamed, last = orc.forecaster.train_RCForecaster(
+        esn, data, return_states=False, **kw
+    )
+    np.testing.assert_allclose(last, R[..., -1, :, :], rtol=1e-12, atol=1e-12)
+    states = R.reshape((-1,) + R.shape[-2:])
+    np.testing.assert_allclose(
+        streamed.readout.batch_readout(states),
+        stored.readout.batch_readout(states),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+
+
+def test_streaming_controller_equals_stored():
+    rng = np.random.default_rng(3)
+    u = jnp.asarray(0.3 * rng.standard_normal((2100, 1)))
+    y = jnp.cumsum(0.01 * u, axis=0) @ jnp.ones((1, 2))
+    ctrl = orc.control.ESNController(2, 1, 40)
+    a, R = orc.control.train_RCController(ctrl, y[:-1], u[1:], spinup=20, beta=1e-6)
+    b, last = orc.control.train_RCController(
+        ctrl, y[:-1], u[1:], spinup=20, beta=1e-6, return_states=False
+    )
+    np.testing.assert_allclose(last, R[-1], rtol=1e-12)
+    np.testing.assert_allclose(
+        a.readout.batch_readout(R), b.readout.batch_readout(R), rtol=1e-5, atol=1e-6
+    )
