@@ -72,7 +72,11 @@ def _gram_host(x: Array) -> Array:
 
     def host(a):
         a = np.asarray(a)
-        return np.matmul(np.swapaxes(a, -1, -2), a)
+        flat = a.reshape((-1,) + a.shape[-2:])
+        # ``m.T @ m`` on a 2-D array is dispatched to BLAS syrk (half the work);
+        # a stacked matmul would not be.
+        out = np.stack([m.T @ m for m in flat])
+        return out.reshape(a.shape[:-2] + out.shape[-2:])
 
     shape = jax.ShapeDtypeStruct(x.shape[:-2] + (x.shape[-1], x.shape[-1]), x.dtype)
     return jax.pure_callback(host, shape, x, vmap_method="expand_dims")
@@ -102,6 +106,10 @@ def gram(feats: Array) -> Array:
 
 def accumulate(stats: RidgeStats, feats: Array, targets: Array) -> RidgeStats:
     """Add a block of rows: ``feats (B, [C,] F)``, ``targets (B, [C,] O)``."""
+    if feats.ndim == 3 and feats.shape[1] == 1:  # one chunk: plain 2-D products
+        one = RidgeStats(stats.gram[0], stats.cross[0], stats.count)
+        one = accumulate(one, feats[:, 0], targets[:, 0])
+        return RidgeStats(one.gram[None], one.cross[None], one.count)
     if feats.ndim == 2:
         b = feats.T @ targets
     else:
@@ -127,8 +135,9 @@ def sequence_stats(
     may be longer than ``targets`` (extra rows are ignored). ``features`` maps a block of states ``(B, ...)`` to features and
     ``prep_targets`` a block of raw targets ``(B, out_dim)`` to regression
     targets; both must act row by row (``f(x)[i]`` depends on ``x[i]`` only).
-    Blocks are sliced from ``states`` in place, so neither the sliced history
-    nor its features are ever copied whole.
+    Blocks are sliced from ``states`` one at a time, so the features are never
+    formed for the whole sequence. (Teacher-forced training does not come
+    here: it accumulates while it forces, see :mod:`orc._training`.)
     """
     T = targets.shape[0]
     if states.shape[0] < T:

@@ -10,7 +10,9 @@
 // of 1 is repeated (what jax.ffi.ffi_call(..., vmap_method="expand_dims")
 // produces for arguments that are not mapped).
 
+#include <atomic>
 #include <cstdint>
+#include <thread>
 
 #include "xla/ffi/api/ffi.h"
 
@@ -18,9 +20,12 @@ namespace ffi = xla::ffi;
 
 namespace {
 
+constexpr int64_t kParallelNonzeros = 131072;
+
 template <ffi::DataType DT>
-ffi::Error EllMatvec(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices,
-                     ffi::Buffer<DT> x, ffi::ResultBuffer<DT> y) {
+ffi::Error EllMatvec(ffi::ThreadPool pool, ffi::Buffer<DT> values,
+                     ffi::Buffer<ffi::S32> indices, ffi::Buffer<DT> x,
+                     ffi::ResultBuffer<DT> y) {
   using T = ffi::NativeType<DT>;
   const auto vdims = values.dimensions();
   const auto xdims = x.dimensions();
@@ -61,31 +66,50 @@ ffi::Error EllMatvec(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices,
   const int32_t* I = indices.typed_data();
   const T* X = x.typed_data();
   T* Y = y->typed_data();
-  for (int64_t b = 0; b < by; ++b) {
-    int64_t rem = b, ov = 0, oi = 0, ox = 0;
-    for (size_t d = lead; d-- > 0;) {
-      const int64_t c = rem % extent[d];
-      rem /= extent[d];
-      ov += c * vstride[d];
-      oi += c * istride[d];
-      ox += c * xstride[d];
-    }
-    const T* vb = V + ov;
-    const int32_t* ib = I + oi;
-    const T* xb = X + ox;
-    T* yb = Y + b * n;
-    for (int64_t i = 0; i < n; ++i) {
-      const T* vr = vb + i * k;
-      const int32_t* ir = ib + i * k;
-      T acc0 = 0, acc1 = 0;
-      int64_t j = 0;
-      for (; j + 1 < k; j += 2) {
-        acc0 += vr[j] * xb[ir[j]];
-        acc1 += vr[j + 1] * xb[ir[j + 1]];
+  // rows [lo, hi) of the flattened (batch x n) output
+  auto rows = [&](int64_t lo, int64_t hi) {
+    for (int64_t b = lo / n; b * n < hi; ++b) {
+      int64_t rem = b, ov = 0, oi = 0, ox = 0;
+      for (size_t d = lead; d-- > 0;) {
+        const int64_t c = rem % extent[d];
+        rem /= extent[d];
+        ov += c * vstride[d];
+        oi += c * istride[d];
+        ox += c * xstride[d];
       }
-      if (j < k) acc0 += vr[j] * xb[ir[j]];
-      yb[i] = acc0 + acc1;
+      const T* xb = X + ox;
+      const int64_t i0 = lo > b * n ? lo - b * n : 0;
+      const int64_t i1 = hi < (b + 1) * n ? hi - b * n : n;
+      for (int64_t i = i0; i < i1; ++i) {
+        const T* vr = V + ov + i * k;
+        const int32_t* ir = I + oi + i * k;
+        T acc0 = 0, acc1 = 0;
+        int64_t j = 0;
+        for (; j + 1 < k; j += 2) {
+          acc0 += vr[j] * xb[ir[j]];
+          acc1 += vr[j + 1] * xb[ir[j + 1]];
+        }
+        if (j < k) acc0 += vr[j] * xb[ir[j]];
+        Y[b * n + i] = acc0 + acc1;
+      }
     }
+  };
+  const int64_t total = by * n;
+  // Large products are split in two: one half on a thread of XLA's intra-op
+  // pool, the other here (res_dim 4000: 240 -> 92 us per product). Below
+  // ~128k non-zeros the hand-off, and the pool thread left spinning while
+  // BLAS wants both cores for the Gram, cost more than the split saves.
+  if (total * k >= kParallelNonzeros && pool.num_threads() > 1) {
+    const int64_t mid = total / 2;
+    std::atomic<bool> done{false};
+    pool.Schedule([&rows, &done, mid, total]() {
+      rows(mid, total);
+      done.store(true, std::memory_order_release);
+    });
+    rows(0, mid);
+    while (!done.load(std::memory_order_acquire)) std::this_thread::yield();
+  } else {
+    rows(0, total);
   }
   return ffi::Error::Success();
 }
@@ -94,6 +118,7 @@ ffi::Error EllMatvec(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices,
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEllMatvecF32, EllMatvec<ffi::F32>,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
@@ -101,6 +126,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEllMatvecF32, EllMatvec<ffi::F32>,
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEllMatvecF64, EllMatvec<ffi::F64>,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::F64>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
                                   .Arg<ffi::Buffer<ffi::F64>>()

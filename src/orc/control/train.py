@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import TypeVar
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._training import check_training_args, fit_readout, initial_states, stream_fit
+from .._training import check_training_args, initial_states, teacher_forced_fit
 from .._validation import check_finite, check_rank
 from .base import RCControllerBase
 from .models import ESNController
@@ -50,32 +49,20 @@ def _train(
         )
         tot_seq = jnp.concatenate([train_seq, targets[..., -1:, :]], axis=-2)
         tot_control = jnp.concatenate([control_seq, control_seq[..., -1:, :]], axis=-2)
-    if not return_states:
 
-        def force_block(inputs, state):
-            return model.force(inputs[0], inputs[1], state)
+    def force(inputs, state):
+        return model.force(inputs[0], inputs[1], state)
 
-        readout, last = stream_fit(
-            model.readout,
-            force_block,
-            (tot_seq, tot_control),
-            targets,
-            init,
-            beta,
-            spinup=spinup,
-            multi_sequence=multi,
-            batch_size=batch_size,
-        )
-        return model.set_readout(readout), last
-    force = jax.vmap(model.force) if multi else model.force
-    states = force(tot_seq, tot_control, init)
-    readout = fit_readout(
+    readout, states = teacher_forced_fit(
         model.readout,
-        states,
+        force,
+        (tot_seq, tot_control),
         targets,
+        init,
         beta,
         spinup=spinup,
         multi_sequence=multi,
+        keep_states=return_states,
         batch_size=batch_size,
     )
     return model.set_readout(readout), states

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import TypeVar
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._training import check_training_args, fit_readout, initial_states, stream_fit
+from .._training import check_training_args, initial_states, teacher_forced_fit
 from .._validation import check_finite
 from .base import RCForecasterBase
 from .models import CESNForecaster, EnsembleESNForecaster, ESNForecaster
@@ -53,37 +53,21 @@ def _train(
             _NAN_HINT,
         )
         tot_seq = jnp.concatenate([train_seq, targets[..., -1:, :]], axis=-2)
-    if not return_states:
 
-        def force(inputs, state):
-            seq, kw = inputs
-            return model.force(seq, state, **kw)
+    def force(inputs, state):
+        seq, kw = inputs
+        return model.force(seq, state, **kw)
 
-        readout, last = stream_fit(
-            model.readout,
-            force,
-            (tot_seq, force_kwargs),
-            targets,
-            init,
-            beta,
-            spinup=spinup,
-            multi_sequence=multi,
-            batch_size=batch_size,
-        )
-        return model.set_readout(readout), last
-    if multi:
-        states = jax.vmap(lambda s, r, kw: model.force(s, r, **kw))(
-            tot_seq, init, force_kwargs
-        )
-    else:
-        states = model.force(tot_seq, init, **force_kwargs)
-    readout = fit_readout(
+    readout, states = teacher_forced_fit(
         model.readout,
-        states,
+        force,
+        (tot_seq, force_kwargs),
         targets,
+        init,
         beta,
         spinup=spinup,
         multi_sequence=multi,
+        keep_states=return_states,
         batch_size=batch_size,
     )
     return model.set_readout(readout), states
@@ -169,6 +153,9 @@ def train_RCForecaster(
         batch_size,
         multi,
     )
+    force_kwargs = _check_force_kwargs(
+        owner, model, force_kwargs, train_seq, target_seq is not None, multi
+    )
     init = initial_states(model, initial_res_state, train_seq.shape[0], multi)
     return _train(
         model,
@@ -182,6 +169,30 @@ def train_RCForecaster(
         multi,
         bool(return_states),
     )
+
+
+def _check_force_kwargs(owner, model, force_kwargs, train_seq, has_target, multi):
+    """Extra ``force`` arguments must be accepted by ``model.force`` and be
+    per-sample arrays (e.g. ``ts``), since training forces the sequence in blocks."""
+    params = inspect.signature(type(model).force).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    length = train_seq.shape[-2] + (1 if has_target else 0)
+    lead = train_seq.shape[:-2] + (length,)
+    checked = {}
+    for name, value in force_kwargs.items():
+        if name not in params and not takes_any:
+            raise TypeError(
+                f"{owner}: {type(model).__name__}.force() got an unexpected keyword "
+                f"argument {name!r}"
+            )
+        value = jnp.asarray(value) if not hasattr(value, "shape") else value
+        if tuple(value.shape[: len(lead)]) != tuple(lead):
+            raise ValueError(
+                f"{owner}: force argument {name!r} must have one entry per sample, "
+                f"leading shape {tuple(lead)}, got {tuple(value.shape)}"
+            )
+        checked[name] = value
+    return checked
 
 
 def _typed(model, cls, owner):
