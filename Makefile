@@ -23,6 +23,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
+	$(PY) benchmarks/streaming.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check --fix src tests benchmarks
