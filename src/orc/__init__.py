@@ -20,10 +20,12 @@ from . import (
     drivers,
     embeddings,
     forecaster,
+    io,
     metrics,
     readouts,
     utils,
 )
+from .io import load, save
 
 __version__ = "0.5.0.dev0"
 
@@ -34,7 +36,10 @@ __all__ = [
     "drivers",
     "embeddings",
     "forecaster",
+    "io",
+    "load",
     "metrics",
+    "save",
     "readouts",
     "utils",
     "__version__",
