@@ -190,11 +190,14 @@ def _summary(model) -> dict:
     return out
 
 
-def save(path, model) -> Path:
+def save(path, model, extras: dict | None = None) -> Path:
     """Write ``model`` (any Equinox module, e.g. a trained orc model) to ``path``.
 
-    The file is written next to ``path`` under a temporary name and renamed
-    over it, so an existing file is replaced only by a complete one.
+    ``extras`` optionally stores named arrays with the model, e.g. the last
+    training state to forecast from (``orc.load(path, return_extras=True)``
+    gives them back). The file is written next to ``path`` under a temporary
+    name and renamed over it, so an existing file is replaced only by a
+    complete one.
 
     Returns the path written. Example: ``orc.save("esn.orc", esn)``.
     """
@@ -207,6 +210,11 @@ def save(path, model) -> Path:
     path = Path(path)
     leaves: list = []
     tree = _encode(model, leaves, type(model).__name__)
+    extra_index = {}
+    for name, value in (extras or {}).items():
+        if not isinstance(value, (jax.Array, np.ndarray)):
+            raise TypeError(f"orc.save: extras[{name!r}] must be an array")
+        extra_index[str(name)] = _encode(value, leaves, f"extras[{name!r}]")["leaf"]
     arrays = [np.asarray(x) for x in leaves]
     buf = io.BytesIO()
     eqx.tree_serialise_leaves(buf, arrays)
@@ -220,6 +228,7 @@ def save(path, model) -> Path:
         "model_class": _path_of(type(model)),
         "hyperparameters": _summary(model),
         "tree": tree,
+        "extras": extra_index,
         "leaves": [{"shape": list(a.shape), "dtype": str(a.dtype)} for a in arrays],
         "payload_nbytes": len(payload),
         "payload_sha256": hashlib.sha256(payload).hexdigest(),
@@ -269,7 +278,7 @@ def read_header(path) -> dict:
     return _read(path)[1]
 
 
-def load(path, cls: type | None = None):
+def load(path, cls: type | None = None, return_extras: bool = False):
     """Read a model written by :func:`save`.
 
     Parameters
@@ -277,6 +286,8 @@ def load(path, cls: type | None = None):
     path : str or Path
     cls : class, optional
         Refuse the file unless it holds an instance of ``cls`` (or a subclass).
+    return_extras : bool, default False
+        Return ``(model, extras)`` with the named arrays saved alongside.
 
     Raises
     ------
@@ -318,9 +329,12 @@ def load(path, cls: type | None = None):
         )
     like = [jnp.zeros(tuple(x["shape"]), dtype=x["dtype"]) for x in header["leaves"]]
     arrays = eqx.tree_deserialise_leaves(io.BytesIO(payload), like)
-    model = _decode(header["tree"], [jnp.asarray(a) for a in arrays])
+    arrays = [jnp.asarray(a) for a in arrays]
+    model = _decode(header["tree"], arrays)
     if type(model) is not model_cls:
         raise ModelFileError(
             f"orc.load: {path}: header and structure disagree on the class"
         )
+    if return_extras:
+        return model, {k: arrays[i] for k, i in header.get("extras", {}).items()}
     return model

@@ -1,0 +1,133 @@
+"""The ``orc`` command line, driven from a shell on files written by ``orc data``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ORC = shutil.which("orc", path=str(Path(sys.executable).parent)) or "orc"
+
+
+def run(*args, cwd, ok=True):
+    env = dict(os.environ)
+    env.pop("JAX_NUMPY_DTYPE_PROMOTION", None)
+    proc = subprocess.run(
+        [ORC, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    run(
+        "data",
+        "lorenz63",
+        "--out",
+        "l63.csv",
+        "--tn",
+        "70",
+        "--transient",
+        "500",
+        cwd=d,
+    )
+    return d
+
+
+def test_help_of_every_command(workdir):
+    top = run("--help", cwd=workdir).stdout
+    for cmd in ("demo", "data", "train", "forecast", "evaluate"):
+        assert cmd in top
+        text = run(cmd, "--help", cwd=workdir).stdout
+        assert "Usage: orc " + cmd in text and "--config" in text
+
+
+def test_data_train_forecast_evaluate(workdir):
+    U = np.loadtxt(workdir / "l63.csv", delimiter=",", skiprows=1)
+    assert U.shape == (6500, 3)
+    out = run(
+        "train", "l63.csv", "--res-dim", "200", "--val-fraction", "0.1", "--dt", "0.01",
+        "--lyapunov", "0.906", "--out", "esn.orc", cwd=workdir,
+    ).stdout  # fmt: skip
+    assert "validation: 650 steps" in out and "Lyapunov times" in out
+    run(
+        "forecast",
+        "esn.orc",
+        "--steps",
+        "300",
+        "--out",
+        "fc.csv",
+        "--plot",
+        "fc.png",
+        cwd=workdir,
+    )
+    fc = np.loadtxt(workdir / "fc.csv", delimiter=",", skiprows=1)
+    assert fc.shape == (300, 3) and np.isfinite(fc).all()
+    assert (workdir / "fc.png").stat().st_size > 0
+    # forecast continues from the end of training: close to the held-out data at first
+    assert np.linalg.norm(fc[0] - U[5850]) < 0.5
+    run(
+        "forecast",
+        "esn.orc",
+        "--steps",
+        "50",
+        "--warmup",
+        "l63.csv",
+        "--out",
+        "fc2.npy",
+        cwd=workdir,
+    )
+    assert np.load(workdir / "fc2.npy").shape == (50, 3)
+    out = run("evaluate", "esn.orc", "l63.csv", "--dt", "0.01", cwd=workdir).stdout
+    assert "NRMSE" in out and "valid prediction" in out
+
+
+def test_config_file(workdir):
+    (workdir / "cfg.toml").write_text("res-dim = 50\nspinup = 20\n")
+    out = run(
+        "train", "l63.csv", "--config", "cfg.toml", "--out", "small.orc", cwd=workdir
+    ).stdout
+    assert "res_dim=50" in out
+
+
+@pytest.mark.parametrize(
+    "args, reason",
+    [
+        (
+            ["train", "missing.csv", "--out", "x.orc"],
+            "data file not found: missing.csv",
+        ),
+        (
+            ["train", "nan.csv", "--out", "x.orc"],
+            "contain NaN or inf (first at data row 1)",
+        ),
+        (["evaluate", "esn.orc", "two.csv"], "has 2 columns but the model expects 3"),
+        (
+            ["forecast", "nope.orc", "--steps", "3", "--out", "f.csv"],
+            "model file not found",
+        ),
+        (
+            ["forecast", "garbage.orc", "--steps", "3", "--out", "f.csv"],
+            "not an orc model file",
+        ),
+        (["train", "l63.csv", "--spinup", "99999", "--out", "x.orc"], "--spinup"),
+    ],
+)
+def test_errors_exit_nonzero_with_one_line(workdir, args, reason):
+    (workdir / "nan.csv").write_text("1,2,3\n4,nan,6\n7,8,9\n")
+    (workdir / "two.csv").write_text("a,b\n1,2\n3,4\n5,6\n")
+    (workdir / "garbage.orc").write_bytes(b"hello")
+    if not (workdir / "esn.orc").exists():
+        run("train", "l63.csv", "--res-dim", "50", "--out", "esn.orc", cwd=workdir)
+    proc = run(*args, cwd=workdir, ok=False)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and reason in lines[0], proc.stderr
