@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from ._ridge import RidgeStats, accumulate, sequence_stats, solve
-from ._validation import check_float, check_int, check_rank
+from ._validation import check_finite, check_float, check_int, check_rank
 
 # Rows per block of a teacher-forced run: each block's Gram is one BLAS call;
 # fewer, larger calls amortise the hand-over to the host (4096 x 2000 floats
@@ -19,6 +19,7 @@ __all__ = [
     "teacher_forced_fit",
     "teacher_forced_stats",
     "check_training_args",
+    "teacher_forced_sequences",
     "initial_states",
 ]
 
@@ -283,3 +284,37 @@ def teacher_forced_fit(
             history = jnp.concatenate([hist0[None], hists], axis=0)
     cmat = solve(stats, jnp.asarray(beta, stats.gram.dtype), batch_size=batch_size)
     return readout.set_wout(cmat), (history if keep_states else last)
+
+
+_NAN_HINT = "Remove or interpolate missing samples before training."
+
+
+def teacher_forced_sequences(owner, dtype, train_seq, target_seq, **per_step):
+    """The forcing sequence(s) and regression targets of a teacher-forced fit.
+
+    Without ``target_seq`` the reservoir is forced with ``train_seq`` and state
+    ``t`` targets ``train_seq[t + 1]``. With it, state ``t`` targets
+    ``target_seq[t]`` and the forcing gets ``target_seq[-1]`` appended, so the
+    last state starts a forecast of what follows; other per-step sequences
+    (``per_step``, e.g. controls) repeat their last row. Every array is checked
+    for NaN/inf at run time under its argument name.
+
+    Returns ``(forcing, per_step_forcing, targets)``.
+    """
+    train_seq = check_finite(train_seq.astype(dtype), "train_seq", owner, _NAN_HINT)
+    extra = {
+        k: check_finite(v.astype(dtype), k, owner, _NAN_HINT)
+        for k, v in per_step.items()
+    }
+    if target_seq is None:
+        return train_seq, extra, train_seq[..., 1:, :]
+    targets = check_finite(target_seq.astype(dtype), "target_seq", owner, _NAN_HINT)
+
+    def extend(a, last):
+        return jnp.concatenate([a, last[..., -1:, :]], axis=-2)
+
+    return (
+        extend(train_seq, targets),
+        {k: extend(v, v) for k, v in extra.items()},
+        targets,
+    )

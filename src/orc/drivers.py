@@ -162,15 +162,63 @@ def _esn_preactivation(W: ReservoirMatrix, proj, state, bias):
     return jnp.tanh(W.matvec(state) + proj + bias)
 
 
-class _ESNDriverCore(DriverBase):
-    """Shared implementation of :class:`ESNDriver` and :class:`ParallelESNDriver`."""
+class _SparseReservoirDriver(DriverBase):
+    """What the ESN and Taylor drivers share: a random sparse ``W`` (one per
+    chunk), a bias, and an update written for one reservoir and mapped over
+    chunks."""
 
     wr: ReservoirMatrix
-    leak: Array
     bias: Array
     spectral_radius: Array
-    time_const: Array
     density: float = eqx.field(static=True)
+
+    def _init_reservoir(
+        self,
+        res_dim,
+        spectral_radius,
+        density,
+        bias,
+        dtype,
+        chunks,
+        seed,
+        use_sparse_eigs,
+        eigenval_batch_size,
+    ):
+        name = type(self).__name__
+        DriverBase.__init__(self, res_dim, dtype)
+        self.chunks = chunks
+        check_float("spectral_radius", spectral_radius, name, low=0.0, low_open=True)
+        self.density = check_float(
+            "density", density, name, low=0.0, high=1.0, low_open=True
+        )
+        check_float("bias", bias, name)
+        self.bias = _scalar(bias, self.dtype)
+        self.spectral_radius = _scalar(spectral_radius, self.dtype)
+        self.wr = _reservoir_matrix(
+            seed,
+            name,
+            self.res_dim,
+            chunks,
+            self.density,
+            spectral_radius,
+            self.dtype,
+            use_sparse_eigs,
+            eigenval_batch_size,
+        )
+
+    def _per_chunk(self, update, proj_vars, res_state):
+        """``update(W, p, r)`` on each chunk (or on the single reservoir)."""
+        self._check_shapes(proj_vars, res_state)
+        if self.chunks > 0:
+            return jax.vmap(update)(self.wr, proj_vars, res_state)
+        return update(self.wr, proj_vars, res_state)
+
+
+class _ESNDriverCore(_SparseReservoirDriver):
+    """Shared implementation of :class:`ESNDriver` and :class:`ParallelESNDriver`."""
+
+    leak: Array
+    time_const: Array
     mode: str = eqx.field(static=True)
 
     def _init(
@@ -189,36 +237,26 @@ class _ESNDriverCore(DriverBase):
         eigenval_batch_size,
     ):
         name = type(self).__name__
-        DriverBase.__init__(self, res_dim, dtype)
-        self.chunks = chunks
         if mode not in ("discrete", "continuous"):
             raise ValueError(
                 f"{name}: mode must be 'discrete' or 'continuous', got {mode!r}"
             )
-        self.mode = mode
         check_float("leak", leak, name, low=0.0, high=1.0, low_open=True)
-        check_float("spectral_radius", spectral_radius, name, low=0.0, low_open=True)
-        self.density = check_float(
-            "density", density, name, low=0.0, high=1.0, low_open=True
-        )
-        check_float("bias", bias, name)
         check_float("time_const", time_const, name, low=0.0, low_open=True)
-        dt = self.dtype
-        self.leak = _scalar(leak, dt)
-        self.bias = _scalar(bias, dt)
-        self.spectral_radius = _scalar(spectral_radius, dt)
-        self.time_const = _scalar(time_const, dt)
-        self.wr = _reservoir_matrix(
-            seed,
-            name,
-            self.res_dim,
-            chunks,
-            self.density,
+        self._init_reservoir(
+            res_dim,
             spectral_radius,
-            dt,
+            density,
+            bias,
+            dtype,
+            chunks,
+            seed,
             use_sparse_eigs,
             eigenval_batch_size,
         )
+        self.mode = mode
+        self.leak = _scalar(leak, self.dtype)
+        self.time_const = _scalar(time_const, self.dtype)
 
     def _update(self, W, proj, state):
         act = _esn_preactivation(W, proj, state, self.bias)
@@ -232,10 +270,7 @@ class _ESNDriverCore(DriverBase):
         Shapes: ``(chunks, res_dim)`` for the parallel driver, ``(res_dim,)`` for
         the single one.
         """
-        self._check_shapes(proj_vars, res_state)
-        if self.chunks > 0:
-            return jax.vmap(self._update)(self.wr, proj_vars, res_state)
-        return self._update(self.wr, proj_vars, res_state)
+        return self._per_chunk(self._update, proj_vars, res_state)
 
 
 class ParallelESNDriver(_ESNDriverCore):
@@ -385,14 +420,10 @@ def _poly(coeffs, t):
     return out
 
 
-class _TaylorDriverCore(DriverBase):
+class _TaylorDriverCore(_SparseReservoirDriver):
     """Shared implementation of the Taylor drivers."""
 
-    wr: ReservoirMatrix
-    bias: Array
-    spectral_radius: Array
     n_terms: int = eqx.field(static=True)
-    density: float = eqx.field(static=True)
 
     def _init(
         self,
@@ -408,29 +439,21 @@ class _TaylorDriverCore(DriverBase):
         eigenval_batch_size,
     ):
         name = type(self).__name__
-        DriverBase.__init__(self, res_dim, dtype)
-        self.chunks = chunks
-        self.n_terms = check_int("n_terms", n_terms, name, minimum=0)
-        if self.n_terms > 5:
+        n_terms = check_int("n_terms", n_terms, name, minimum=0)
+        if n_terms > 5:
             raise ValueError(f"{name}: n_terms must be at most 5, got {n_terms}")
-        check_float("spectral_radius", spectral_radius, name, low=0.0, low_open=True)
-        self.density = check_float(
-            "density", density, name, low=0.0, high=1.0, low_open=True
-        )
-        check_float("bias", bias, name)
-        self.bias = _scalar(bias, self.dtype)
-        self.spectral_radius = _scalar(spectral_radius, self.dtype)
-        self.wr = _reservoir_matrix(
-            seed,
-            name,
-            self.res_dim,
-            chunks,
-            self.density,
+        self._init_reservoir(
+            res_dim,
             spectral_radius,
-            self.dtype,
+            density,
+            bias,
+            dtype,
+            chunks,
+            seed,
             use_sparse_eigs,
             eigenval_batch_size,
         )
+        self.n_terms = n_terms
 
     def _update(self, W, proj, state):
         dz = W.matvec(state) + proj
@@ -445,17 +468,11 @@ class _TaylorDriverCore(DriverBase):
 
     def advance(self, proj_vars: Array, res_state: Array) -> Array:
         """``r' = sum_{n<=n_terms} tanh^{(n)}(bias)/n! * (W r + p)^n``."""
-        self._check_shapes(proj_vars, res_state)
-        if self.chunks > 0:
-            return jax.vmap(self._update)(self.wr, proj_vars, res_state)
-        return self._update(self.wr, proj_vars, res_state)
+        return self._per_chunk(self._update, proj_vars, res_state)
 
     def advance_full(self, proj_vars: Array, res_state: Array) -> Array:
         """The exact update ``tanh(W r + p + bias)`` the polynomial approximates."""
-        self._check_shapes(proj_vars, res_state)
-        if self.chunks > 0:
-            return jax.vmap(self._update_full)(self.wr, proj_vars, res_state)
-        return self._update_full(self.wr, proj_vars, res_state)
+        return self._per_chunk(self._update_full, proj_vars, res_state)
 
 
 class ParallelTaylorDriver(_TaylorDriverCore):

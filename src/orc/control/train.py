@@ -8,16 +8,19 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._training import check_training_args, initial_states, teacher_forced_fit
-from .._validation import check_finite, check_rank
+from .._training import (
+    check_training_args,
+    initial_states,
+    teacher_forced_fit,
+    teacher_forced_sequences,
+)
+from .._validation import check_rank
 from .base import RCControllerBase
 from .models import ESNController
 
 __all__ = ["train_RCController", "train_ESNController"]
 
 Model = TypeVar("Model", bound=RCControllerBase)
-
-_NAN_HINT = "Remove or interpolate missing samples before training."
 
 
 @eqx.filter_jit
@@ -33,22 +36,14 @@ def _train(
     multi,
     return_states=True,
 ):
-    owner = "train_RCController"
-    train_seq = check_finite(
-        train_seq.astype(model.dtype), "train_seq", owner, _NAN_HINT
+    tot_seq, extra, targets = teacher_forced_sequences(
+        "train_RCController",
+        model.dtype,
+        train_seq,
+        target_seq,
+        control_seq=control_seq,
     )
-    control_seq = check_finite(
-        control_seq.astype(model.dtype), "control_seq", owner, _NAN_HINT
-    )
-    if target_seq is None:
-        tot_seq, tot_control = train_seq, control_seq
-        targets = train_seq[..., 1:, :]
-    else:
-        targets = check_finite(
-            target_seq.astype(model.dtype), "target_seq", owner, _NAN_HINT
-        )
-        tot_seq = jnp.concatenate([train_seq, targets[..., -1:, :]], axis=-2)
-        tot_control = jnp.concatenate([control_seq, control_seq[..., -1:, :]], axis=-2)
+    tot_control = extra["control_seq"]
 
     def force(inputs, state):
         return model.force(inputs[0], inputs[1], state)

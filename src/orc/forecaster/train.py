@@ -9,8 +9,12 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._training import check_training_args, initial_states, teacher_forced_fit
-from .._validation import check_finite
+from .._training import (
+    check_training_args,
+    initial_states,
+    teacher_forced_fit,
+    teacher_forced_sequences,
+)
 from .base import RCForecasterBase
 from .models import CESNForecaster, EnsembleESNForecaster, ESNForecaster
 
@@ -22,8 +26,6 @@ __all__ = [
 ]
 
 Model = TypeVar("Model", bound=RCForecasterBase)
-
-_NAN_HINT = "Remove or interpolate missing samples before training."
 
 
 @eqx.filter_jit
@@ -39,20 +41,9 @@ def _train(
     multi,
     return_states=True,
 ):
-    train_seq = check_finite(
-        train_seq.astype(model.dtype), "train_seq", "train_RCForecaster", _NAN_HINT
+    tot_seq, _, targets = teacher_forced_sequences(
+        "train_RCForecaster", model.dtype, train_seq, target_seq
     )
-    if target_seq is None:
-        tot_seq = train_seq
-        targets = train_seq[..., 1:, :]
-    else:
-        targets = check_finite(
-            target_seq.astype(model.dtype),
-            "target_seq",
-            "train_RCForecaster",
-            _NAN_HINT,
-        )
-        tot_seq = jnp.concatenate([train_seq, targets[..., -1:, :]], axis=-2)
 
     def force(inputs, state):
         seq, kw = inputs
