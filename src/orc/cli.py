@@ -177,7 +177,7 @@ def demo(res_dim: int, train_steps: int, seed: int, out: str) -> None:
 
     import orc
 
-    dt, warmup, horizon, n_windows = 0.01, 200, 1000, 10
+    dt, warmup, horizon, n_windows = 0.01, 200, 1500, 10
     click.echo("orc demo: echo state network forecast of the Lorenz63 system")
     t0 = time.perf_counter()
     total = train_steps + n_windows * (warmup + horizon) + 1000
