@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from . import _progress
 from ._ridge import RidgeStats, accumulate, sequence_stats, solve
 from ._validation import check_finite, check_float, check_int, check_rank
 
@@ -161,6 +162,8 @@ def teacher_forced_stats(
     spinup: int = 0,
     block_size: int | None = None,
     keep_states: bool = True,
+    progress: bool = False,
+    progress_offset=0,
 ):
     """Run the reservoir over ``inputs`` and accumulate the ridge statistics as it goes.
 
@@ -171,7 +174,9 @@ def teacher_forced_stats(
     are folded into the statistics while the block is fresh, so the history is
     never read twice; with ``keep_states`` the block is also written in place
     into the returned history, otherwise memory is that of the statistics plus
-    one block whatever ``T_in`` (streaming training).
+    one block whatever ``T_in`` (streaming training). With ``progress`` each
+    finished block reports ``progress_offset + steps done`` to
+    :func:`orc._progress.tick` (between blocks, never per step).
 
     Returns ``(stats, last_state, states or None)``.
     """
@@ -211,6 +216,11 @@ def teacher_forced_stats(
             history = jax.lax.dynamic_update_slice_in_dim(
                 history, states, offset, axis=0
             )
+        if progress:
+            # unordered, but tied to the block's result so it runs after it
+            jax.debug.callback(
+                _progress.tick, progress_offset + offset + size, states[-1].ravel()[0]
+            )
         return states[-1], stats, history
 
     n_full, tail = divmod(t_in, block)
@@ -246,6 +256,7 @@ def teacher_forced_fit(
     keep_states: bool = True,
     block_size: int | None = None,
     batch_size: int | None = None,
+    progress: bool = False,
 ):
     """Fit ``readout`` by ridge regression on a teacher-forced run.
 
@@ -255,7 +266,7 @@ def teacher_forced_fit(
     axis and the statistics are summed over trajectories.
     """
 
-    def one(u, y, r0):
+    def one(u, y, r0, offset=0):
         return teacher_forced_stats(
             readout,
             force,
@@ -265,20 +276,27 @@ def teacher_forced_fit(
             spinup=spinup,
             block_size=block_size,
             keep_states=keep_states,
+            progress=progress,
+            progress_offset=offset,
         )
 
     if not multi_sequence:
         stats, last, history = one(inputs, targets, init)
     else:
+        t_in = jax.tree.leaves(inputs)[0].shape[1]
         first = jax.tree.map(lambda a: a[0], (inputs, targets, init))
         stats, last0, hist0 = one(*first)
 
         def step(stats, xs):
-            s, last, history = one(*xs)
+            i, u, y, r0 = xs
+            s, last, history = one(u, y, r0, i * t_in)
             return stats + s, (last, history)
 
         rest = jax.tree.map(lambda a: a[1:], (inputs, targets, init))
-        stats, (lasts, hists) = jax.lax.scan(step, stats, rest)
+        n_rest = jax.tree.leaves(rest)[0].shape[0]
+        stats, (lasts, hists) = jax.lax.scan(
+            step, stats, (jnp.arange(1, n_rest + 1), *rest)
+        )
         last = jnp.concatenate([last0[None], lasts], axis=0)
         if keep_states:
             history = jnp.concatenate([hist0[None], hists], axis=0)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import TypeVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array
 
+from .. import _progress
 from .._training import (
     check_training_args,
     initial_states,
@@ -35,6 +39,7 @@ def _train(
     batch_size,
     multi,
     return_states=True,
+    progress=False,
 ):
     tot_seq, extra, targets = teacher_forced_sequences(
         "train_RCController",
@@ -59,6 +64,7 @@ def _train(
         multi_sequence=multi,
         keep_states=return_states,
         batch_size=batch_size,
+        progress=progress,
     )
     return model.set_readout(readout), states
 
@@ -74,6 +80,7 @@ def train_RCController(
     batch_size: int | None = None,
     multi_sequence: bool = False,
     return_states: bool = True,
+    progress: bool | None = None,
     **force_kwargs,
 ) -> tuple[Model, Array]:
     """Train a controller's readout by teacher forcing with outputs and controls.
@@ -95,6 +102,8 @@ def train_RCController(
     return_states : bool, default True
         ``False`` trains without storing the state history (memory independent
         of the sequence length) and returns ``(model, last_state)``.
+    progress : bool, optional
+        Progress bar on stderr (default: on a terminal, for 50000+ steps).
     **force_kwargs : accepted for ORC compatibility; must be empty.
 
     Returns
@@ -134,18 +143,28 @@ def train_RCController(
             f"got shape {tuple(control_seq.shape)}"
         )
     init = initial_states(model, initial_res_state, train_seq.shape[0], multi)
-    return _train(
-        model,
-        train_seq,
-        control_seq,
-        target_seq,
-        init,
-        jnp.asarray(beta, model.dtype),
-        spinup,
-        batch_size,
-        multi,
-        bool(return_states),
-    )
+    steps = int(np.prod(train_seq.shape[:-1]))
+    show = _progress.resolve(progress, steps)
+    bar = _progress.ProgressBar(steps, "training") if show else contextlib.nullcontext()
+    with bar:
+        result = _train(
+            model,
+            train_seq,
+            control_seq,
+            target_seq,
+            init,
+            jnp.asarray(beta, model.dtype),
+            spinup,
+            batch_size,
+            multi,
+            bool(return_states),
+            show,
+        )
+        if show and not any(
+            isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(result)
+        ):
+            result = jax.block_until_ready(result)  # the bar ends when training does
+    return result
 
 
 def train_ESNController(

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from typing import TypeVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array
 
+from .. import _progress
 from .._training import (
     check_training_args,
     initial_states,
@@ -40,6 +44,7 @@ def _train(
     batch_size,
     multi,
     return_states=True,
+    progress=False,
 ):
     tot_seq, _, targets = teacher_forced_sequences(
         "train_RCForecaster", model.dtype, train_seq, target_seq
@@ -60,6 +65,7 @@ def _train(
         multi_sequence=multi,
         keep_states=return_states,
         batch_size=batch_size,
+        progress=progress,
     )
     return model.set_readout(readout), states
 
@@ -74,6 +80,7 @@ def train_RCForecaster(
     batch_size: int | None = None,
     multi_sequence: bool = False,
     return_states: bool = True,
+    progress: bool | None = None,
     **force_kwargs,
 ) -> tuple[Model, Array]:
     """Train any forecaster's readout by teacher forcing and ridge regression.
@@ -111,6 +118,10 @@ def train_RCForecaster(
         state (per trajectory), from which a forecast can start. Not part of
         ORC 0.4's API. For continuous-time models each block is interpolated on
         its own samples, so results differ slightly from the stored-state fit.
+    progress : bool, optional
+        Show a progress bar on stderr (updated between blocks of 4096 steps).
+        Default: only on a terminal and for 50000 steps or more;
+        ``ORC_PROGRESS=0`` silences it. Not part of ORC 0.4's API.
     **force_kwargs
         Passed to ``model.force`` (``ts=`` for continuous models; with
         ``multi_sequence`` one row per trajectory).
@@ -148,18 +159,28 @@ def train_RCForecaster(
         owner, model, force_kwargs, train_seq, target_seq is not None, multi
     )
     init = initial_states(model, initial_res_state, train_seq.shape[0], multi)
-    return _train(
-        model,
-        train_seq,
-        target_seq,
-        init,
-        jnp.asarray(beta, model.dtype),
-        force_kwargs,
-        spinup,
-        batch_size,
-        multi,
-        bool(return_states),
-    )
+    steps = int(np.prod(train_seq.shape[:-1]))
+    show = _progress.resolve(progress, steps)
+    bar = _progress.ProgressBar(steps, "training") if show else contextlib.nullcontext()
+    with bar:
+        result = _train(
+            model,
+            train_seq,
+            target_seq,
+            init,
+            jnp.asarray(beta, model.dtype),
+            force_kwargs,
+            spinup,
+            batch_size,
+            multi,
+            bool(return_states),
+            show,
+        )
+        if show and not any(
+            isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(result)
+        ):
+            result = jax.block_until_ready(result)  # the bar ends when training does
+    return result
 
 
 def _check_force_kwargs(owner, model, force_kwargs, train_seq, has_target, multi):
