@@ -13,7 +13,7 @@ from jax.experimental import sparse
 from orc import drivers, embeddings, readouts
 from orc._matrix import distinct_columns, nonzeros_per_row
 from orc._ridge import RidgeStats, accumulate, sequence_stats, solve
-from orc._training import fit_readout
+from orc._training import fit_readout, teacher_forced_fit
 from orc.utils import max_eig_arnoldi
 from orc.utils.regressions import ridge_regression
 
@@ -92,16 +92,21 @@ def test_chunked_and_multi_sequence_fit_match_numpy():
     ref = _np_ridge(feats[:, 1], targets[:, O : 2 * O], 1e-2)
     np.testing.assert_allclose(qfit.wout[1], ref, rtol=1e-8, atol=1e-10)
     # multi-sequence: the same as fitting the concatenation of the trimmed sequences
+    # (through the teacher-forcing engine, with a "reservoir" that returns its input)
     multi_states = RNG.standard_normal((3, 150, N))
     multi_targets = RNG.standard_normal((3, 150, O))
     lro = readouts.LinearReadout(O, N)
-    mfit = fit_readout(
+    mfit, _ = teacher_forced_fit(
         lro,
+        lambda u, r: u,
         jnp.asarray(multi_states),
         jnp.asarray(multi_targets),
+        jnp.zeros((3, N)),
         1e-3,
         spinup=20,
         multi_sequence=True,
+        keep_states=False,
+        block_size=64,
     )
     X = multi_states[:, 20:].reshape(-1, N)
     Y = multi_targets[:, 20:].reshape(-1, O)

@@ -16,51 +16,12 @@ FORCE_BLOCK = 4096
 
 __all__ = [
     "fit_readout",
-    "readout_stats",
     "teacher_forced_fit",
     "teacher_forced_stats",
     "check_training_args",
     "teacher_forced_sequences",
     "initial_states",
 ]
-
-
-def readout_stats(
-    readout,
-    states,
-    targets,
-    *,
-    spinup: int = 0,
-    multi_sequence: bool = False,
-    block_size: int | None = None,
-) -> RidgeStats:
-    """Ridge statistics of ``readout``'s features on rows ``spinup:`` of each sequence.
-
-    ``states`` is ``(T, *state)`` (or ``(n, T, *state)`` with ``multi_sequence``)
-    and ``targets`` the matching raw targets ``(T, out_dim)`` (or ``(n, T, out_dim)``).
-    """
-    features, prep = readout.prepare_train, readout.prepare_target
-    if not multi_sequence:
-        return sequence_stats(
-            states, targets, features, prep, start=spinup, block_size=block_size
-        )
-    f_shape = jax.eval_shape(features, states[0, :1])
-    y_shape = jax.eval_shape(prep, targets[0, :1])
-    chunks = f_shape.shape[1] if len(f_shape.shape) == 3 else None
-    zero = RidgeStats.zeros(f_shape.shape[-1], y_shape.shape[-1], chunks, f_shape.dtype)
-
-    def add_sequence(i, stats):
-        return sequence_stats(
-            states[i],
-            targets[i],
-            features,
-            prep,
-            start=spinup,
-            block_size=block_size,
-            stats=stats,
-        )
-
-    return jax.lax.fori_loop(0, states.shape[0], add_sequence, zero)
 
 
 def fit_readout(
@@ -70,17 +31,21 @@ def fit_readout(
     beta,
     *,
     spinup: int = 0,
-    multi_sequence: bool = False,
     block_size: int | None = None,
     batch_size: int | None = None,
 ):
-    """``readout`` with ``wout`` fitted by ridge regression (see :func:`readout_stats`)."""
-    stats = readout_stats(
-        readout,
+    """``readout`` with ``wout`` fitted by ridge regression on stored states.
+
+    ``states`` ``(T, *state)`` and raw ``targets`` ``(T, out_dim)``; rows
+    ``spinup:`` are used. (Teacher-forced training accumulates while it forces
+    instead, see :func:`teacher_forced_fit`.)
+    """
+    stats = sequence_stats(
         states,
         targets,
-        spinup=spinup,
-        multi_sequence=multi_sequence,
+        readout.prepare_train,
+        readout.prepare_target,
+        start=spinup,
         block_size=block_size,
     )
     cmat = solve(stats, jnp.asarray(beta, stats.gram.dtype), batch_size=batch_size)
