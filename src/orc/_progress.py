@@ -81,3 +81,24 @@ def tick(done, *after) -> None:
     on (and therefore follows) the block's computation."""
     if _current:
         _current[-1].update(int(done))
+
+
+def run_with_bar(progress: bool | None, steps: int, run):
+    """``run(show)`` under a "training" bar when :func:`resolve` says so.
+
+    The result is awaited before the bar closes (JAX dispatches asynchronously),
+    except while tracing, when there is nothing to wait for.
+    """
+    import contextlib
+
+    import jax
+
+    show = resolve(progress, steps)
+    bar = ProgressBar(steps, "training") if show else contextlib.nullcontext()
+    with bar:
+        result = run(show)
+        if show and not any(
+            isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(result)
+        ):
+            result = jax.block_until_ready(result)
+    return result

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import TypeVar
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
@@ -143,11 +141,10 @@ def train_RCController(
             f"got shape {tuple(control_seq.shape)}"
         )
     init = initial_states(model, initial_res_state, train_seq.shape[0], multi)
-    steps = int(np.prod(train_seq.shape[:-1]))
-    show = _progress.resolve(progress, steps)
-    bar = _progress.ProgressBar(steps, "training") if show else contextlib.nullcontext()
-    with bar:
-        result = _train(
+    return _progress.run_with_bar(
+        progress,
+        int(np.prod(train_seq.shape[:-1])),
+        lambda show: _train(
             model,
             train_seq,
             control_seq,
@@ -159,12 +156,8 @@ def train_RCController(
             multi,
             bool(return_states),
             show,
-        )
-        if show and not any(
-            isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(result)
-        ):
-            result = jax.block_until_ready(result)  # the bar ends when training does
-    return result
+        ),
+    )
 
 
 def train_ESNController(

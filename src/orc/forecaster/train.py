@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 from typing import TypeVar
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
@@ -159,11 +157,10 @@ def train_RCForecaster(
         owner, model, force_kwargs, train_seq, target_seq is not None, multi
     )
     init = initial_states(model, initial_res_state, train_seq.shape[0], multi)
-    steps = int(np.prod(train_seq.shape[:-1]))
-    show = _progress.resolve(progress, steps)
-    bar = _progress.ProgressBar(steps, "training") if show else contextlib.nullcontext()
-    with bar:
-        result = _train(
+    return _progress.run_with_bar(
+        progress,
+        int(np.prod(train_seq.shape[:-1])),
+        lambda show: _train(
             model,
             train_seq,
             target_seq,
@@ -175,12 +172,8 @@ def train_RCForecaster(
             multi,
             bool(return_states),
             show,
-        )
-        if show and not any(
-            isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(result)
-        ):
-            result = jax.block_until_ready(result)  # the bar ends when training does
-    return result
+        ),
+    )
 
 
 def _check_force_kwargs(owner, model, force_kwargs, train_seq, has_target, multi):
