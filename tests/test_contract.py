@@ -62,6 +62,9 @@ FORECASTERS = {
     "ensemble": lambda dt: orc.forecaster.EnsembleESNForecaster(
         3, 30, chunks=3, dtype=dt
     ),
+    "deep_esn": lambda dt: orc.forecaster.DeepESNForecaster(
+        3, 30, n_layers=3, quadratic=True, dtype=dt
+    ),
     "custom_taylor": _custom_taylor,
     "custom_gru": _custom_gru,
 }
@@ -251,19 +254,30 @@ def _drivers(dtype):
             2, 40, chunks=2, dtype=dtype, seed=0
         ),
         "gru": drivers.GRUDriver(40, seed=0, dtype=dtype),
+        "deep_esn": drivers.DeepESNDriver(20, n_layers=2, dtype=dtype, seed=0),
     }
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 @pytest.mark.parametrize(
     "name",
-    ["esn", "esn_parallel", "esn_continuous", "taylor", "taylor_parallel", "gru"],
+    [
+        "esn",
+        "esn_parallel",
+        "esn_continuous",
+        "taylor",
+        "taylor_parallel",
+        "gru",
+        "deep_esn",
+    ],
 )
 def test_driver_contract(name, dtype):
     d = _drivers(dtype)[name]
     shape = d.default_state().shape
+    # the drive has the first layer's size for stacked drivers
+    p_shape = (d.sizes[0],) if isinstance(d, drivers.StackedDriver) else shape
     assert d.default_state().dtype == dtype
-    p = 0.1 * jax.random.normal(jax.random.key(0), shape, dtype)
+    p = 0.1 * jax.random.normal(jax.random.key(0), p_shape, dtype)
     r = 0.1 * jax.random.normal(jax.random.key(1), shape, dtype)
     out = d.advance(p, r)
     assert (
@@ -324,3 +338,45 @@ def test_embedding_and_readout_contract(dtype):
         np.testing.assert_allclose(
             jax.jit(lambda m, x: m.readout(x))(ro, r), y, rtol=1e-5
         )
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+@pytest.mark.parametrize("n_layers", [1, 2])
+def test_regressor_contract(dtype, n_layers):
+    from orc.regression import ESNRegressor, train_RCRegressor
+
+    model = ESNRegressor(
+        2, 1, 30, n_layers=n_layers, input_passthrough=True, dtype=dtype, seed=1
+    )
+    x = jnp.asarray(LORENZ[:400, :2], dtype)
+    y = jnp.asarray(LORENZ[:400, 2:], dtype)
+    tol = 1e-4 if dtype == jnp.float32 else 1e-9
+    trained, last = block(train_RCRegressor(model, x, y, spinup=20))
+    x2 = block(2 * x)
+    with count_compiles() as c:
+        block(train_RCRegressor(model, x2, y, spinup=20))
+    assert c["compiles"] == 0, f"training recompiled {c}"
+    leaves = jax.tree.leaves(eqx.filter(trained, eqx.is_inexact_array))
+    assert all(leaf.dtype == dtype for leaf in leaves)
+    assert last.shape == model.driver.default_state().shape
+
+    out = block(trained.predict(x[:50]))
+    assert out.shape == (50, 1) and out.dtype == dtype
+    with count_compiles() as c:
+        block(trained.predict(x2[:50]))
+    assert c["compiles"] == 0, "predict recompiled"
+    jitted = jax.jit(lambda m, u: m.predict(u))(trained, x[:50])
+    np.testing.assert_allclose(jitted, out, rtol=tol, atol=tol)
+    batch = jax.vmap(trained.predict)(jnp.stack([x[:50], x[50:100]]))
+    np.testing.assert_allclose(batch[1], trained.predict(x[50:100]), rtol=tol, atol=tol)
+    if dtype == jnp.float64:
+
+        def loss(u):
+            return jnp.sum(trained.predict(u) ** 2)
+
+        u0 = x[:20]
+        g = jax.grad(loss)(u0)
+        v = jax.random.normal(jax.random.key(0), u0.shape, dtype)
+        eps = 1e-6
+        fd = (loss(u0 + eps * v) - loss(u0 - eps * v)) / (2 * eps)
+        np.testing.assert_allclose(jnp.vdot(g, v), fd, rtol=1e-5, atol=1e-7)

@@ -23,6 +23,7 @@ from . import (
     io,
     metrics,
     readouts,
+    regression,
     utils,
 )
 from .io import load, save
@@ -41,6 +42,7 @@ __all__ = [
     "metrics",
     "save",
     "readouts",
+    "regression",
     "utils",
     "__version__",
 ]

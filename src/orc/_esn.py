@@ -10,8 +10,8 @@ names the models expose.
 from __future__ import annotations
 
 from ._random import spawn
-from ._validation import check_dtype, check_esn_arguments, check_int
-from .drivers import ESNDriver, ParallelESNDriver
+from ._validation import check_dtype, check_esn_arguments, check_float, check_int
+from .drivers import DeepESNDriver, ESNDriver, ParallelESNDriver
 from .embeddings import (
     EnsembleLinearEmbedding,
     LinearEmbedding,
@@ -49,8 +49,14 @@ def esn_components(
     locality: int = 0,
     periodic: bool = True,
     quadratic: bool = False,
+    n_layers: int = 1,
+    coupling_scaling=0.5,
 ):
-    """``(embedding, driver, readout, dtype)`` of an ESN model."""
+    """``(embedding, driver, readout, dtype)`` of an ESN model.
+
+    ``n_layers > 1`` (single layout, discrete mode) stacks reservoirs
+    (:class:`orc.drivers.DeepESNDriver`); the readout reads all layers.
+    """
     check_int("in_dim", in_dim, owner, minimum=1)
     check_int("out_dim", out_dim, owner, minimum=1)
     check_esn_arguments(
@@ -77,13 +83,25 @@ def esn_components(
         seed=k_driver,
         use_sparse_eigs=use_sparse_eigs,
     )
+    n_layers = check_int("n_layers", n_layers, owner, minimum=1)
+    if n_layers > 1 and (layout != "single" or mode != "discrete"):
+        raise ValueError(
+            f"{owner}: n_layers > 1 needs a single discrete-time reservoir stack"
+        )
     if layout == "single":
         embedding = LinearEmbedding(
             in_dim, res_dim, embedding_scaling, dtype, seed=k_embed
         )
-        driver = ESNDriver(**driver_args)
+        if n_layers > 1:
+            check_float("coupling_scaling", coupling_scaling, owner)
+            del driver_args["mode"], driver_args["time_const"]
+            driver = DeepESNDriver(
+                n_layers=n_layers, coupling_scaling=coupling_scaling, **driver_args
+            )
+        else:
+            driver = ESNDriver(**driver_args)
         readout_cls = QuadraticReadout if quadratic else LinearReadout
-        return embedding, driver, readout_cls(out_dim, res_dim, dtype), dtype
+        return embedding, driver, readout_cls(out_dim, driver.res_dim, dtype), dtype
     chunks = check_int("chunks", chunks, owner, minimum=1)
     driver = ParallelESNDriver(chunks=chunks, **driver_args)
     if layout == "ensemble":

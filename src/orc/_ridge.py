@@ -190,12 +190,34 @@ def _solve_one(gram: Float[Array, "F F"], cross: Float[Array, "F O"], beta) -> A
     return x.T
 
 
-def solve(stats: RidgeStats, beta, *, batch_size: int | None = None) -> Array:
+def _solve_intercept(gram, cross, beta) -> Array:
+    # Feature 0 is the constant 1: gram[0, 0] = n rows, gram[0, 1:] = sum f,
+    # cross[0] = sum y. Ridge on the centred features leaves the intercept
+    # unpenalised; b = mean(y) - W mean(f).
+    n = jnp.maximum(gram[0, 0], 1)
+    s, sy = gram[0, 1:], cross[0]
+    gc = gram[1:, 1:] - jnp.outer(s, s) / n
+    bc = cross[1:] - jnp.outer(s, sy) / n
+    w = _solve_one(gc, bc, beta)  # (O, F - 1)
+    b = (sy - w @ s) / n
+    return jnp.concatenate([b[:, None], w], axis=1)
+
+
+def solve(
+    stats: RidgeStats,
+    beta,
+    *,
+    batch_size: int | None = None,
+    intercept: bool = False,
+) -> Array:
     """Ridge weights ``(O, F)`` or ``(C, O, F)`` from accumulated statistics.
 
     Chunks are solved one after another (``batch_size`` at a time), so the
-    fallback branch only runs for the chunks that need it.
+    fallback branch only runs for the chunks that need it. With ``intercept``
+    feature 0 must be the constant 1 (rows masked out contribute 0 to it); its
+    weight, the output bias, is not penalised (ridge on centred features).
     """
+    one = _solve_intercept if intercept else _solve_one
     beta = jnp.asarray(beta, stats.gram.dtype)
     stats = eqx.error_if(
         stats,
@@ -206,10 +228,10 @@ def solve(stats: RidgeStats, beta, *, batch_size: int | None = None) -> Array:
         "weights were produced.",
     )
     if stats.gram.ndim == 2:
-        w = _solve_one(stats.gram, stats.cross, beta)
+        w = one(stats.gram, stats.cross, beta)
     else:
         w = jax.lax.map(
-            lambda gc: _solve_one(gc[0], gc[1], beta),
+            lambda gc: one(gc[0], gc[1], beta),
             (stats.gram, stats.cross),
             batch_size=batch_size,
         )

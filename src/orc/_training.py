@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jaxtyping import Array
 
 from . import _progress
+from ._random import jax_key
 from ._ridge import RidgeStats, accumulate, sequence_stats, solve
 from ._validation import check_finite, check_float, check_int, check_rank
 
@@ -21,6 +24,8 @@ __all__ = [
     "check_training_args",
     "teacher_forced_sequences",
     "initial_states",
+    "TrainingNoise",
+    "training_noise",
 ]
 
 
@@ -129,6 +134,7 @@ def teacher_forced_stats(
     keep_states: bool = True,
     progress: bool = False,
     progress_offset=0,
+    features=None,
 ):
     """Run the reservoir over ``inputs`` and accumulate the ridge statistics as it goes.
 
@@ -143,6 +149,11 @@ def teacher_forced_stats(
     finished block reports ``progress_offset + steps done`` to
     :func:`orc._progress.tick` (between blocks, never per step).
 
+    ``features(states_block, inputs_block, offset) -> features_block`` replaces
+    the default regression features ``readout.prepare_train(states_block)``
+    (used for input pass-through, readout bias and state-noise regularisation);
+    it must act row by row.
+
     Returns ``(stats, last_state, states or None)``.
     """
     t_in = jax.tree.leaves(inputs)[0].shape[0]
@@ -152,8 +163,13 @@ def teacher_forced_stats(
     targets = jnp.concatenate([targets, pad], axis=0)
     valid = (jnp.arange(t_in) >= spinup) & (jnp.arange(t_in) < t_out)
 
+    if features is None:
+
+        def features(states, _inputs, _offset):
+            return readout.prepare_train(states)
+
     state_shape = jax.eval_shape(force, _head(inputs), init)
-    f_shape = jax.eval_shape(readout.prepare_train, state_shape)
+    f_shape = jax.eval_shape(features, state_shape, _head(inputs), 0)
     y_shape = jax.eval_shape(readout.prepare_target, targets[:1])
     chunks = f_shape.shape[1] if len(f_shape.shape) == 3 else None
     stats = RidgeStats.zeros(
@@ -172,7 +188,7 @@ def teacher_forced_stats(
             (inputs, targets, valid),
         )
         states = force(u, state)
-        feats = readout.prepare_train(states)
+        feats = features(states, u, offset)
         feats = feats * keep.reshape((-1,) + (1,) * (feats.ndim - 1)).astype(
             feats.dtype
         )
@@ -222,13 +238,19 @@ def teacher_forced_fit(
     block_size: int | None = None,
     batch_size: int | None = None,
     progress: bool = False,
+    features=None,
+    solver=None,
 ):
     """Fit ``readout`` by ridge regression on a teacher-forced run.
 
     Returns ``(readout, states)`` with the whole history, or with
     ``keep_states=False`` ``(readout, last_state)``. With ``multi_sequence``
     every leaf of ``inputs``, ``targets`` and ``init`` has a leading trajectory
-    axis and the statistics are summed over trajectories.
+    axis and the statistics are summed over trajectories. ``features`` is
+    passed on to :func:`teacher_forced_stats` (the offset it receives counts
+    steps over all trajectories); ``solver(stats, beta) -> fitted`` replaces
+    the default ``readout.set_wout(solve(stats, beta))``, so a model with more
+    trained parameters than ``wout`` can use the same run.
     """
 
     def one(u, y, r0, offset=0):
@@ -243,6 +265,7 @@ def teacher_forced_fit(
             keep_states=keep_states,
             progress=progress,
             progress_offset=offset,
+            features=None if features is None else _shifted(features, offset),
         )
 
     if not multi_sequence:
@@ -265,8 +288,16 @@ def teacher_forced_fit(
         last = jnp.concatenate([last0[None], lasts], axis=0)
         if keep_states:
             history = jnp.concatenate([hist0[None], hists], axis=0)
-    cmat = solve(stats, jnp.asarray(beta, stats.gram.dtype), batch_size=batch_size)
-    return readout.set_wout(cmat), (history if keep_states else last)
+    beta = jnp.asarray(beta, stats.gram.dtype)
+    if solver is not None:
+        fitted = solver(stats, beta)
+    else:
+        fitted = readout.set_wout(solve(stats, beta, batch_size=batch_size))
+    return fitted, (history if keep_states else last)
+
+
+def _shifted(features, shift):
+    return lambda states, inputs, offset: features(states, inputs, offset + shift)
 
 
 _NAN_HINT = "Remove or interpolate missing samples before training."
@@ -300,4 +331,60 @@ def teacher_forced_sequences(owner, dtype, train_seq, target_seq, **per_step):
         extend(train_seq, targets),
         {k: extend(v, v) for k, v in extra.items()},
         targets,
+    )
+
+
+class TrainingNoise(eqx.Module):
+    """Noise regularisation of a teacher-forced fit (Jaeger 2002; Wyffels et al. 2008).
+
+    ``input_noise``: Gaussian noise of that standard deviation is added to the
+    inputs that force the reservoir (targets stay clean), so the readout learns
+    to pull perturbed states back toward the data: the closed loop becomes
+    more stable. ``state_noise``: noise added to the states only where they
+    enter the regression (the reservoir itself runs clean), a data-dependent
+    Tikhonov regulariser. Noise is drawn from ``key``; each block of states
+    gets its own draw (``fold_in`` of its offset).
+    """
+
+    input_scale: Array
+    state_scale: Array
+    key: Array
+    has_input: bool = eqx.field(static=True)
+    has_state: bool = eqx.field(static=True)
+
+    def perturb(self, seq):
+        if not self.has_input:
+            return seq
+        eps = jax.random.normal(jax.random.fold_in(self.key, 0), seq.shape, seq.dtype)
+        return seq + self.input_scale.astype(seq.dtype) * eps
+
+    def states(self, states, offset):
+        """``states`` with the state noise of the block starting at ``offset``."""
+        if not self.has_state:
+            return states
+        key = jax.random.fold_in(jax.random.fold_in(self.key, 1), offset)
+        eps = jax.random.normal(key, states.shape, states.dtype)
+        return states + self.state_scale.astype(states.dtype) * eps
+
+    def features(self, readout):
+        """A ``features`` hook for :func:`teacher_forced_stats`, or ``None``."""
+        if not self.has_state:
+            return None
+        return lambda states, _inputs, offset: readout.prepare_train(
+            self.states(states, offset)
+        )
+
+
+def training_noise(owner, input_noise, state_noise, noise_seed, dtype):
+    """Checked :class:`TrainingNoise`, or ``None`` when both scales are 0."""
+    input_noise = check_float("input_noise", input_noise, owner, low=0.0)
+    state_noise = check_float("state_noise", state_noise, owner, low=0.0)
+    if input_noise == 0 and state_noise == 0:
+        return None
+    return TrainingNoise(
+        jnp.asarray(input_noise, dtype),
+        jnp.asarray(state_noise, dtype),
+        jax_key(noise_seed, owner),
+        input_noise > 0,
+        state_noise > 0,
     )

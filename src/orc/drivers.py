@@ -8,6 +8,9 @@ A driver advances the reservoir state given the embedded input ``p``:
 - :class:`TaylorDriver` / :class:`ParallelTaylorDriver` — the tanh of the ESN
   replaced by its Taylor polynomial around the bias (no leak).
 - :class:`GRUDriver` — an untrained gated recurrent unit as the reservoir.
+- :class:`StackedDriver` / :class:`DeepESNDriver` — deep (stacked) reservoirs:
+  layer ``l`` is driven by the new state of layer ``l - 1``; the state is the
+  concatenation of all layers, so every readout reads all of them.
 
 States of a ``Parallel*`` driver carry a leading chunk axis, ``(chunks, res_dim)``;
 the single forms use ``(res_dim,)``. A parallel driver is the single-reservoir
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import itertools
 import math
 
 import equinox as eqx
@@ -29,8 +33,9 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ._matrix import ReservoirMatrix, random_reservoir_matrices
-from ._random import jax_key, numpy_rng
+from ._random import jax_key, numpy_rng, spawn
 from ._validation import check_dtype, check_float, check_int
+from .embeddings import EmbedBase, LinearEmbedding
 
 __all__ = [
     "DriverBase",
@@ -39,6 +44,8 @@ __all__ = [
     "TaylorDriver",
     "ParallelTaylorDriver",
     "GRUDriver",
+    "StackedDriver",
+    "DeepESNDriver",
     "ReservoirMatrix",
 ]
 
@@ -589,3 +596,161 @@ class GRUDriver(DriverBase):
         """``GRUCell(proj_vars, res_state)``."""
         self._check_shapes(proj_vars, res_state)
         return self.gru(proj_vars, res_state)
+
+
+# --------------------------------------------------------------------------- #
+# Deep (stacked) reservoirs
+# --------------------------------------------------------------------------- #
+
+
+class StackedDriver(DriverBase):
+    """Deep reservoir: discrete-time layers in series (Gallicchio et al. 2017).
+
+    Layer 0 is driven by the embedded input; layer ``l > 0`` by
+    ``couplings[l - 1].embed(r_{l-1}')``, the *new* state of the layer below, so
+    an input reaches every layer in the same step. The state is the
+    concatenation ``[r_0, r_1, ...]`` of shape ``(sum of res_dim,)``; a readout
+    on it reads every layer (the usual DeepESN readout).
+
+    Parameters
+    ----------
+    layers : sequence of DriverBase
+        Single-reservoir (``chunks == 0``) discrete-time drivers, same dtype.
+    couplings : sequence of EmbedBase
+        ``len(layers) - 1`` maps from layer ``l - 1``'s state (``in_dim`` its
+        ``res_dim``) to layer ``l``'s drive (``res_dim`` layer ``l``'s).
+
+    Example
+    -------
+    >>> a, b = ESNDriver(50, seed=0), ESNDriver(30, seed=1)
+    >>> d = StackedDriver([a, b], [LinearEmbedding(50, 30, 0.5, seed=2)])
+    >>> d.advance(jnp.zeros(50), d.default_state()).shape
+    (80,)
+    """
+
+    layers: tuple[DriverBase, ...]
+    couplings: tuple[EmbedBase, ...]
+    sizes: tuple[int, ...] = eqx.field(static=True)
+
+    def __init__(self, layers, couplings) -> None:
+        name = type(self).__name__
+        layers, couplings = tuple(layers), tuple(couplings)
+        if not layers or not all(isinstance(d, DriverBase) for d in layers):
+            raise TypeError(f"{name}: layers must be a non-empty sequence of drivers")
+        if not all(isinstance(c, EmbedBase) for c in couplings):
+            raise TypeError(f"{name}: couplings must be embeddings (EmbedBase)")
+        if len(couplings) != len(layers) - 1:
+            raise ValueError(
+                f"{name}: couplings must have len(layers) - 1 = {len(layers) - 1} "
+                f"entries, got {len(couplings)}"
+            )
+        for i, d in enumerate(layers):
+            if d.chunks != 0:
+                raise ValueError(
+                    f"{name}: layers[{i}] must be a single reservoir (chunks == 0)"
+                )
+            if getattr(d, "mode", "discrete") != "discrete":
+                raise ValueError(f"{name}: layers[{i}] must be in discrete mode")
+            if d.dtype != layers[0].dtype:
+                raise ValueError(f"{name}: all layers must share one dtype")
+        for i, c in enumerate(couplings):
+            below, above = layers[i].res_dim, layers[i + 1].res_dim
+            if (c.in_dim, c.res_dim) != (below, above) or c.chunks != 0:
+                raise ValueError(
+                    f"{name}: couplings[{i}] must map {below} -> {above} features "
+                    f"without chunks, got {c.in_dim} -> {c.res_dim}"
+                )
+        self.sizes = tuple(d.res_dim for d in layers)
+        super().__init__(sum(self.sizes), layers[0].dtype)
+        self.layers, self.couplings = layers, couplings
+
+    def split(self, res_state: Array) -> list[Array]:
+        """The per-layer states of a concatenated state."""
+        bounds = list(itertools.accumulate(self.sizes[:-1]))
+        return jnp.split(res_state, bounds, axis=-1)
+
+    def advance(self, proj_vars: Array, res_state: Array) -> Array:
+        """One step of every layer; ``proj_vars`` drives layer 0 (``(res_dim_0,)``)."""
+        name = type(self).__name__
+        if tuple(proj_vars.shape) != (self.sizes[0],):
+            raise ValueError(
+                f"{name}.advance: proj_vars must have shape ({self.sizes[0]},) "
+                f"(layer 0's res_dim), got {tuple(proj_vars.shape)}"
+            )
+        if tuple(res_state.shape) != (self.res_dim,):
+            raise ValueError(
+                f"{name}.advance: res_state must have shape ({self.res_dim},), "
+                f"got {tuple(res_state.shape)}"
+            )
+        drive, new = proj_vars, []
+        for i, (layer, r) in enumerate(
+            zip(self.layers, self.split(res_state), strict=True)
+        ):
+            if i:
+                drive = self.couplings[i - 1].embed(new[-1])
+            new.append(layer.advance(drive, r))
+        return jnp.concatenate(new)
+
+
+class DeepESNDriver(StackedDriver):
+    """``n_layers`` echo state reservoirs of ``res_dim`` nodes in series.
+
+    Every layer is an :class:`ESNDriver` with the same hyperparameters (its own
+    random ``W``); layer ``l`` receives ``W_l r_{l-1}'`` with a dense
+    ``W_l ~ U(-coupling_scaling, coupling_scaling)``. State ``(n_layers * res_dim,)``.
+
+    Parameters
+    ----------
+    res_dim : int
+        Nodes per layer.
+    n_layers : int, default 2
+    coupling_scaling : float, default 0.5
+        Scale of the inter-layer weights.
+    leak, spectral_radius, density, bias, dtype, seed, use_sparse_eigs
+        As for :class:`ESNDriver`.
+
+    Example
+    -------
+    >>> d = DeepESNDriver(100, n_layers=3, seed=0)
+    >>> d.default_state().shape
+    (300,)
+    """
+
+    def __init__(
+        self,
+        res_dim: int,
+        n_layers: int = 2,
+        coupling_scaling: float = 0.5,
+        leak: float = 0.6,
+        spectral_radius: float = 0.8,
+        density: float = 0.02,
+        bias: float = 1.6,
+        dtype=jnp.float64,
+        *,
+        seed,
+        use_sparse_eigs: bool = True,
+    ) -> None:
+        name = type(self).__name__
+        n_layers = check_int("n_layers", n_layers, name, minimum=1)
+        check_float("coupling_scaling", coupling_scaling, name)
+        keys = spawn(seed, 2 * n_layers, name)
+        layers = [
+            ESNDriver(
+                res_dim,
+                leak,
+                spectral_radius,
+                density,
+                bias,
+                dtype,
+                seed=keys[2 * i],
+                use_sparse_eigs=use_sparse_eigs,
+            )
+            for i in range(n_layers)
+        ]
+        couplings = [
+            LinearEmbedding(
+                res_dim, res_dim, coupling_scaling, dtype, seed=keys[2 * i + 1]
+            )
+            for i in range(1, n_layers)
+        ]
+        super().__init__(layers, couplings)

@@ -1,7 +1,9 @@
-"""Forecast metrics: RMSE, NRMSE and valid prediction time.
+"""Metrics: errors, valid prediction time, R², power spectra and memory capacity.
 
-All functions take arrays shaped ``(time, features)`` (JAX or numpy) and are
-jit-compatible except where a Python option selects the branch.
+The error metrics take arrays shaped ``(time, features)`` (or ``(time,)``; JAX
+or numpy) and are jit-compatible; Python options (normalisation names, flags)
+select the branch at trace time. :func:`memory_capacity` measures a model's
+reservoir and runs its own small regressions.
 """
 
 from __future__ import annotations
@@ -9,9 +11,18 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-__all__ = ["rmse", "nrmse", "normalised_error", "valid_prediction_time"]
+__all__ = [
+    "rmse",
+    "nrmse",
+    "rsquare",
+    "normalised_error",
+    "valid_prediction_time",
+    "power_spectrum",
+    "power_spectrum_error",
+    "memory_capacity",
+]
 
-_NORMS = ("std", "var", "range", "mean_norm")
+_NORMS = ("std", "var", "range", "mean_norm", "total_var", "feature_std")
 
 
 def _pair(pred, truth, owner):
@@ -39,9 +50,18 @@ def nrmse(
 ) -> Float[Array, ""]:
     """RMSE divided by a scale of ``truth``.
 
-    ``normalization``: ``"std"`` (standard deviation of all entries of truth),
-    ``"var"`` (its variance), ``"range"`` (max - min) or ``"mean_norm"``
-    (``sqrt(mean_t ||truth_t||^2)``, the scale of the valid prediction time).
+    ``normalization``:
+
+    - ``"std"``: standard deviation of all entries of ``truth``;
+    - ``"var"``: their variance (reservoirpy's ``norm="var"``);
+    - ``"range"``: ``max - min`` of all entries (reservoirpy's ``"minmax"``);
+    - ``"mean_norm"``: ``sqrt(mean_t ||truth_t||^2)``, the scale of the valid
+      prediction time;
+    - ``"total_var"``: ``sqrt(mean_t ||truth_t - mean(truth)||^2)``, the square
+      root of the total variance (sum of the per-feature variances);
+    - ``"feature_std"``: each feature's error divided by that feature's
+      standard deviation, ``sqrt(mean_{t,i} (e_{t,i} / σ_i)^2)`` (as in
+      Gauthier et al. 2021's NG-RC paper), so no feature dominates by its units.
     """
     pred, truth = _pair(pred, truth, "nrmse")
     if normalization not in _NORMS:
@@ -53,8 +73,38 @@ def nrmse(
         "var": lambda: jnp.var(truth),
         "range": lambda: jnp.max(truth) - jnp.min(truth),
         "mean_norm": lambda: jnp.sqrt(jnp.mean(jnp.sum(truth**2, axis=1))),
+        "total_var": lambda: jnp.sqrt(jnp.sum(jnp.var(truth, axis=0))),
+        "feature_std": lambda: jnp.std(truth, axis=0),
     }[normalization]()
+    if normalization == "feature_std":
+        return rmse(pred / scale, truth / scale)
     return rmse(pred, truth) / scale
+
+
+def rsquare(
+    pred: ArrayLike, truth: ArrayLike, multioutput: str = "uniform"
+) -> Float[Array, ""]:
+    """Coefficient of determination ``R² = 1 - SS_res / SS_tot``.
+
+    Per feature ``i``: ``1 - Σ_t (y_ti - ŷ_ti)² / Σ_t (y_ti - ȳ_i)²``.
+    ``multioutput="uniform"`` averages the features' R² (scikit-learn's
+    default); ``"variance_weighted"`` weights them by their variance, which
+    equals one ratio of summed squares over all entries; ``"raw"`` returns one
+    value per feature. For one feature all three agree (and equal
+    reservoirpy's ``rsquare``).
+    """
+    pred, truth = _pair(pred, truth, "rsquare")
+    if multioutput not in ("uniform", "variance_weighted", "raw"):
+        raise ValueError(
+            "rsquare: multioutput must be 'uniform', 'variance_weighted' or 'raw', "
+            f"got {multioutput!r}"
+        )
+    ss_res = jnp.sum((truth - pred) ** 2, axis=0)
+    ss_tot = jnp.sum((truth - jnp.mean(truth, axis=0)) ** 2, axis=0)
+    if multioutput == "variance_weighted":
+        return 1 - jnp.sum(ss_res) / jnp.sum(ss_tot)
+    r2 = 1 - ss_res / ss_tot
+    return r2 if multioutput == "raw" else jnp.mean(r2)
 
 
 def normalised_error(
@@ -92,3 +142,162 @@ def valid_prediction_time(
     steps = jnp.where(jnp.any(crossed), jnp.argmax(crossed), err.shape[0])
     t = steps.astype(err.dtype) * jnp.asarray(dt, err.dtype)
     return t * lyapunov_exponent if lyapunov_exponent is not None else t
+
+
+def power_spectrum(
+    x: ArrayLike, dt: float = 1.0, axis: str = "time"
+) -> tuple[Array, Array]:
+    """One-sided power spectrum of ``x (time, features)``, averaged over the other axis.
+
+    ``axis="time"``: the spectrum of each feature's time series (mean removed),
+    averaged over features; ``axis="space"``: the spectrum of each snapshot
+    (e.g. a Kuramoto-Sivashinsky field on a periodic grid), averaged over time,
+    with ``dt`` the grid spacing. Power is ``|FFT|² / n`` (no window), so for a
+    sine of amplitude ``A`` on an exact bin it is ``n A² / 4`` at that bin.
+
+    Returns
+    -------
+    (freqs, power) : frequencies (cycles per unit of ``dt``) and power, each
+    ``(n // 2 + 1,)``.
+    """
+    x = jnp.asarray(x)
+    if x.ndim == 1:
+        x = x[:, None]
+    if x.ndim != 2:
+        raise ValueError(f"power_spectrum: x must be (time, features), got {x.shape}")
+    if axis not in ("time", "space"):
+        raise ValueError(
+            f"power_spectrum: axis must be 'time' or 'space', got {axis!r}"
+        )
+    if axis == "space":
+        x = x.T
+    n = x.shape[0]
+    x = x - jnp.mean(x, axis=0) if axis == "time" else x
+    power = jnp.mean(jnp.abs(jnp.fft.rfft(x, axis=0)) ** 2, axis=1) / n
+    return jnp.fft.rfftfreq(n, d=dt), power
+
+
+def power_spectrum_error(
+    pred: ArrayLike,
+    truth: ArrayLike,
+    axis: str = "time",
+    normalize: bool = True,
+    floor: float = 1e-12,
+) -> Float[Array, ""]:
+    """RMS difference of the log10 power spectra of ``pred`` and ``truth``.
+
+    ``sqrt(mean_f (log10 P_pred(f) - log10 P_truth(f))²)`` over the
+    frequencies of :func:`power_spectrum` (``axis`` as there), i.e. the typical
+    factor (in decades) by which the forecast's spectrum is off: it checks the
+    *climate* of a forecast (which frequencies carry energy) long after the
+    trajectory itself has diverged. With ``normalize`` each spectrum is divided
+    by its total power first (shape only); powers below ``floor`` times the
+    true spectrum's maximum are clipped to that level so numerically empty
+    bins do not dominate. Along time the zero-frequency bin (empty once the
+    mean is removed) is left out; along space it is kept (the spatial mean).
+    """
+    pred, truth = _pair(pred, truth, "power_spectrum_error")
+    _, p = power_spectrum(pred, axis=axis)
+    _, q = power_spectrum(truth, axis=axis)
+    if axis == "time":  # the mean is removed: the zero-frequency bin is empty
+        p, q = p[1:], q[1:]
+    if normalize:
+        p, q = p / jnp.sum(p), q / jnp.sum(q)
+    lo = floor * jnp.max(q)
+    diff = jnp.log10(jnp.maximum(p, lo)) - jnp.log10(jnp.maximum(q, lo))
+    return jnp.sqrt(jnp.mean(diff**2))
+
+
+def memory_capacity(
+    model,
+    k_max: int,
+    series: ArrayLike | None = None,
+    test_size: float | int = 0.2,
+    beta: float = 1e-4,
+    seed=0,
+    as_list: bool = False,
+):
+    """Short-term memory capacity of a model's reservoir (Jaeger 2001).
+
+    The reservoir is driven by a scalar series ``u`` (default: ``10 * k_max``
+    i.i.d. samples of ``U(-0.8, 0.8)`` drawn with ``seed``); for each delay
+    ``k = 1..k_max`` a linear readout with bias (ridge ``beta``, bias not
+    penalised) is trained to output ``u(t - k)`` from the state after
+    ``u(t)``, on the first part of the series after a warm-up of ``k_max``
+    steps, and scored on the last ``test_size`` part (a fraction, or a number
+    of steps) by the squared correlation ``MC_k = corr(u(t-k), ŷ_k(t))²``.
+    ``MC = Σ_k MC_k`` is at most ``k_max`` and, for a linear reservoir, at
+    most the number of nodes. The protocol follows reservoirpy's
+    ``memory_capacity`` (same default series and split).
+
+    Parameters
+    ----------
+    model
+        Any model with one input (``in_dim == 1``), a ``driver`` and a
+        ``force(in_seq, res_state)`` method: regressors, forecasters.
+    k_max : int
+        Largest delay.
+    series : array, optional
+        ``(T,)`` or ``(T, 1)`` input series instead of the random one.
+    test_size : float or int, default 0.2
+    beta : float, default 1e-4
+    seed : int, default 0
+    as_list : bool, default False
+        Return the ``(k_max,)`` per-delay capacities instead of their sum.
+
+    Example
+    -------
+    >>> reg = ESNRegressor(1, 1, 100, Wr_spectral_radius=1.0, leak_rate=1.0, bias=0.0,
+    ...                    embedding_scaling=1.0, Wr_density=0.1)
+    >>> memory_capacity(reg, k_max=50)
+    """
+    import numpy as np
+
+    from ._random import numpy_rng
+    from ._ridge import RidgeStats, accumulate, solve
+    from ._validation import check_float, check_int
+
+    owner = "memory_capacity"
+    k_max = check_int("k_max", k_max, owner, minimum=1)
+    check_float("beta", beta, owner, low=0.0)
+    if getattr(model, "in_dim", None) != 1 or not hasattr(model, "force"):
+        raise ValueError(
+            f"{owner}: model must have one input (in_dim == 1) and a force method, "
+            f"got {type(model).__name__} with in_dim={getattr(model, 'in_dim', None)}"
+        )
+    if series is None:
+        series = numpy_rng(seed, owner).uniform(-0.8, 0.8, size=10 * k_max)
+    u = jnp.asarray(series, model.dtype).reshape(-1)
+    n = u.shape[0]
+    if isinstance(test_size, float) and 0 < test_size < 1:
+        n_test = int(round(n * test_size))
+    elif isinstance(test_size, int) and not isinstance(test_size, bool):
+        n_test = test_size
+    else:
+        raise ValueError(
+            f"{owner}: test_size must be a fraction in (0, 1) or a number of steps, "
+            f"got {test_size!r}"
+        )
+    if not 2 <= n_test <= n - 2 * k_max - 2:
+        raise ValueError(
+            f"{owner}: series of length {n} is too short for k_max={k_max} and "
+            f"test_size={test_size!r} (need a warm-up of k_max steps, a training "
+            f"part longer than k_max and at least 2 test steps)"
+        )
+    states = model.force(u[:, None], model.driver.default_state())
+    feats = jnp.concatenate(
+        [jnp.ones((n, 1), states.dtype), states.reshape(n, -1)], axis=1
+    )
+    # Row t targets u[t-1], ..., u[t-k_max]; rows before k_max are warm-up.
+    idx = np.arange(n)[:, None] - np.arange(1, k_max + 1)[None, :]
+    targets = u[np.maximum(idx, 0)]
+    train = slice(k_max, n - n_test)
+    stats = RidgeStats.zeros(feats.shape[1], k_max, None, feats.dtype)
+    stats = accumulate(stats, feats[train], targets[train])
+    w = solve(stats, jnp.asarray(beta, feats.dtype), intercept=True)
+    pred, truth = feats[n - n_test :] @ w.T, targets[n - n_test :]
+    pc, tc = pred - pred.mean(axis=0), truth - truth.mean(axis=0)
+    corr2 = jnp.sum(pc * tc, axis=0) ** 2 / (
+        jnp.sum(pc**2, axis=0) * jnp.sum(tc**2, axis=0)
+    )
+    return corr2 if as_list else jnp.sum(corr2)

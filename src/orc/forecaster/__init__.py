@@ -1,7 +1,12 @@
 """Forecasting dynamical systems with reservoir computers."""
 
 from .base import CRCForecasterBase, RCForecasterBase
-from .models import CESNForecaster, EnsembleESNForecaster, ESNForecaster
+from .models import (
+    CESNForecaster,
+    DeepESNForecaster,
+    EnsembleESNForecaster,
+    ESNForecaster,
+)
 from .train import (
     train_CESNForecaster,
     train_EnsembleESNForecaster,
@@ -15,6 +20,7 @@ __all__ = [
     "ESNForecaster",
     "CESNForecaster",
     "EnsembleESNForecaster",
+    "DeepESNForecaster",
     "train_RCForecaster",
     "train_ESNForecaster",
     "train_CESNForecaster",

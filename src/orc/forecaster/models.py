@@ -10,7 +10,12 @@ from .._esn import esn_components
 from .._validation import check_int
 from .base import CRCForecasterBase, RCForecasterBase
 
-__all__ = ["ESNForecaster", "CESNForecaster", "EnsembleESNForecaster"]
+__all__ = [
+    "ESNForecaster",
+    "CESNForecaster",
+    "EnsembleESNForecaster",
+    "DeepESNForecaster",
+]
 
 
 class ESNForecaster(RCForecasterBase):
@@ -211,3 +216,72 @@ class EnsembleESNForecaster(RCForecasterBase):
             driver, readout, embedding, chunks=chunks, dtype=dtype, seed=seed
         )
         self.data_dim = data_dim
+
+
+class DeepESNForecaster(RCForecasterBase):
+    """Deep echo state network forecaster: ``n_layers`` reservoirs in series.
+
+    The input drives layer 0; layer ``l`` is driven by the new state of layer
+    ``l - 1`` through dense weights ``~ U(-coupling_scaling, coupling_scaling)``
+    (:class:`orc.drivers.DeepESNDriver`). The readout reads the concatenation
+    of all layers, so states are ``(n_layers * res_dim,)`` (single reservoir
+    stack, no chunk axis). Train with :func:`train_RCForecaster`. Other
+    parameters and defaults as :class:`ESNForecaster`; every layer shares them.
+
+    Parameters
+    ----------
+    data_dim : int
+    res_dim : int
+        Nodes per layer.
+    n_layers : int, default 2
+    coupling_scaling : float, default 0.5
+    leak_rate, bias, embedding_scaling, Wr_density, Wr_spectral_radius, dtype, seed, quadratic, use_sparse_eigs
+        As for :class:`ESNForecaster`.
+
+    Example
+    -------
+    >>> esn = DeepESNForecaster(data_dim=3, res_dim=200, n_layers=3)
+    >>> esn, R = train_RCForecaster(esn, U_train, spinup=100)   # R: (T, 600)
+    """
+
+    data_dim: int = eqx.field(static=True)
+    n_layers: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        data_dim: int,
+        res_dim: int,
+        n_layers: int = 2,
+        coupling_scaling: float = 0.5,
+        leak_rate: float = 0.6,
+        bias: float = 1.6,
+        embedding_scaling: float = 0.08,
+        Wr_density: float = 0.02,
+        Wr_spectral_radius: float = 0.8,
+        dtype=jnp.float64,
+        seed=0,
+        quadratic: bool = False,
+        use_sparse_eigs: bool = True,
+    ) -> None:
+        data_dim = check_int("data_dim", data_dim, type(self).__name__, minimum=1)
+        embedding, driver, readout, dtype = esn_components(
+            type(self).__name__,
+            layout="single",
+            in_dim=data_dim,
+            out_dim=data_dim,
+            res_dim=res_dim,
+            embedding_scaling=embedding_scaling,
+            Wr_density=Wr_density,
+            Wr_spectral_radius=Wr_spectral_radius,
+            bias=bias,
+            dtype=dtype,
+            seed=seed,
+            leak_rate=leak_rate,
+            quadratic=quadratic,
+            use_sparse_eigs=use_sparse_eigs,
+            n_layers=n_layers,
+            coupling_scaling=coupling_scaling,
+        )
+        super().__init__(driver, readout, embedding, dtype=dtype, seed=seed)
+        self.data_dim = data_dim
+        self.n_layers = n_layers

@@ -16,6 +16,7 @@ from .._training import (
     initial_states,
     teacher_forced_fit,
     teacher_forced_sequences,
+    training_noise,
 )
 from .base import RCForecasterBase
 from .models import CESNForecaster, EnsembleESNForecaster, ESNForecaster
@@ -43,10 +44,13 @@ def _train(
     multi,
     return_states=True,
     progress=False,
+    noise=None,
 ):
     tot_seq, _, targets = teacher_forced_sequences(
         "train_RCForecaster", model.dtype, train_seq, target_seq
     )
+    if noise is not None:
+        tot_seq = noise.perturb(tot_seq)
 
     def force(inputs, state):
         seq, kw = inputs
@@ -64,6 +68,7 @@ def _train(
         keep_states=return_states,
         batch_size=batch_size,
         progress=progress,
+        features=None if noise is None else noise.features(model.readout),
     )
     return model.set_readout(readout), states
 
@@ -79,6 +84,9 @@ def train_RCForecaster(
     multi_sequence: bool = False,
     return_states: bool = True,
     progress: bool | None = None,
+    input_noise: float = 0.0,
+    state_noise: float = 0.0,
+    noise_seed=0,
     **force_kwargs,
 ) -> tuple[Model, Array]:
     """Train any forecaster's readout by teacher forcing and ridge regression.
@@ -120,6 +128,15 @@ def train_RCForecaster(
         Show a progress bar on stderr (updated between blocks of 4096 steps).
         Default: only on a terminal and for 50000 steps or more;
         ``ORC_PROGRESS=0`` silences it. Not part of ORC 0.4's API.
+    input_noise : float, default 0
+        Standard deviation of Gaussian noise added to the forcing inputs (the
+        targets stay clean): a regulariser that makes closed-loop forecasts
+        more stable. Not part of ORC 0.4's API.
+    state_noise : float, default 0
+        Standard deviation of Gaussian noise added to the states where they
+        enter the regression (the reservoir runs clean). Not part of ORC 0.4's API.
+    noise_seed : int or PRNG key, default 0
+        Seed of both noises.
     **force_kwargs
         Passed to ``model.force`` (``ts=`` for continuous models; with
         ``multi_sequence`` one row per trajectory).
@@ -157,6 +174,7 @@ def train_RCForecaster(
         owner, model, force_kwargs, train_seq, target_seq is not None, multi
     )
     init = initial_states(model, initial_res_state, train_seq.shape[0], multi)
+    noise = training_noise(owner, input_noise, state_noise, noise_seed, model.dtype)
     return _progress.run_with_bar(
         progress,
         int(np.prod(train_seq.shape[:-1])),
@@ -172,6 +190,7 @@ def train_RCForecaster(
             multi,
             bool(return_states),
             show,
+            noise,
         ),
     )
 
@@ -200,6 +219,19 @@ def _check_force_kwargs(owner, model, force_kwargs, train_seq, has_target, multi
     return checked
 
 
+_OPTIONS = ("return_states", "progress", "input_noise", "state_noise", "noise_seed")
+
+
+def _options(owner, options):
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise TypeError(
+            f"{owner}: unexpected keyword argument(s) {unknown}; the typed training "
+            f"functions accept {list(_OPTIONS)}"
+        )
+    return options
+
+
 def _typed(model, cls, owner):
     if not isinstance(model, cls):
         raise TypeError(
@@ -216,8 +248,13 @@ def train_ESNForecaster(
     beta: float = 8e-8,
     batch_size: int | None = None,
     multi_sequence: bool = False,
+    **options,
 ) -> tuple[ESNForecaster, Array]:
-    """:func:`train_RCForecaster` for an :class:`ESNForecaster` (type-checked)."""
+    """:func:`train_RCForecaster` for an :class:`ESNForecaster` (type-checked).
+
+    ``options``: the keyword-only extras of :func:`train_RCForecaster`
+    (``return_states``, ``progress``, ``input_noise``, ``state_noise``, ``noise_seed``).
+    """
     _typed(model, ESNForecaster, "train_ESNForecaster")
     return train_RCForecaster(
         model,
@@ -228,6 +265,7 @@ def train_ESNForecaster(
         beta,
         batch_size,
         multi_sequence,
+        **_options("train_ESNForecaster", options),
     )
 
 
@@ -241,12 +279,14 @@ def train_CESNForecaster(
     beta: float = 8e-8,
     batch_size: int | None = None,
     multi_sequence: bool = False,
+    **options,
 ) -> tuple[CESNForecaster, Array]:
     """Train a :class:`CESNForecaster` on samples ``train_seq`` taken at times ``t_train``.
 
     ``t_train`` is ``(seq_len,)`` (``(n_traj, seq_len)`` with ``multi_sequence``).
     With ``target_seq`` given, ``t_train`` needs one more time than ``train_seq``
-    (the time of the appended last target).
+    (the time of the appended last target). ``options``: as for
+    :func:`train_ESNForecaster`.
     """
     owner = "train_CESNForecaster"
     _typed(model, CESNForecaster, owner)
@@ -269,6 +309,7 @@ def train_CESNForecaster(
         batch_size,
         multi_sequence,
         ts=t_train,
+        **_options("train_CESNForecaster", options),
     )
 
 
@@ -281,8 +322,12 @@ def train_EnsembleESNForecaster(
     beta: float = 8e-8,
     batch_size: int | None = None,
     multi_sequence: bool = False,
+    **options,
 ) -> tuple[EnsembleESNForecaster, Array]:
-    """:func:`train_RCForecaster` for an :class:`EnsembleESNForecaster` (type-checked)."""
+    """:func:`train_RCForecaster` for an :class:`EnsembleESNForecaster` (type-checked).
+
+    ``options``: as for :func:`train_ESNForecaster`.
+    """
     _typed(model, EnsembleESNForecaster, "train_EnsembleESNForecaster")
     return train_RCForecaster(
         model,
@@ -293,4 +338,5 @@ def train_EnsembleESNForecaster(
         beta,
         batch_size,
         multi_sequence,
+        **_options("train_EnsembleESNForecaster", options),
     )

@@ -1,0 +1,454 @@
+"""Input → output regression with a reservoir (reservoirpy's main use).
+
+A regressor maps an input sequence ``u_0, u_1, ...`` to an output sequence
+``y_0, y_1, ...`` of another quantity: infer an unobserved variable of a system
+from the observed ones (Lorenz63 ``z`` from ``x, y``), emulate a NARMA system,
+one-step prediction of a series. The reservoir is driven by the input,
+``r_{t+1} = driver(embed(u_t), r_t)``, and the output at time ``t`` is read
+from the state reached after ``u_t``::
+
+    y_t = W_out φ(r_{t+1}) + W_u u_t + b
+
+``W_u`` (input pass-through, ``input_passthrough=True``) and ``b`` (readout
+bias, ``readout_bias=True``, the default) are optional; ``φ`` is the readout's
+feature map (identity, or odd nodes squared with ``quadratic=True``). All of
+``W_out``, ``W_u``, ``b`` are fitted in one ridge regression on the engine the
+forecasters use (:mod:`orc._ridge`), accumulated in time blocks while the
+reservoir runs; the bias is not penalised (ridge on centred features).
+
+Unlike a forecaster, a regressor never feeds its output back: there is no
+closed loop. Multi-step forecasting of a scalar series can be posed as
+regression with ``target = series shifted by h``.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from . import _progress
+from ._compose import check_pipeline
+from ._esn import esn_components
+from ._random import seed_field
+from ._ridge import solve
+from ._training import initial_states, teacher_forced_fit, training_noise
+from ._validation import (
+    check_dtype,
+    check_finite,
+    check_float,
+    check_int,
+    check_rank,
+)
+from .drivers import DriverBase
+from .embeddings import EmbedBase
+from .readouts import ReadoutBase
+
+__all__ = ["RCRegressorBase", "ESNRegressor", "train_RCRegressor"]
+
+
+class RCRegressorBase(eqx.Module):
+    """Reservoir regressor: embedding → driver → readout (+ pass-through + bias).
+
+    Parameters
+    ----------
+    driver : DriverBase
+        A single reservoir or a stack (``chunks == 0``).
+    readout : ReadoutBase
+        Maps the state to the reservoir part of the output (``out_dim`` outputs).
+    embedding : EmbedBase
+    input_passthrough : bool, default False
+        Add a trained linear term ``W_u u_t`` of the current input.
+    readout_bias : bool, default True
+        Add a trained (unpenalised) constant ``b``.
+    dtype : dtype, default float64
+    seed : int, default 0
+
+    Methods
+    -------
+    force(in_seq, res_state=None) -> states ``(seq_len, *state_shape)``
+    predict(in_seq, res_state=None) -> outputs ``(seq_len, out_dim)``
+    """
+
+    driver: DriverBase
+    readout: ReadoutBase
+    embedding: EmbedBase
+    w_input: Array | None
+    b_out: Array | None
+    in_dim: int = eqx.field(static=True)
+    out_dim: int = eqx.field(static=True)
+    res_dim: int = eqx.field(static=True)
+    input_passthrough: bool = eqx.field(static=True)
+    readout_bias: bool = eqx.field(static=True)
+    dtype: object = eqx.field(default=jnp.float64, static=True)
+    seed: object = eqx.field(default=0, static=True)
+
+    def __init__(
+        self,
+        driver: DriverBase,
+        readout: ReadoutBase,
+        embedding: EmbedBase,
+        input_passthrough: bool = False,
+        readout_bias: bool = True,
+        dtype=jnp.float64,
+        seed=0,
+    ) -> None:
+        name = type(self).__name__
+        if driver.chunks != 0 or readout.chunks != 0:
+            raise ValueError(
+                f"{name}: regressors use one reservoir (chunks == 0); got driver "
+                f"chunks {driver.chunks} and readout chunks {readout.chunks}"
+            )
+        check_pipeline(name, embedding, driver, readout, None)
+        self.driver, self.readout, self.embedding = driver, readout, embedding
+        self.in_dim = embedding.in_dim
+        self.out_dim = readout.out_dim
+        self.res_dim = driver.res_dim
+        self.dtype = check_dtype(dtype, name)
+        self.seed = seed_field(seed, name)
+        self.input_passthrough = bool(input_passthrough)
+        self.readout_bias = bool(readout_bias)
+        self.w_input = (
+            jnp.zeros((self.out_dim, self.in_dim), self.dtype)
+            if self.input_passthrough
+            else None
+        )
+        self.b_out = jnp.zeros((self.out_dim,), self.dtype) if readout_bias else None
+
+    # -- running ------------------------------------------------------------ #
+    def _check_input(self, in_seq, res_state, name="in_seq"):
+        owner = type(self).__name__
+        in_seq = check_rank(name, in_seq, 2, owner, "(seq_len, in_dim)")
+        if in_seq.shape[1] != self.in_dim or in_seq.shape[0] < 1:
+            raise ValueError(
+                f"{owner}: {name} must be (seq_len >= 1, {self.in_dim}), got "
+                f"shape {tuple(in_seq.shape)}"
+            )
+        if res_state is None:
+            res_state = self.driver.default_state()
+        expected = tuple(self.driver.default_state().shape)
+        if tuple(jnp.shape(res_state)) != expected:
+            raise ValueError(
+                f"{owner}: res_state must have shape {expected}, "
+                f"got {tuple(jnp.shape(res_state))}"
+            )
+        return in_seq.astype(self.dtype), jnp.asarray(res_state, self.dtype)
+
+    def _run(self, in_seq, res_state):
+        def step(r, u):
+            r = self.driver.advance(self.embedding.embed(u), r)
+            return r, r
+
+        return jax.lax.scan(step, res_state, in_seq)[1]
+
+    @eqx.filter_jit
+    def force(
+        self, in_seq: Float[Array, "seq_len in_dim"], res_state: Array | None = None
+    ) -> Array:
+        """States after each input, ``(seq_len, *state_shape)``, from ``res_state``
+        (default: the zero state)."""
+        in_seq, res_state = self._check_input(in_seq, res_state)
+        return self._run(in_seq, res_state)
+
+    def output(self, states: Array, in_seq: Array) -> Array:
+        """Outputs ``(seq_len, out_dim)`` of states and the inputs that led to them."""
+        y = self.readout.batch_readout(states)
+        if self.w_input is not None:
+            y = y + in_seq @ self.w_input.T
+        if self.b_out is not None:
+            y = y + self.b_out
+        return y
+
+    @eqx.filter_jit
+    def predict(
+        self, in_seq: Float[Array, "seq_len in_dim"], res_state: Array | None = None
+    ) -> Float[Array, "seq_len out_dim"]:
+        """Output for each input: ``y_t`` from the state reached after ``u_t``."""
+        in_seq, res_state = self._check_input(in_seq, res_state)
+        return self.output(self._run(in_seq, res_state), in_seq)
+
+    def __call__(self, in_seq: Array, res_state: Array | None = None) -> Array:
+        """Same as :meth:`predict`."""
+        return self.predict(in_seq, res_state)
+
+    # -- training hooks ----------------------------------------------------- #
+    def features(self, states: Array, in_seq: Array) -> Array:
+        """Regression features ``[1, u_t, φ(r)]`` (the optional parts as configured)."""
+        parts = []
+        if self.readout_bias:
+            parts.append(jnp.ones(states.shape[:1] + (1,), self.dtype))
+        if self.input_passthrough:
+            parts.append(in_seq)
+        parts.append(self.readout.prepare_train(states))
+        return jnp.concatenate(parts, axis=1)
+
+    def set_weights(self, weights: Float[Array, "out_dim n_features"]):
+        """A copy with the fitted weights ``[b | W_u | W_out]`` (as :meth:`features`)."""
+        i = 0
+        model = self
+        if self.readout_bias:
+            model = eqx.tree_at(lambda m: m.b_out, model, weights[:, 0])
+            i = 1
+        if self.input_passthrough:
+            model = eqx.tree_at(
+                lambda m: m.w_input, model, weights[:, i : i + self.in_dim]
+            )
+            i += self.in_dim
+        return model.set_readout(model.readout.set_wout(weights[:, i:]))
+
+    def set_readout(self, readout: ReadoutBase):
+        """A copy of the model with ``readout`` replaced."""
+        return eqx.tree_at(lambda m: m.readout, self, readout)
+
+
+class ESNRegressor(RCRegressorBase):
+    """Echo state network regressor (optionally deep).
+
+    ``r_{t+1} = (1 - a) r_t + a tanh(W r_t + W_in u_t + b)`` and
+    ``y_t = W_out φ(r_{t+1}) [+ W_u u_t] [+ b_out]``. Hyperparameters and
+    defaults as :class:`orc.forecaster.ESNForecaster` (tuned for chaotic
+    forecasting; tasks that need memory of the input, such as NARMA, prefer a
+    larger ``leak_rate``, a smaller ``bias`` and a larger ``embedding_scaling``).
+
+    Parameters
+    ----------
+    in_dim : int
+    out_dim : int
+    res_dim : int
+        Nodes per reservoir layer.
+    leak_rate : float, default 0.6
+    bias : float, default 1.6
+    embedding_scaling : float, default 0.08
+    Wr_density : float, default 0.02
+    Wr_spectral_radius : float, default 0.8
+    n_layers : int, default 1
+        More than 1 stacks reservoirs (:class:`orc.drivers.DeepESNDriver`); the
+        readout reads all layers.
+    coupling_scaling : float, default 0.5
+        Inter-layer weight scale (``n_layers > 1``).
+    input_passthrough : bool, default False
+    readout_bias : bool, default True
+    quadratic : bool, default False
+        Square the odd-indexed nodes in the readout.
+    dtype : dtype, default float64
+    seed : int or PRNG key, default 0
+    use_sparse_eigs : bool, default True
+
+    Example
+    -------
+    >>> U, _ = orc.data.lorenz63(tN=100, dt=0.01)
+    >>> reg = ESNRegressor(in_dim=2, out_dim=1, res_dim=300)
+    >>> reg, _ = train_RCRegressor(reg, U[:8000, :2], U[:8000, 2:], spinup=200)
+    >>> z_hat = reg.predict(U[8000:, :2])          # (2000, 1)
+    """
+
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        res_dim: int,
+        leak_rate: float = 0.6,
+        bias: float = 1.6,
+        embedding_scaling: float = 0.08,
+        Wr_density: float = 0.02,
+        Wr_spectral_radius: float = 0.8,
+        n_layers: int = 1,
+        coupling_scaling: float = 0.5,
+        input_passthrough: bool = False,
+        readout_bias: bool = True,
+        quadratic: bool = False,
+        dtype=jnp.float64,
+        seed=0,
+        use_sparse_eigs: bool = True,
+    ) -> None:
+        name = type(self).__name__
+        embedding, driver, readout, dtype = esn_components(
+            name,
+            layout="single",
+            in_dim=in_dim,
+            out_dim=out_dim,
+            res_dim=res_dim,
+            embedding_scaling=embedding_scaling,
+            Wr_density=Wr_density,
+            Wr_spectral_radius=Wr_spectral_radius,
+            bias=bias,
+            dtype=dtype,
+            seed=seed,
+            leak_rate=leak_rate,
+            quadratic=quadratic,
+            use_sparse_eigs=use_sparse_eigs,
+            n_layers=n_layers,
+            coupling_scaling=coupling_scaling,
+        )
+        super().__init__(
+            driver,
+            readout,
+            embedding,
+            input_passthrough=input_passthrough,
+            readout_bias=readout_bias,
+            dtype=dtype,
+            seed=seed,
+        )
+
+
+_NAN_HINT = "Remove or interpolate missing samples before training."
+
+
+@eqx.filter_jit
+def _train(model, in_seq, target_seq, init, beta, spinup, multi, keep, show, noise):
+    owner = "train_RCRegressor"
+    in_seq = check_finite(in_seq.astype(model.dtype), "in_seq", owner, _NAN_HINT)
+    targets = check_finite(
+        target_seq.astype(model.dtype), "target_seq", owner, _NAN_HINT
+    )
+    # The reservoir is driven by ``forcing`` (with input noise if asked); the
+    # pass-through features use the clean inputs.
+    forcing = in_seq if noise is None else noise.perturb(in_seq)
+
+    def force(inputs, r):
+        return model._run(inputs[1], r)
+
+    def features(states, inputs, offset):
+        if noise is not None:
+            states = noise.states(states, offset)
+        return model.features(states, inputs[0])
+
+    def fit(stats, beta):
+        return model.set_weights(solve(stats, beta, intercept=model.readout_bias))
+
+    return teacher_forced_fit(
+        model.readout,
+        force,
+        (in_seq, forcing),
+        targets,
+        init,
+        beta,
+        spinup=spinup,
+        multi_sequence=multi,
+        keep_states=keep,
+        progress=show,
+        features=features,
+        solver=fit,
+    )
+
+
+def train_RCRegressor(
+    model: RCRegressorBase,
+    in_seq: Array,
+    target_seq: Array,
+    spinup: int = 0,
+    initial_res_state: Array | None = None,
+    beta: float = 1e-6,
+    multi_sequence: bool = False,
+    return_states: bool = False,
+    progress: bool | None = None,
+    input_noise: float = 0.0,
+    state_noise: float = 0.0,
+    noise_seed=0,
+):
+    """Fit a regressor's output weights by ridge regression.
+
+    The reservoir is driven by ``in_seq``; the state after input ``t`` (with
+    ``u_t`` for pass-through) is regressed onto ``target_seq[t]``, skipping the
+    first ``spinup`` pairs. The statistics are accumulated in time blocks while
+    the reservoir runs, so no state history is kept unless asked for.
+
+    Parameters
+    ----------
+    model : RCRegressorBase
+    in_seq : Array
+        ``(seq_len, in_dim)``, or ``(n_seq, seq_len, in_dim)`` with ``multi_sequence``.
+    target_seq : Array
+        ``(seq_len, out_dim)`` (same leading shape as ``in_seq``).
+    spinup : int, default 0
+        Leading pairs left out of the fit (reservoir warm-up).
+    initial_res_state : Array, optional
+        Start state (default zeros); one per sequence with ``multi_sequence``.
+    beta : float, default 1e-6
+        Ridge penalty on ``W_out`` and ``W_u`` (not on the bias).
+    multi_sequence : bool, default False
+        Fit one set of weights on several sequences (statistics are summed).
+    return_states : bool, default False
+        Also return every state (memory ``seq_len × state``); otherwise the
+        last state (per sequence), from which :meth:`RCRegressorBase.predict`
+        can continue the stream.
+    progress : bool, optional
+        Progress bar, as in :func:`orc.forecaster.train_RCForecaster`.
+    input_noise, state_noise : float, default 0
+        Noise regularisation (see :class:`orc._training.TrainingNoise`):
+        Gaussian noise on the inputs driving the reservoir, or on the states
+        entering the regression.
+    noise_seed : int or PRNG key, default 0
+
+    Returns
+    -------
+    (model, states) : the fitted model and the states ``(seq_len, *state)``
+    with ``return_states``, else ``(model, last_state)``.
+
+    Example
+    -------
+    >>> reg, r_last = train_RCRegressor(ESNRegressor(2, 1, 300), X, Z, spinup=100)
+    >>> Z_next = reg.predict(X_next, r_last)      # continues from the training run
+    """
+    owner = "train_RCRegressor"
+    if not isinstance(model, RCRegressorBase):
+        raise TypeError(
+            f"{owner}: model must be an RCRegressorBase, got {type(model).__name__}"
+        )
+    multi = bool(multi_sequence)
+    rank = 3 if multi else 2
+    what = "(n_seq, seq_len, {})" if multi else "(seq_len, {})"
+    in_seq = check_rank("in_seq", in_seq, rank, owner, what.format("in_dim"))
+    target_seq = check_rank(
+        "target_seq", target_seq, rank, owner, what.format("out_dim")
+    )
+    if target_seq.shape[:-1] != in_seq.shape[:-1]:
+        raise ValueError(
+            f"{owner}: target_seq must have the same leading shape as in_seq "
+            f"{tuple(in_seq.shape[:-1])}, got {tuple(target_seq.shape[:-1])}"
+        )
+    if in_seq.shape[-1] != model.in_dim:
+        raise ValueError(
+            f"{owner}: in_seq must have {model.in_dim} features (in_dim), got "
+            f"shape {tuple(in_seq.shape)}"
+        )
+    if target_seq.shape[-1] != model.out_dim:
+        raise ValueError(
+            f"{owner}: target_seq must have {model.out_dim} features (out_dim), got "
+            f"shape {tuple(target_seq.shape)}"
+        )
+    spinup = check_int("spinup", spinup, owner, minimum=0)
+    if spinup >= in_seq.shape[-2]:
+        raise ValueError(
+            f"{owner}: spinup ({spinup}) must be less than the sequence length "
+            f"({in_seq.shape[-2]})"
+        )
+    if initial_res_state is not None:
+        expected = tuple(model.driver.default_state().shape)
+        expected = (in_seq.shape[0],) + expected if multi else expected
+        if tuple(jnp.shape(initial_res_state)) != expected:
+            raise ValueError(
+                f"{owner}: initial_res_state must have shape {expected}, "
+                f"got {tuple(jnp.shape(initial_res_state))}"
+            )
+    check_float("beta", beta, owner, low=0.0)
+    init = initial_states(model, initial_res_state, in_seq.shape[0], multi)
+    noise = training_noise(owner, input_noise, state_noise, noise_seed, model.dtype)
+    return _progress.run_with_bar(
+        progress,
+        int(np.prod(in_seq.shape[:-1])),
+        lambda show: _train(
+            model,
+            in_seq,
+            target_seq,
+            init,
+            jnp.asarray(beta, model.dtype),
+            spinup,
+            multi,
+            bool(return_states),
+            show,
+            noise,
+        ),
+    )

@@ -1,0 +1,200 @@
+"""orc.metrics against hand-computed references and known invariants."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from orc import metrics
+from orc.drivers import DriverBase
+from orc.embeddings import EmbedBase
+from orc.readouts import LinearReadout
+from orc.regression import ESNRegressor, RCRegressorBase
+
+TRUTH = np.array([[1.0, 10.0], [2.0, 14.0], [4.0, 12.0], [3.0, 8.0]])
+PRED = np.array([[1.5, 10.0], [2.0, 13.0], [3.0, 12.0], [3.0, 10.0]])
+ERR2 = (PRED - TRUTH) ** 2  # 0.25, 0, 0, 1, 1, 0, 0, 4 -> sum 6.25
+
+
+def test_rmse_and_every_nrmse_normalisation_by_hand():
+    rmse = np.sqrt(6.25 / 8)
+    assert float(metrics.rmse(PRED, TRUTH)) == pytest.approx(rmse)
+    flat = TRUTH.ravel()
+    expected = {
+        "std": rmse / flat.std(),
+        "var": rmse / flat.var(),
+        "range": rmse / (14.0 - 1.0),
+        "mean_norm": rmse / np.sqrt(np.mean(np.sum(TRUTH**2, 1))),
+        # total variance: var(col 0) = 1.25, var(col 1) = 5
+        "total_var": rmse / np.sqrt(1.25 + 5.0),
+        # per-feature: (0.25 + 1)/1.25 and (1 + 4)/5 over 8 entries
+        "feature_std": np.sqrt(((0.25 + 1) / 1.25 + (1 + 4) / 5) / 8),
+    }
+    for norm, value in expected.items():
+        got = float(metrics.nrmse(PRED, TRUTH, normalization=norm))
+        assert got == pytest.approx(value, rel=1e-12), norm
+    with pytest.raises(ValueError, match="normalization must be one of"):
+        metrics.nrmse(PRED, TRUTH, normalization="minmax")
+    with pytest.raises(ValueError, match="same shape"):
+        metrics.rmse(PRED, TRUTH[:3])
+
+
+def test_rsquare_by_hand_and_invariants():
+    # col 0: mean 2.5, SS_tot 5, SS_res 1.25 -> 0.75; col 1: mean 11, SS_tot 20,
+    # SS_res 5 -> 0.75; variance-weighted: 1 - 6.25 / 25 = 0.75 as well
+    assert float(metrics.rsquare(PRED, TRUTH)) == pytest.approx(0.75)
+    np.testing.assert_allclose(
+        metrics.rsquare(PRED, TRUTH, multioutput="raw"), [0.75, 0.75]
+    )
+    pred = TRUTH.copy()
+    pred[:, 1] = 11.0  # the mean predictor scores 0, a perfect one 1
+    np.testing.assert_allclose(
+        metrics.rsquare(pred, TRUTH, multioutput="raw"), [1.0, 0.0]
+    )
+    pred[:, 0] += 1.0  # col 0: SS_res 4 / SS_tot 5
+    vw = 1 - (4 + 20) / (5 + 20)
+    assert float(
+        metrics.rsquare(pred, TRUTH, multioutput="variance_weighted")
+    ) == pytest.approx(vw)
+    with pytest.raises(ValueError, match="multioutput"):
+        metrics.rsquare(PRED, TRUTH, multioutput="mean")
+
+
+def test_valid_prediction_time_by_hand():
+    truth = np.ones((10, 2))  # scale sqrt(mean ||u||^2) = sqrt(2)
+    pred = truth.copy()
+    pred[6:, 0] += 1.0  # error 1 / sqrt(2) > 0.4 from step 6
+    assert float(metrics.valid_prediction_time(pred, truth)) == 6.0
+    assert float(
+        metrics.valid_prediction_time(pred, truth, dt=0.5, lyapunov_exponent=0.9)
+    ) == pytest.approx(6 * 0.5 * 0.9)
+    # a larger threshold is never crossed: the whole window counts
+    assert float(metrics.valid_prediction_time(pred, truth, threshold=0.8)) == 10.0
+    # an explicit scale replaces the window's own
+    assert float(metrics.valid_prediction_time(pred, truth, scale=10.0)) == 10.0
+    jitted = jax.jit(metrics.valid_prediction_time)(pred, truth)
+    assert float(jitted) == 6.0
+
+
+def test_power_spectrum_of_sines():
+    n = 256
+    t = np.arange(n)
+    x = np.stack(
+        [3 * np.sin(2 * np.pi * 16 * t / n), np.cos(2 * np.pi * 40 * t / n)], 1
+    )
+    f, p = metrics.power_spectrum(x, dt=0.5)
+    assert f.shape == p.shape == (n // 2 + 1,)
+    np.testing.assert_allclose(f, np.fft.rfftfreq(n, 0.5))
+    # |FFT|^2 / n of a sine of amplitude A on an exact bin is n A^2 / 4,
+    # averaged over the two features
+    assert float(p[16]) == pytest.approx(n * 9 / 4 / 2)
+    assert float(p[40]) == pytest.approx(n * 1 / 4 / 2)
+    mask = np.ones(n // 2 + 1, bool)
+    mask[[16, 40]] = False
+    assert float(jnp.max(p[mask])) < 1e-20
+    # spatial spectrum: each snapshot's own spectrum, averaged over time
+    field = np.tile(np.sin(2 * np.pi * 3 * np.arange(32) / 32), (5, 1))
+    _, ps = metrics.power_spectrum(field, axis="space")
+    assert int(jnp.argmax(ps)) == 3
+
+
+def test_power_spectrum_error_invariants():
+    rng = np.random.default_rng(0)
+    truth = rng.standard_normal((512, 3)).cumsum(0)
+    assert float(metrics.power_spectrum_error(truth, truth)) == 0.0
+    # scaling the signal by 2 multiplies every power by 4
+    assert float(
+        metrics.power_spectrum_error(2 * truth, truth, normalize=False)
+    ) == pytest.approx(np.log10(4.0))
+    assert float(metrics.power_spectrum_error(2 * truth, truth)) == pytest.approx(
+        0.0, abs=1e-12
+    )
+    # a time-shifted copy of a stationary signal has (nearly) the same
+    # spectrum, white noise a very different one
+    shifted = float(metrics.power_spectrum_error(truth[::-1], truth))
+    noise = float(metrics.power_spectrum_error(rng.standard_normal((512, 3)), truth))
+    assert shifted < 0.1 * noise
+
+
+class _ShiftRegister(DriverBase):
+    """A delay line: node j holds the input of j steps ago (perfect memory)."""
+
+    def advance(self, proj_vars, res_state):
+        return jnp.concatenate([proj_vars[:1], res_state[:-1]])
+
+
+class _FirstNode(EmbedBase):
+    def embed(self, in_state):
+        return jnp.zeros(self.res_dim, self.dtype).at[0].set(in_state[0])
+
+
+def test_memory_capacity_of_a_delay_line_is_its_length():
+    n = 20
+    model = RCRegressorBase(_ShiftRegister(n), LinearReadout(1, n), _FirstNode(1, n))
+    mc = np.asarray(metrics.memory_capacity(model, k_max=30, beta=1e-10, as_list=True))
+    # the state after u(t) holds u(t), ..., u(t - n + 1): delays 1..n-1 are
+    # recalled exactly, longer ones not at all (i.i.d. input)
+    np.testing.assert_allclose(mc[: n - 1], 1.0, atol=1e-8)
+    assert float(np.max(mc[n:])) < 0.2
+
+
+def test_memory_capacity_matches_a_numpy_reimplementation():
+    model = ESNRegressor(1, 1, 40, leak_rate=1.0, bias=0.0, embedding_scaling=0.3)
+    u = np.random.default_rng(7).uniform(-0.8, 0.8, 400)
+    got = np.asarray(
+        metrics.memory_capacity(model, 20, series=u, test_size=100, as_list=True)
+    )
+    R = np.asarray(model.force(jnp.asarray(u)[:, None]))
+    F = np.concatenate([np.ones((400, 1)), R], 1)
+    expected = []
+    for k in range(1, 21):
+        tr, te = slice(20, 300), slice(300, 400)
+        y = np.roll(u, k)
+        Fc = F[tr, 1:] - F[tr, 1:].mean(0)
+        yc = y[tr] - y[tr].mean()
+        w = np.linalg.solve(Fc.T @ Fc + 1e-4 * np.eye(40), Fc.T @ yc)
+        b = y[tr].mean() - F[tr, 1:].mean(0) @ w
+        pred = F[te, 1:] @ w + b
+        expected.append(np.corrcoef(pred, y[te])[0, 1] ** 2)
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-9)
+
+
+def test_memory_capacity_of_a_100_unit_reservoir():
+    """The issue's setup (reservoirpy's documented example reports 18.8):
+    100 units, spectral radius 1, ridge 1e-4, k_max 50, U(-0.8, 0.8) input."""
+    values = [
+        float(
+            metrics.memory_capacity(
+                ESNRegressor(
+                    1,
+                    1,
+                    100,
+                    Wr_spectral_radius=1.0,
+                    leak_rate=1.0,
+                    bias=0.0,
+                    embedding_scaling=0.3,
+                    Wr_density=0.1,
+                    seed=s,
+                ),
+                k_max=50,
+                beta=1e-4,
+                seed=s,
+            )
+        )
+        for s in range(3)
+    ]
+    assert all(15 <= v <= 25 for v in values), values
+
+
+def test_memory_capacity_bad_inputs():
+    model = ESNRegressor(1, 1, 10)
+    with pytest.raises(ValueError, match="in_dim == 1"):
+        metrics.memory_capacity(ESNRegressor(2, 1, 10), 5)
+    with pytest.raises(ValueError, match="k_max"):
+        metrics.memory_capacity(model, 0)
+    with pytest.raises(ValueError, match="test_size"):
+        metrics.memory_capacity(model, 5, test_size=1.5)
+    with pytest.raises(ValueError, match="too short"):
+        metrics.memory_capacity(model, 5, series=np.zeros(12))

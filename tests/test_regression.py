@@ -1,0 +1,262 @@
+"""Input → output regression, deep reservoirs and noise regularisation.
+
+References are independent: numpy least squares on the states the model
+produces, a hand-written layer-by-layer deep update, and the known effect of
+state noise on a regression (it adds ``n σ²`` to the Gram's diagonal).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import orc
+from _helpers import lorenz_rk4
+from orc.drivers import DeepESNDriver, ESNDriver, StackedDriver
+from orc.embeddings import LinearEmbedding
+from orc.forecaster import DeepESNForecaster, ESNForecaster, train_RCForecaster
+from orc.metrics import nrmse
+from orc.readouts import LinearReadout
+from orc.regression import ESNRegressor, RCRegressorBase, train_RCRegressor
+
+LORENZ = lorenz_rk4(7000)
+
+
+def _np_ridge_with_bias(F, Y, beta):
+    """Ridge with an unpenalised intercept by centring (textbook)."""
+    fm, ym = F.mean(0), Y.mean(0)
+    Fc, Yc = F - fm, Y - ym
+    W = np.linalg.solve(Fc.T @ Fc + beta * np.eye(F.shape[1]), Fc.T @ Yc).T
+    return W, ym - W @ fm
+
+
+@pytest.mark.parametrize("passthrough", [False, True])
+def test_weights_match_numpy_ridge(passthrough):
+    x = jnp.asarray(LORENZ[:600, :2] / 10)
+    y = jnp.asarray(LORENZ[:600, 2:] / 10)
+    model = ESNRegressor(2, 1, 40, input_passthrough=passthrough, quadratic=True)
+    trained, states = train_RCRegressor(
+        model, x, y, spinup=50, beta=1e-5, return_states=True
+    )
+    R = np.asarray(model.force(x))
+    np.testing.assert_allclose(states, R, rtol=1e-12, atol=1e-12)
+    phi = np.asarray(model.readout.prepare_train(jnp.asarray(R)))
+    F = np.concatenate([np.asarray(x), phi], 1) if passthrough else phi
+    W, b = _np_ridge_with_bias(F[50:], np.asarray(y)[50:], 1e-5)
+    # The weights are ill-conditioned (saturated nodes are nearly constant, so
+    # they trade off against the bias); the one-pass sums lose a few digits
+    # there, the fitted outputs do not.
+    np.testing.assert_allclose(trained.b_out, b, rtol=1e-5)
+    if passthrough:
+        np.testing.assert_allclose(trained.w_input, W[:, :2], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(trained.readout.wout, W[:, -40:], rtol=1e-4, atol=1e-5)
+    pred = trained.predict(x)[50:]
+    np.testing.assert_allclose(pred, F[50:] @ W.T + b, rtol=1e-7, atol=1e-8)
+
+
+def test_without_bias_is_plain_ridge():
+    x = jnp.asarray(LORENZ[:300, :1] / 10)
+    y = jnp.asarray(LORENZ[:300, 1:2] / 10)
+    model = ESNRegressor(1, 1, 30, readout_bias=False)
+    trained, _ = train_RCRegressor(model, x, y, beta=1e-4)
+    F = np.asarray(model.readout.prepare_train(model.force(x)))
+    W = np.linalg.solve(F.T @ F + 1e-4 * np.eye(30), F.T @ np.asarray(y)).T
+    assert trained.b_out is None
+    np.testing.assert_allclose(trained.readout.wout, W, rtol=1e-7, atol=1e-10)
+
+
+def test_multi_sequence_and_streaming_continuation():
+    x = jnp.asarray(LORENZ[:800, :2] / 10).reshape(2, 400, 2)
+    y = jnp.asarray(LORENZ[:800, 2:] / 10).reshape(2, 400, 1)
+    model = ESNRegressor(2, 1, 30, input_passthrough=True)
+    trained, lasts = train_RCRegressor(model, x, y, spinup=30, multi_sequence=True)
+    assert lasts.shape == (2, 30)
+    F = []
+    for i in range(2):
+        R = model.force(x[i])
+        F.append(np.asarray(model.features(R, x[i]))[30:, 1:])
+        np.testing.assert_allclose(lasts[i], R[-1], rtol=1e-12)
+    Y = np.concatenate([np.asarray(y[0])[30:], np.asarray(y[1])[30:]])
+    F = np.concatenate(F)
+    W, b = _np_ridge_with_bias(F, Y, 1e-6)
+    fitted = np.asarray(trained.features(jnp.asarray(F[:, 2:]), jnp.asarray(F[:, :2])))
+    weights = np.concatenate(
+        [np.asarray(trained.b_out)[:, None], trained.w_input, trained.readout.wout], 1
+    )
+    np.testing.assert_allclose(fitted @ weights.T, F @ W.T + b, rtol=1e-7, atol=1e-8)
+    # predicting from the last training state continues the stream
+    whole = trained.predict(jnp.concatenate([x[0], x[1][:5]]))
+    np.testing.assert_allclose(trained.predict(x[1][:5], lasts[0]), whole[-5:])
+
+
+def test_observer_infers_lorenz_z_from_x_y():
+    """Lu et al. 2017's reservoir observer: z(t) from the history of (x, y)."""
+    u = LORENZ / 10
+    x, z = jnp.asarray(u[:, :2]), jnp.asarray(u[:, 2:])
+    model = ESNRegressor(
+        2,
+        1,
+        200,
+        leak_rate=0.3,
+        bias=0.2,
+        Wr_spectral_radius=0.95,
+        embedding_scaling=1.0,
+        quadratic=True,
+        seed=3,
+    )
+    trained, last = train_RCRegressor(model, x[:5000], z[:5000], spinup=200, beta=1e-8)
+    pred = trained.predict(x[5000:], last)
+    err = float(nrmse(pred, z[5000:]))
+    assert err <= 2e-2, err
+
+
+def test_deep_driver_matches_layer_by_layer_update():
+    d = DeepESNDriver(25, n_layers=3, coupling_scaling=0.4, seed=2)
+    r = 0.3 * jax.random.normal(jax.random.key(0), (75,))
+    p = 0.2 * jax.random.normal(jax.random.key(1), (25,))
+    out = np.asarray(d.advance(p, r))
+    drive, new = np.asarray(p), []
+    for i, (layer, ri) in enumerate(
+        zip(d.layers, np.split(np.asarray(r), 3), strict=True)
+    ):
+        if i:
+            drive = np.asarray(d.couplings[i - 1].win) @ new[-1]
+        W = np.asarray(layer.wr.todense()) if hasattr(layer.wr, "todense") else None
+        if W is None:  # ELL storage: rebuild the dense matrix
+            W = np.zeros((25, 25))
+            vals, idx = np.asarray(layer.wr.values), np.asarray(layer.wr.indices)
+            for row in range(25):
+                np.add.at(W[row], idx[row], vals[row])
+        a, b = float(layer.leak), float(layer.bias)
+        new.append((1 - a) * ri + a * np.tanh(W @ ri + drive + b))
+    np.testing.assert_allclose(out, np.concatenate(new), rtol=1e-12, atol=1e-12)
+    # the input reaches the top layer in the same step
+    top = d.advance(p, jnp.zeros(75))[50:]
+    top0 = d.advance(jnp.zeros(25), jnp.zeros(75))[50:]
+    assert float(jnp.max(jnp.abs(top - top0))) > 1e-3
+
+
+def test_deep_forecaster_trains_and_forecasts_lorenz():
+    u = jnp.asarray(LORENZ[:3000] / 10)
+    deep = DeepESNForecaster(3, 150, n_layers=2, seed=1)
+    assert deep.driver.default_state().shape == (300,)
+    trained, R = train_RCForecaster(deep, u[:2500], spinup=100)
+    assert R.shape == (2500, 300)
+    pred = trained.forecast(50, R[-1])
+    # a short closed-loop forecast follows the attractor
+    assert float(nrmse(pred[:20], u[2500:2520])) < 0.1
+
+
+def test_stacked_driver_validates_its_pieces():
+    a, b = ESNDriver(20, seed=0), ESNDriver(10, seed=1)
+    with pytest.raises(ValueError, match="couplings must have len"):
+        StackedDriver([a, b], [])
+    with pytest.raises(ValueError, match=r"couplings\[0\] must map 20 -> 10"):
+        StackedDriver([a, b], [LinearEmbedding(10, 20, 0.1, seed=0)])
+    with pytest.raises(ValueError, match="discrete mode"):
+        StackedDriver(
+            [a, ESNDriver(10, mode="continuous", seed=1)],
+            [LinearEmbedding(20, 10, 0.1, seed=0)],
+        )
+    with pytest.raises(ValueError, match="n_layers"):
+        DeepESNForecaster(3, 20, n_layers=0)
+    d = StackedDriver([a, b], [LinearEmbedding(20, 10, 0.1, seed=0)])
+    with pytest.raises(ValueError, match=r"proj_vars must have shape \(20,\)"):
+        d.advance(jnp.zeros(30), d.default_state())
+
+
+def test_state_noise_acts_like_ridge():
+    """E[(F+E)^T (F+E)] = F^T F + n σ² I: state noise of σ on n rows is close
+    to a ridge penalty of n σ² (Bishop 1995)."""
+    u = jnp.asarray(LORENZ[:4001] / 10)
+    model = ESNForecaster(3, 40, seed=0)
+    sigma, n = 0.01, 4000
+    noisy, _ = train_RCForecaster(model, u, state_noise=sigma, noise_seed=1)
+    ridge, _ = train_RCForecaster(model, u, beta=n * sigma**2)
+    plain, _ = train_RCForecaster(model, u, beta=1e-10)
+    w_noise, w_ridge = noisy.readout.wout, ridge.readout.wout
+    rel = float(jnp.linalg.norm(w_noise - w_ridge) / jnp.linalg.norm(w_ridge))
+    far = float(
+        jnp.linalg.norm(plain.readout.wout - w_ridge) / jnp.linalg.norm(w_ridge)
+    )
+    assert rel < 0.2 and far > 1, (rel, far)
+
+
+def test_input_noise_is_seeded_and_only_perturbs_the_forcing():
+    u = jnp.asarray(LORENZ[:1001] / 10)
+    model = ESNForecaster(3, 30, seed=0)
+    clean, R0 = train_RCForecaster(model, u)
+    a, Ra = train_RCForecaster(model, u, input_noise=0.05, noise_seed=4)
+    b, Rb = train_RCForecaster(model, u, input_noise=0.05, noise_seed=4)
+    c, Rc = train_RCForecaster(model, u, input_noise=0.05, noise_seed=5)
+    zero, Rz = train_RCForecaster(model, u, input_noise=0.0, noise_seed=5)
+    np.testing.assert_array_equal(Ra, Rb)
+    np.testing.assert_array_equal(a.readout.wout, b.readout.wout)
+    assert not np.allclose(Ra, Rc)
+    np.testing.assert_array_equal(Rz, R0)
+    # states are those of a forcing that differs from the data by ~σ: the
+    # deviation grows with σ
+    d1 = float(jnp.std(Ra - R0))
+    _, R2 = train_RCForecaster(model, u, input_noise=0.2, noise_seed=4)
+    assert 0 < d1 < float(jnp.std(R2 - R0))
+
+
+def test_noise_and_regression_bad_inputs():
+    u = jnp.asarray(LORENZ[:200] / 10)
+    model = ESNForecaster(3, 20)
+    with pytest.raises(ValueError, match="input_noise"):
+        train_RCForecaster(model, u, input_noise=-1.0)
+    with pytest.raises(ValueError, match="state_noise"):
+        train_RCForecaster(model, u, state_noise=float("nan"))
+    with pytest.raises(TypeError, match="train_ESNForecaster: unexpected"):
+        orc.forecaster.train_ESNForecaster(model, u, noise=1.0)
+
+    reg = ESNRegressor(2, 1, 20)
+    x, y = u[:, :2], u[:, 2:]
+    with pytest.raises(ValueError, match="in_seq must have 2 features"):
+        train_RCRegressor(reg, u, y)
+    with pytest.raises(ValueError, match="target_seq must have 1 features"):
+        train_RCRegressor(reg, x, u)
+    with pytest.raises(ValueError, match="same leading shape"):
+        train_RCRegressor(reg, x, y[:-1])
+    with pytest.raises(ValueError, match="spinup"):
+        train_RCRegressor(reg, x, y, spinup=200)
+    with pytest.raises(ValueError, match="initial_res_state must have shape"):
+        train_RCRegressor(reg, x, y, initial_res_state=jnp.zeros(3))
+    with pytest.raises(ValueError, match="beta"):
+        train_RCRegressor(reg, x, y, beta=-1.0)
+    with pytest.raises(TypeError, match="RCRegressorBase"):
+        train_RCRegressor(model, x, y)
+    with pytest.raises(Exception, match="in_seq contains NaN"):
+        jax.block_until_ready(train_RCRegressor(reg, x.at[5, 0].set(jnp.nan), y))
+    with pytest.raises(ValueError, match=r"in_seq must be \(seq_len >= 1, 2\)"):
+        reg.predict(u)
+    with pytest.raises(ValueError, match="one reservoir"):
+        RCRegressorBase(
+            orc.drivers.ParallelESNDriver(10, chunks=2, seed=0),
+            orc.readouts.ParallelLinearReadout(2, 10, chunks=2),
+            orc.embeddings.ParallelLinearEmbedding(2, 10, 0.1, chunks=2, seed=0),
+        )
+    # a custom regressor on the base class, from components
+    custom = RCRegressorBase(
+        ESNDriver(10, seed=0),
+        LinearReadout(1, 10),
+        LinearEmbedding(2, 10, 0.1, seed=1),
+        input_passthrough=True,
+    )
+    fitted, _ = train_RCRegressor(custom, x, y)
+    assert fitted.predict(x).shape == (200, 1)
+
+
+def test_regressor_save_load_round_trip(tmp_path):
+    x = jnp.asarray(LORENZ[:300, :2] / 10)
+    y = jnp.asarray(LORENZ[:300, 2:] / 10)
+    reg, _ = train_RCRegressor(
+        ESNRegressor(2, 1, 20, n_layers=2, input_passthrough=True), x, y
+    )
+    orc.save(tmp_path / "reg.orc", reg)
+    back = orc.load(tmp_path / "reg.orc")
+    np.testing.assert_array_equal(back.predict(x), reg.predict(x))
+    assert type(back.driver) is DeepESNDriver
