@@ -3,9 +3,21 @@ and the Kuramoto-Sivashinsky PDE.
 
 Each function returns ``(us, ts)``, a trajectory ``(Nt, dim)`` and its times
 ``(Nt,)``; see :mod:`orc.data.integrators` for the conventions.
+The reservoirpy-style series of :mod:`orc.data.datasets` (``mackey_glass``,
+``narma``, ``henon_map``, ``logistic_map``, ``mso``) return plain ``(time, dim)``
+arrays instead; its ODEs (``double_scroll``, ``multiscroll``) return ``(us, ts)``.
 """
 
 from orc.data import integrators
+from orc.data.datasets import (
+    double_scroll,
+    henon_map,
+    logistic_map,
+    mackey_glass,
+    mso,
+    multiscroll,
+    narma,
+)
 from orc.data.integrators import (
     KS_1D,
     colpitts,
@@ -29,4 +41,11 @@ __all__ = [
     "double_pendulum",
     "lorenz96",
     "KS_1D",
+    "mackey_glass",
+    "narma",
+    "henon_map",
+    "logistic_map",
+    "double_scroll",
+    "multiscroll",
+    "mso",
 ]
