@@ -35,6 +35,10 @@ def test_rmse_and_every_nrmse_normalisation_by_hand():
     for norm, value in expected.items():
         got = float(metrics.nrmse(PRED, TRUTH, normalization=norm))
         assert got == pytest.approx(value, rel=1e-12), norm
+    # a given scale replaces the window's own
+    assert float(metrics.nrmse(PRED, TRUTH, scale=2.0)) == pytest.approx(rmse / 2)
+    got = float(metrics.nrmse(PRED, TRUTH, "feature_std", scale=[1.0, 2.0]))
+    assert got == pytest.approx(np.sqrt((1.25 + 5 / 4) / 8))
     with pytest.raises(ValueError, match="normalization must be one of"):
         metrics.nrmse(PRED, TRUTH, normalization="minmax")
     with pytest.raises(ValueError, match="same shape"):

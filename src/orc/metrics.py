@@ -46,7 +46,7 @@ def rmse(pred: ArrayLike, truth: ArrayLike) -> Float[Array, ""]:
 
 
 def nrmse(
-    pred: ArrayLike, truth: ArrayLike, normalization: str = "std"
+    pred: ArrayLike, truth: ArrayLike, normalization: str = "std", scale=None
 ) -> Float[Array, ""]:
     """RMSE divided by a scale of ``truth``.
 
@@ -62,12 +62,21 @@ def nrmse(
     - ``"feature_std"``: each feature's error divided by that feature's
       standard deviation, ``sqrt(mean_{t,i} (e_{t,i} / σ_i)^2)`` (as in
       Gauthier et al. 2021's NG-RC paper), so no feature dominates by its units.
+
+    ``scale`` (a number, or one per feature with ``"feature_std"``) replaces the
+    scale computed from ``truth``: pass the attractor's scale when scoring
+    short windows, whose own spread says little (reservoirpy's ``norm_value``).
     """
     pred, truth = _pair(pred, truth, "nrmse")
     if normalization not in _NORMS:
         raise ValueError(
             f"nrmse: normalization must be one of {_NORMS}, got {normalization!r}"
         )
+    if scale is not None:
+        scale = jnp.asarray(scale, truth.dtype)
+        if normalization == "feature_std":
+            return rmse(pred / scale, truth / scale)
+        return rmse(pred, truth) / scale
     scale = {
         "std": lambda: jnp.std(truth),
         "var": lambda: jnp.var(truth),

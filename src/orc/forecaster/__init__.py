@@ -7,6 +7,7 @@ from .models import (
     EnsembleESNForecaster,
     ESNForecaster,
 )
+from .nvar import NVARForecaster, train_NVARForecaster
 from .train import (
     train_CESNForecaster,
     train_EnsembleESNForecaster,
@@ -25,4 +26,6 @@ __all__ = [
     "train_ESNForecaster",
     "train_CESNForecaster",
     "train_EnsembleESNForecaster",
+    "NVARForecaster",
+    "train_NVARForecaster",
 ]
