@@ -131,3 +131,40 @@ def test_errors_exit_nonzero_with_one_line(workdir, args, reason):
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and reason in lines[0], proc.stderr
+
+
+def test_deep_esn_and_nvar_models(workdir):
+    out = run(
+        "train", "l63.csv", "--model", "deep-esn", "--res-dim", "100", "--layers", "2",
+        "--val-fraction", "0.05", "--out", "deep.orc", cwd=workdir,
+    ).stdout  # fmt: skip
+    assert "trained deep-esn (res_dim=100, layers=2)" in out
+    out = run(
+        "train", "l63.csv", "--model", "nvar", "--k", "2", "--order", "2",
+        "--input-noise", "1e-3", "--val-fraction", "0.05", "--out", "nvar.orc",
+        cwd=workdir,
+    ).stdout  # fmt: skip
+    assert "trained nvar (k=2, order=2, 28 features)" in out
+    for name in ("deep.orc", "nvar.orc"):
+        run("forecast", name, "--steps", "50", "--out", f"{name}.csv", cwd=workdir)
+        pred = np.loadtxt(workdir / f"{name}.csv", delimiter=",", skiprows=1)
+        assert pred.shape == (50, 3) and np.all(np.isfinite(pred))
+        assert "evaluation:" in run("evaluate", name, "l63.csv", cwd=workdir).stdout
+    bad = run("train", "l63.csv", "--model", "nvar", "--k", "0", "--out", "x.orc",
+              cwd=workdir, ok=False)  # fmt: skip
+    assert bad.returncode == 2 and "k must be >= 1" in bad.stderr
+
+
+def test_data_exports_discrete_series(workdir):
+    import orc
+
+    run("data", "narma", "--steps", "300", "--out", "narma.csv", cwd=workdir)
+    table = np.loadtxt(workdir / "narma.csv", delimiter=",", skiprows=1)
+    u, y = orc.data.narma(300)
+    np.testing.assert_allclose(table, np.concatenate([u, y], 1), rtol=1e-15)
+    header = (workdir / "narma.csv").read_text().splitlines()[0]
+    assert header == "u,y"
+    run("data", "henon_map", "--steps", "100", "--out", "h.npy", cwd=workdir)
+    np.testing.assert_allclose(
+        np.load(workdir / "h.npy"), orc.data.henon_map(100), rtol=1e-15
+    )

@@ -40,7 +40,11 @@ SYSTEMS = (
     "double_pendulum",
     "lorenz96",
     "KS_1D",
+    "double_scroll",
+    "multiscroll",
 )
+# Discrete series: sampled on their own grid, sized by a number of steps.
+SERIES = ("mackey_glass", "narma", "henon_map", "logistic_map", "mso")
 
 
 def _configure_jax() -> None:
@@ -139,7 +143,8 @@ def _load_model(path: str):
     if not Path(path).is_file():
         raise click.UsageError(f"model file not found: {path}")
     try:
-        return orc.load(path, cls=orc.forecaster.RCForecasterBase, return_extras=True)
+        forecasters = (orc.forecaster.RCForecasterBase, orc.forecaster.NVARForecaster)
+        return orc.load(path, cls=forecasters, return_extras=True)
     except orc.io.ModelFileError as err:
         raise click.UsageError(str(err)) from err
 
@@ -235,18 +240,30 @@ def demo(res_dim: int, train_steps: int, seed: int, out: str) -> None:
 
 # ---------------------------------------------------------------------- data
 @cli.command()
-@click.argument("name", type=click.Choice(SYSTEMS))
+@click.argument("name", type=click.Choice(SYSTEMS + SERIES))
 @click.option("--out", required=True, help="Output file (.csv or .npy).")
 @click.option("--tn", "tN", default=100.0, show_default=True, help="Final time.")
 @click.option(
     "--dt", default=0.01, show_default=True, help="Sampling step (KS_1D: 0.25)."
 )
 @click.option(
+    "--steps",
+    default=None,
+    type=click.IntRange(min=2),
+    help="Length of a discrete series (mackey_glass, narma, henon_map, "
+    "logistic_map, mso); default tN/dt.",
+)
+@click.option(
     "--transient", default=0, show_default=True, help="Leading samples to drop."
 )
 @config_option
-def data(name: str, out: str, tN: float, dt: float, transient: int) -> None:
-    """Export a built-in dynamical system as a (time, features) table."""
+def data(name: str, out: str, tN: float, dt: float, steps, transient: int) -> None:
+    """Export a built-in dynamical system as a (time, features) table.
+
+    ODEs and KS_1D are integrated up to --tn and sampled every --dt; the
+    discrete series (mackey_glass sampled every 1 time unit, narma's input u
+    and output y, the maps, mso) have --steps rows.
+    """
     _configure_jax()
     import numpy as np
 
@@ -254,13 +271,21 @@ def data(name: str, out: str, tN: float, dt: float, transient: int) -> None:
 
     fn = getattr(orc.data, name)
     try:
-        U, t = fn(tN, dt=dt) if name == "KS_1D" else fn(tN, dt)
+        if name in SERIES:
+            n = steps if steps is not None else int(round(tN / dt))
+            U = fn(n)
+            U = np.concatenate([np.asarray(a) for a in U], 1) if name == "narma" else U
+        else:
+            U, t = fn(tN, dt=dt) if name == "KS_1D" else fn(tN, dt)
     except ValueError as err:
         raise click.UsageError(str(err)) from err
     U = np.asarray(U)[transient:]
-    names = {"lorenz63": ["x", "y", "z"], "rossler": ["x", "y", "z"]}.get(
-        name, _columns(U.shape[1])
-    )
+    names = {
+        "lorenz63": ["x", "y", "z"],
+        "rossler": ["x", "y", "z"],
+        "narma": ["u", "y"],
+        "henon_map": ["x", "y"],
+    }.get(name, _columns(U.shape[1]))
     _write_table(out, U, names)
     click.echo(f"wrote {U.shape[0]} samples x {U.shape[1]} features of {name} to {out}")
 
@@ -268,9 +293,25 @@ def data(name: str, out: str, tN: float, dt: float, transient: int) -> None:
 # --------------------------------------------------------------------- train
 @cli.command()
 @click.argument("data_file", metavar="DATA")
-@click.option("--model", type=click.Choice(["esn"]), default="esn", show_default=True)
 @click.option(
-    "--res-dim", default=500, show_default=True, help="Reservoir size per chunk."
+    "--model",
+    type=click.Choice(["esn", "deep-esn", "nvar"]),
+    default="esn",
+    show_default=True,
+    help="esn: echo state network (parallel with --chunks); deep-esn: stacked "
+    "reservoirs (--layers); nvar: next-generation RC (--k, --order).",
+)
+@click.option(
+    "--res-dim", default=500, show_default=True, help="Reservoir size per chunk/layer."
+)
+@click.option("--layers", default=2, show_default=True, help="deep-esn: layers.")
+@click.option("--k", default=2, show_default=True, help="nvar: delayed samples.")
+@click.option("--order", default=2, show_default=True, help="nvar: monomial order.")
+@click.option(
+    "--input-noise",
+    default=0.0,
+    show_default=True,
+    help="Std of noise added to the training inputs (stabilises closed loops).",
 )
 @click.option("--leak-rate", default=0.6, show_default=True)
 @click.option("--spectral-radius", default=0.8, show_default=True)
@@ -279,7 +320,12 @@ def data(name: str, out: str, tN: float, dt: float, transient: int) -> None:
 @click.option("--embedding-scaling", default=0.08, show_default=True)
 @click.option("--chunks", default=1, show_default=True, help="Parallel reservoirs.")
 @click.option("--locality", default=0, show_default=True)
-@click.option("--beta", default=8e-8, show_default=True, help="Ridge regularisation.")
+@click.option(
+    "--beta",
+    default=None,
+    type=float,
+    help="Ridge regularisation [default: 8e-8; nvar 2.5e-6].",
+)
 @click.option(
     "--spinup", default=100, show_default=True, help="Transient states dropped."
 )
@@ -296,9 +342,9 @@ def data(name: str, out: str, tN: float, dt: float, transient: int) -> None:
 @click.option("--seed", default=0, show_default=True)
 @click.option("--out", required=True, help="Model file to write.")
 @config_option
-def train(data_file, model, res_dim, leak_rate, spectral_radius, density, bias,
-          embedding_scaling, chunks, locality, beta, spinup, val_fraction, dt,
-          lyapunov, seed, out) -> None:  # fmt: skip
+def train(data_file, model, res_dim, layers, k, order, input_noise, leak_rate,
+          spectral_radius, density, bias, embedding_scaling, chunks, locality, beta,
+          spinup, val_fraction, dt, lyapunov, seed, out) -> None:  # fmt: skip
     """Train a forecaster on DATA (CSV or .npy, time x features) and save it."""
     U = _read_data(data_file)
     if not 0.0 <= val_fraction < 1.0:
@@ -314,21 +360,40 @@ def train(data_file, model, res_dim, leak_rate, spectral_radius, density, bias,
 
     import orc
 
+    esn_args = dict(
+        data_dim=U.shape[1], res_dim=res_dim, leak_rate=leak_rate, bias=bias,
+        embedding_scaling=embedding_scaling, Wr_density=density,
+        Wr_spectral_radius=spectral_radius, seed=seed,
+    )  # fmt: skip
+    fc = orc.forecaster
     try:
-        esn = orc.forecaster.ESNForecaster(
-            data_dim=U.shape[1], res_dim=res_dim, leak_rate=leak_rate, bias=bias,
-            embedding_scaling=embedding_scaling, Wr_density=density,
-            Wr_spectral_radius=spectral_radius, seed=seed, chunks=chunks, locality=locality,
-        )  # fmt: skip
+        if model == "esn":
+            esn = fc.ESNForecaster(**esn_args, chunks=chunks, locality=locality)
+            what = f"res_dim={res_dim}, chunks={chunks}"
+        elif model == "deep-esn":
+            esn = fc.DeepESNForecaster(**esn_args, n_layers=layers)
+            what = f"res_dim={res_dim}, layers={layers}"
+        else:
+            esn = fc.NVARForecaster(U.shape[1], k=k, order=order)
+            what = f"k={k}, order={order}, {esn.n_features} features"
     except (ValueError, TypeError) as err:
         raise click.UsageError(str(err)) from err
     t0 = time.perf_counter()
-    esn, last = orc.forecaster.train_RCForecaster(
-        esn, jnp.asarray(U[:n_train]), spinup=spinup, beta=beta, return_states=False
+    train_fn = fc.train_NVARForecaster if model == "nvar" else fc.train_RCForecaster
+    if beta is None:
+        beta = 2.5e-6 if model == "nvar" else 8e-8
+    esn, last = train_fn(
+        esn,
+        jnp.asarray(U[:n_train]),
+        spinup=spinup,
+        beta=beta,
+        return_states=False,
+        input_noise=input_noise,
+        noise_seed=seed,
     )
     last.block_until_ready()
     click.echo(
-        f"trained {model} (res_dim={res_dim}, chunks={chunks}) on {n_train} samples x "
+        f"trained {model} ({what}) on {n_train} samples x "
         f"{U.shape[1]} features in {time.perf_counter() - t0:.1f} s"
     )
     if n_val:

@@ -284,7 +284,7 @@ def load(path, cls: type | None = None, return_extras: bool = False):
     Parameters
     ----------
     path : str or Path
-    cls : class, optional
+    cls : class or tuple of classes, optional
         Refuse the file unless it holds an instance of ``cls`` (or a subclass).
     return_extras : bool, default False
         Return ``(model, extras)`` with the named arrays saved alongside.
@@ -325,7 +325,10 @@ def load(path, cls: type | None = None, return_extras: bool = False):
         isinstance(model_cls, type) and issubclass(model_cls, cls)
     ):
         raise ModelFileError(
-            f"orc.load: {path} holds a {header['model_class']}, not a {_path_of(cls)}"
+            f"orc.load: {path} holds a {header['model_class']}, not a "
+            + " or ".join(
+                _path_of(c) for c in (cls if isinstance(cls, tuple) else (cls,))
+            )
         )
     like = [jnp.zeros(tuple(x["shape"]), dtype=x["dtype"]) for x in header["leaves"]]
     arrays = eqx.tree_deserialise_leaves(io.BytesIO(payload), like)
