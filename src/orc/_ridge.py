@@ -72,9 +72,11 @@ def _gram_host(x: Array) -> Array:
 
     def host(a):
         a = np.asarray(a)
-        flat = a.reshape((-1,) + a.shape[-2:])
         # ``m.T @ m`` on a 2-D array is dispatched to BLAS syrk (half the work);
         # a stacked matmul would not be.
+        if a.ndim == 2:  # no stacking copy in the common case
+            return a.T @ a
+        flat = a.reshape((-1,) + a.shape[-2:])
         out = np.stack([m.T @ m for m in flat])
         return out.reshape(a.shape[:-2] + out.shape[-2:])
 
