@@ -24,6 +24,7 @@ __all__ = [
     "check_training_args",
     "teacher_forced_sequences",
     "initial_states",
+    "check_initial_state",
     "TrainingNoise",
     "training_noise",
 ]
@@ -98,19 +99,25 @@ def check_training_args(
             f"{owner}: spinup ({spinup}) must be less than the number of training "
             f"pairs ({n_targets}; train_seq has {seq_len} samples)"
         )
-    if initial_res_state is not None:
-        expected = tuple(model.driver.default_state().shape)
-        if multi:
-            expected = (train_seq.shape[0],) + expected
-        if tuple(jnp.shape(initial_res_state)) != expected:
-            raise ValueError(
-                f"{owner}: initial_res_state must have shape {expected}, "
-                f"got {tuple(jnp.shape(initial_res_state))}"
-            )
+    check_initial_state(owner, model, initial_res_state, train_seq.shape[0], multi)
     check_float("beta", beta, owner, low=0.0)
     if batch_size is not None:
         check_int("batch_size", batch_size, owner, minimum=1)
     return train_seq, target_seq, spinup
+
+
+def check_initial_state(owner, model, initial_res_state, n_traj, multi) -> None:
+    """``initial_res_state`` is ``None`` or the driver's state (one per trajectory)."""
+    if initial_res_state is None:
+        return
+    expected = tuple(model.driver.default_state().shape)
+    if multi:
+        expected = (n_traj,) + expected
+    if tuple(jnp.shape(initial_res_state)) != expected:
+        raise ValueError(
+            f"{owner}: initial_res_state must have shape {expected}, "
+            f"got {tuple(jnp.shape(initial_res_state))}"
+        )
 
 
 def initial_states(model, initial_res_state, n_traj, multi):

@@ -89,7 +89,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._training import initial_states
+from ._training import check_initial_state, initial_states
 from ._validation import (
     check_dtype,
     check_finite,
@@ -663,17 +663,6 @@ def _check_sequences(owner, model, seq, seq_name, target_seq, spinup, cont):
     return seq, target_seq, spinup
 
 
-def _check_res_state(owner, model, initial_res_state):
-    if initial_res_state is None:
-        return
-    expected = tuple(model.driver.default_state().shape)
-    if tuple(jnp.shape(initial_res_state)) != expected:
-        raise ValueError(
-            f"{owner}: initial_res_state must have shape {expected}, "
-            f"got {tuple(jnp.shape(initial_res_state))}"
-        )
-
-
 def _learner_shape(model, r0):
     """Shape of ``W`` for this model's readout: ``([C,] O, F)``."""
     ro = model.readout
@@ -957,7 +946,7 @@ def train_online(
     train_seq, target_seq, spinup = _check_sequences(
         owner, model, train_seq, "train_seq", target_seq, spinup, cont
     )
-    _check_res_state(owner, model, initial_res_state)
+    check_initial_state(owner, model, initial_res_state, 1, False)
     r0 = initial_states(model, initial_res_state, None, False)
     learner = _learner(
         owner, model, r0, method, state, forgetting, delta, learning_rate, normalized
@@ -1085,7 +1074,7 @@ def train_force(
     target_seq, _, spinup = _check_sequences(
         owner, model, target_seq, "target_seq", None, spinup, cont
     )
-    _check_res_state(owner, model, initial_res_state)
+    check_initial_state(owner, model, initial_res_state, 1, False)
     r0 = initial_states(model, initial_res_state, None, False)
     learner = _learner(owner, model, r0, "rls", state, forgetting, delta, None, None)
     return _run(

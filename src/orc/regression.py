@@ -34,7 +34,12 @@ from ._compose import check_pipeline
 from ._esn import esn_components
 from ._random import seed_field
 from ._ridge import solve
-from ._training import initial_states, teacher_forced_fit, training_noise
+from ._training import (
+    check_initial_state,
+    initial_states,
+    teacher_forced_fit,
+    training_noise,
+)
 from ._validation import (
     check_dtype,
     check_finite,
@@ -425,14 +430,7 @@ def train_RCRegressor(
             f"{owner}: spinup ({spinup}) must be less than the sequence length "
             f"({in_seq.shape[-2]})"
         )
-    if initial_res_state is not None:
-        expected = tuple(model.driver.default_state().shape)
-        expected = (in_seq.shape[0],) + expected if multi else expected
-        if tuple(jnp.shape(initial_res_state)) != expected:
-            raise ValueError(
-                f"{owner}: initial_res_state must have shape {expected}, "
-                f"got {tuple(jnp.shape(initial_res_state))}"
-            )
+    check_initial_state(owner, model, initial_res_state, in_seq.shape[0], multi)
     check_float("beta", beta, owner, low=0.0)
     init = initial_states(model, initial_res_state, in_seq.shape[0], multi)
     noise = training_noise(owner, input_noise, state_noise, noise_seed, model.dtype)
