@@ -33,7 +33,7 @@ __all__ = [
     "ell_matvec",
 ]
 
-_USE_NATIVE = {"enabled": True}
+_USE_NATIVE = _native.SWITCH  # one switch for every native kernel
 
 
 def set_native(enabled: bool) -> bool:

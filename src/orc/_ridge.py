@@ -27,9 +27,20 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.linalg.blas
 from jaxtyping import Array, Float
 
-__all__ = ["RidgeStats", "accumulate", "sequence_stats", "solve", "DEFAULT_BLOCK"]
+from . import _native
+
+__all__ = [
+    "RidgeStats",
+    "accumulate",
+    "gram_update",
+    "symmetric",
+    "sequence_stats",
+    "solve",
+    "DEFAULT_BLOCK",
+]
 
 DEFAULT_BLOCK = 2048
 
@@ -39,7 +50,8 @@ class RidgeStats(eqx.Module):
 
     Attributes
     ----------
-    gram : ``(F, F)`` or ``(C, F, F)``, the sum of ``f f^T`` over rows.
+    gram : ``(F, F)`` or ``(C, F, F)``, the sum of ``f f^T`` over rows; only
+        its upper triangle is kept up to date (:func:`symmetric` completes it).
     cross : ``(F, O)`` or ``(C, F, O)``, the sum of ``f y^T`` over rows.
     count : scalar, number of rows accumulated.
     """
@@ -65,45 +77,85 @@ def _gram_xla(x: Array) -> Array:
     return jnp.einsum("...tf,...tg->...fg", x, x)
 
 
-def _gram_host(x: Array) -> Array:
-    """``x^T x`` by numpy on the host: BLAS's symmetric rank-k update does half
-    the multiply-adds of a general product and runs ~2.5x faster than XLA's
-    float64 dot on CPU (0.07 s vs 0.22 s for 2048 x 2000, measured here)."""
+def _gram_update_xla(g: Array, x: Array) -> Array:
+    return g + _gram_xla(x)
 
-    def host(a):
+
+def _gram_update_host(g: Array, x: Array) -> Array:
+    """``g + x^T x`` by BLAS ``syrk`` on the host, upper triangle only.
+
+    ``syrk`` does half the multiply-adds of a general product and here
+    accumulates in place into a copy of ``g`` (no product buffer, no extra
+    add): 0.12 s per 4096 x 2000 block against 0.15 s for numpy's ``x.T @ x``
+    plus the add and 0.4 s for XLA's float64 dot (measured on this 2-core
+    machine). The lower triangle of the result is left as it was in ``g``;
+    :func:`solve` reads the upper one only.
+    """
+
+    def host(g, a):
+        g = np.array(g)  # writable C-ordered copy of the running sum
         a = np.asarray(a)
-        # ``m.T @ m`` on a 2-D array is dispatched to BLAS syrk (half the work);
-        # a stacked matmul would not be.
-        if a.ndim == 2:  # no stacking copy in the common case
-            return a.T @ a
-        flat = a.reshape((-1,) + a.shape[-2:])
-        out = np.stack([m.T @ m for m in flat])
-        return out.reshape(a.shape[:-2] + out.shape[-2:])
+        syrk = scipy.linalg.blas.get_blas_funcs("syrk", (a,))
+        gs, xs = g.reshape((-1,) + g.shape[-2:]), a.reshape((-1,) + a.shape[-2:])
+        for gi, ai in zip(gs, xs, strict=True):
+            # Column-major views without copies: ai.T is (F, B) Fortran-ordered
+            # and gi.T is gi seen column-major, whose lower triangle is gi's
+            # upper one; syrk updates it in place (overwrite_c).
+            out = syrk(1.0, ai.T, beta=1.0, c=gi.T, trans=0, lower=1, overwrite_c=1)
+            if not np.shares_memory(out, gi):  # f2py had to copy: write back
+                gi[...] = out.T
+        return g
 
-    shape = jax.ShapeDtypeStruct(x.shape[:-2] + (x.shape[-1], x.shape[-1]), x.dtype)
-    return jax.pure_callback(host, shape, x, vmap_method="expand_dims")
+    shape = jax.ShapeDtypeStruct(g.shape, g.dtype)
+    return jax.pure_callback(host, shape, g, x, vmap_method="broadcast_all")
+
+
+def _gram_update_native(g: Array, x: Array, target: str, address: int) -> Array:
+    """The same update as an XLA FFI call into SciPy's BLAS (see
+    :mod:`orc._native`): no hand-over to Python and no copies, the result
+    aliases ``g``."""
+    call = jax.ffi.ffi_call(
+        target,
+        jax.ShapeDtypeStruct(g.shape, g.dtype),
+        vmap_method="broadcast_all",
+        input_output_aliases={0: 0},
+    )
+    return call(g, x, fn=np.int64(address))
 
 
 @jax.custom_jvp
-def _gram_cpu(x: Array) -> Array:
-    return _gram_host(x)
+def _gram_update_cpu(g: Array, x: Array) -> Array:
+    native = _native.syrk_target(g.dtype) if _native.SWITCH["enabled"] else None
+    if native is not None and x.dtype == g.dtype:
+        return _gram_update_native(g, x, *native)
+    return _gram_update_host(g, x)
 
 
-@_gram_cpu.defjvp
-def _gram_cpu_jvp(primals, tangents):
-    (x,), (dx,) = primals, tangents
-    g = jnp.einsum("...tf,...tg->...fg", dx, x)
-    return _gram_cpu(x), g + jnp.swapaxes(g, -1, -2)
+@_gram_update_cpu.defjvp
+def _gram_update_cpu_jvp(primals, tangents):
+    (g, x), (dg, dx) = primals, tangents
+    d = jnp.einsum("...tf,...tg->...fg", dx, x)
+    return _gram_update_cpu(g, x), dg + d + jnp.swapaxes(d, -1, -2)
 
 
-def gram(feats: Array) -> Array:
-    """``F^T F`` of ``feats (B, [C,] F)``, shape ``([C,] F, F)``.
+def gram_update(g: Array, feats: Array) -> Array:
+    """``g + F^T F`` for ``feats (B, [C,] F)`` and ``g ([C,] F, F)``.
 
-    On CPU the product runs in numpy's BLAS (see :func:`_gram_host`), elsewhere
-    in XLA; derivatives go through XLA either way.
+    Only the upper triangle of the result is meaningful (the CPU path leaves
+    the lower one stale); use :func:`symmetric` before reading it whole. On CPU
+    the update runs in BLAS on the host (see :func:`_gram_update_host`),
+    elsewhere in XLA; derivatives go through XLA either way.
     """
     x = jnp.moveaxis(feats, 1, 0) if feats.ndim == 3 else feats  # ([C,] B, F)
-    return jax.lax.platform_dependent(x, cpu=_gram_cpu, default=_gram_xla)
+    return jax.lax.platform_dependent(
+        g, x, cpu=_gram_update_cpu, default=_gram_update_xla
+    )
+
+
+def symmetric(g: Array) -> Array:
+    """The symmetric matrix whose upper triangle is that of ``g``."""
+    upper = jnp.triu(g)
+    return upper + jnp.swapaxes(jnp.triu(g, 1), -1, -2)
 
 
 def accumulate(stats: RidgeStats, feats: Array, targets: Array) -> RidgeStats:
@@ -117,7 +169,9 @@ def accumulate(stats: RidgeStats, feats: Array, targets: Array) -> RidgeStats:
     else:
         b = jnp.einsum("tcf,tco->cfo", feats, targets)
     return RidgeStats(
-        stats.gram + gram(feats), stats.cross + b, stats.count + feats.shape[0]
+        gram_update(stats.gram, feats),
+        stats.cross + b,
+        stats.count + feats.shape[0],
     )
 
 
@@ -176,7 +230,7 @@ def sequence_stats(
 
 def _solve_one(gram: Float[Array, "F F"], cross: Float[Array, "F O"], beta) -> Array:
     n = gram.shape[0]
-    lhs = 0.5 * (gram + gram.T) + beta * jnp.eye(n, dtype=gram.dtype)
+    lhs = symmetric(gram) + beta * jnp.eye(n, dtype=gram.dtype)
 
     def by_cholesky(factor):
         return jax.scipy.linalg.cho_solve((factor, True), cross)

