@@ -239,6 +239,8 @@ def _min_norm_xla(lhs: Array, cross: Array) -> Array:
 def _min_norm_host(lhs: Array, cross: Array) -> Array:
     def host(a, b):
         a, b = np.asarray(a), np.asarray(b)
+        if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+            return np.full(b.shape, np.nan, b.dtype)  # solve() reports it
         w, V = np.linalg.eigh(a)
         cutoff = np.finfo(a.dtype).eps * a.shape[0] * np.max(np.abs(w))
         inv = np.where(w > cutoff, 1.0 / np.where(w > cutoff, w, 1.0), 0.0)
@@ -308,22 +310,27 @@ def solve(
     """
     one = _solve_intercept if intercept else _solve_one
     beta = jnp.asarray(beta, stats.gram.dtype)
-    stats = eqx.error_if(
-        stats,
-        ~(jnp.all(jnp.isfinite(stats.gram)) & jnp.all(jnp.isfinite(stats.cross))),
-        "ridge regression: the reservoir features or targets contain NaN/inf (check "
-        "the training data and hyperparameters such as the spectral radius or input "
-        "scaling, which can make the reservoir diverge); no non-finite readout "
-        "weights were produced.",
-    )
+    # Checked on the (small) weights, not on the statistics: eqx.error_if
+    # copies what it guards, and the Gram is the largest array of a fit.
+    finite = jnp.all(jnp.isfinite(stats.gram)) & jnp.all(jnp.isfinite(stats.cross))
     if stats.gram.ndim == 2:
         w = one(stats.gram, stats.cross, beta)
+    elif stats.gram.shape[0] == 1:  # one chunk: a reshape, not a loop over slices
+        w = one(stats.gram[0], stats.cross[0], beta)[None]
     else:
         w = jax.lax.map(
             lambda gc: one(gc[0], gc[1], beta),
             (stats.gram, stats.cross),
             batch_size=batch_size,
         )
+    w = eqx.error_if(
+        w,
+        ~finite,
+        "ridge regression: the reservoir features or targets contain NaN/inf (check "
+        "the training data and hyperparameters such as the spectral radius or input "
+        "scaling, which can make the reservoir diverge); no non-finite readout "
+        "weights were produced.",
+    )
     return eqx.error_if(
         w,
         ~jnp.all(jnp.isfinite(w)),
