@@ -17,8 +17,8 @@ demo: $(STAMP)
 	$(VENV)/bin/orc demo
 
 test: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff format --check src tests benchmarks examples
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
@@ -26,8 +26,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/streaming.py
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check --fix src tests benchmarks
-	$(VENV)/bin/ruff format src tests benchmarks
+	$(VENV)/bin/ruff check --fix src tests benchmarks examples
+	$(VENV)/bin/ruff format src tests benchmarks examples
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache
