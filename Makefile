@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test docs lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,9 @@ test: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests benchmarks examples
 	$(PY) -m pytest -q
 
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 bench: $(STAMP)
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 	$(PY) benchmarks/streaming.py
@@ -30,4 +33,4 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format src tests benchmarks examples
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build dist site src/*.egg-info .pytest_cache

@@ -46,6 +46,7 @@ __all__ = ["save", "load", "read_header", "ModelFileError", "FORMAT_VERSION"]
 
 MAGIC = b"ORC-MODEL\n"
 FORMAT_VERSION = 1
+"""Version of the model-file layout written by :func:`save`; :func:`load` refuses others."""
 _SUMMARY_FIELDS = (
     "in_dim",
     "out_dim",
