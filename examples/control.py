@@ -119,7 +119,9 @@ for k in range(ROUNDS):
     x = xs[-1]
     applied.append(c)
     measured.extend(xs[1:])
-    guess = jnp.concatenate([result.control[APPLY:], jnp.repeat(result.control[-1:], APPLY, 0)])
+    guess = jnp.concatenate(
+        [result.control[APPLY:], jnp.repeat(result.control[-1:], APPLY, 0)]
+    )
 
 applied = np.concatenate(applied)
 measured = np.array(measured)
@@ -128,7 +130,9 @@ free = run_plant(measured[0], np.zeros(n))  # the same pendulum without control
 track = np.sqrt(np.mean((measured[1:, 0] - theta_ref[:n]) ** 2))
 track_free = np.sqrt(np.mean((free[1:, 0] - theta_ref[:n]) ** 2))
 plan_err = float(jnp.max(jnp.abs(first_plan[:, 0] - first_true[:, 0])))
-print(f"surrogate vs pendulum over the first plan ({HORIZON} steps): max |Δθ| {plan_err:.3f} rad")
+print(
+    f"surrogate vs pendulum over the first plan ({HORIZON} steps): max |Δθ| {plan_err:.3f} rad"
+)
 print(f"θ tracking RMSE over {n} steps: controlled {track:.3f} rad, "
       f"uncontrolled {track_free:.3f} rad; final θ {measured[-1, 0]:.3f} (target {TARGET})")  # fmt: skip
 

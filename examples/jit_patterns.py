@@ -58,7 +58,9 @@ traces = []
 @eqx.filter_jit  # arrays are traced; Python ints (fcast_len) and settings are static
 def train_and_forecast(model, train_seq, beta, fcast_len):
     traces.append(1)  # runs only while tracing
-    model, R = orc.forecaster.train_RCForecaster(model, train_seq, spinup=100, beta=beta)
+    model, R = orc.forecaster.train_RCForecaster(
+        model, train_seq, spinup=100, beta=beta
+    )
     return model.forecast(fcast_len, R[-1]), R[-1]
 
 
@@ -99,7 +101,7 @@ def val_loss(leak, model):
     return jnp.mean((pred - U_after[:N_VAL]) ** 2)
 
 
-leaks = jnp.linspace(0.2, 1.0, N_LEAKS)
+leaks = jnp.linspace(0.1, 1.0, N_LEAKS)
 losses = jax.jit(jax.vmap(val_loss, in_axes=(0, None)))(leaks, esn)
 best = int(jnp.argmin(losses))
 print(
@@ -130,14 +132,14 @@ ax1.plot([], [], color="tab:red", lw=0.6, label=f"{N_ENSEMBLE} forecasts (vmap)"
 ax1.set_xlabel(r"Lyapunov times $\Lambda t$")
 ax1.set_ylabel("x")
 ax1.set_title("vmap over perturbed warm-up data")
-ax1.legend(loc="lower left", fontsize=9)
+ax1.legend(loc="upper left", fontsize=9)
 
-ax2.semilogy(np.asarray(leaks), np.asarray(losses), "o-", label="loss (vmap over leak)")
+ax2.plot(np.asarray(leaks), np.asarray(losses), "o-", label="loss (vmap over leak)")
 for leak, value, grad in checks:
     dx = 0.08
     xs = np.array([leak - dx, leak + dx])
-    ax2.semilogy(xs, value + grad * (xs - leak), "tab:green", lw=2)
-    ax2.semilogy([leak], [value], "s", color="tab:green")
+    ax2.plot(xs, value + grad * (xs - leak), "tab:green", lw=2)
+    ax2.plot([leak], [value], "s", color="tab:green")
 ax2.plot([], [], "tab:green", lw=2, label="tangent from jax.grad")
 ax2.set_xlabel("leak rate")
 ax2.set_ylabel(f"validation MSE ({N_VAL}-step forecast)")
