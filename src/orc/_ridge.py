@@ -228,12 +228,17 @@ def sequence_stats(
     return stats
 
 
-def _min_norm_xla(lhs: Array, cross: Array) -> Array:
-    """Minimum-norm solution of ``lhs x = cross`` for symmetric ``lhs`` (pinv)."""
-    w, V = jnp.linalg.eigh(lhs)
-    cutoff = jnp.finfo(lhs.dtype).eps * lhs.shape[0] * jnp.max(jnp.abs(w))
-    inv = jnp.where(w > cutoff, 1.0 / jnp.where(w > cutoff, w, 1.0), 0.0)
+def _pinv_solve(xp, lhs, cross):
+    """Minimum-norm solution of ``lhs x = cross`` for symmetric ``lhs`` (pinv),
+    written once for both array modules (``xp`` is ``jnp`` or ``np``)."""
+    w, V = xp.linalg.eigh(lhs)
+    cutoff = xp.finfo(lhs.dtype).eps * lhs.shape[0] * xp.max(xp.abs(w))
+    inv = xp.where(w > cutoff, 1.0 / xp.where(w > cutoff, w, 1.0), 0.0)
     return V @ (inv[:, None] * (V.T @ cross))
+
+
+def _min_norm_xla(lhs: Array, cross: Array) -> Array:
+    return _pinv_solve(jnp, lhs, cross)
 
 
 def _min_norm_host(lhs: Array, cross: Array) -> Array:
@@ -241,10 +246,7 @@ def _min_norm_host(lhs: Array, cross: Array) -> Array:
         a, b = np.asarray(a), np.asarray(b)
         if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
             return np.full(b.shape, np.nan, b.dtype)  # solve() reports it
-        w, V = np.linalg.eigh(a)
-        cutoff = np.finfo(a.dtype).eps * a.shape[0] * np.max(np.abs(w))
-        inv = np.where(w > cutoff, 1.0 / np.where(w > cutoff, w, 1.0), 0.0)
-        return (V @ (inv[:, None] * (V.T @ b))).astype(b.dtype)
+        return _pinv_solve(np, a, b).astype(b.dtype)
 
     shape = jax.ShapeDtypeStruct(cross.shape, cross.dtype)
     return jax.pure_callback(host, shape, lhs, cross, vmap_method="sequential")
