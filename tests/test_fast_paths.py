@@ -3,6 +3,7 @@
 - the native ELL product (C++ FFI kernel) vs the JAX gather, including nested
   vmap, derivatives and whole models;
 - the host (BLAS) Gram vs XLA's product;
+- the in-place LAPACK ridge solve vs numpy, its fallback and derivatives;
 - streaming training (no state history) vs training on the stored states.
 """
 
@@ -16,7 +17,7 @@ import pytest
 import orc
 from orc import _native
 from orc._matrix import _gather_matvec, distinct_columns, ell_matvec, set_native
-from orc._ridge import _gram_xla, gram_update, symmetric
+from orc._ridge import RidgeStats, _gram_xla, _solve_xla, gram_update, solve, symmetric
 
 RNG = np.random.default_rng(0)
 pytestmark = pytest.mark.skipif(
@@ -132,6 +133,64 @@ def test_cpu_gram_update_equals_xla(path, dtype):
         )
     finally:
         set_native(previous)
+
+
+def _stats(x, y, stale=True):
+    """Statistics whose lower triangle is junk, as the Gram update leaves it."""
+    g = x.T @ x
+    if stale:
+        g = np.triu(g) + np.tril(RNG.standard_normal(g.shape), -1)
+    return RidgeStats(
+        jnp.asarray(g), jnp.asarray(x.T @ y), jnp.asarray(len(x), g.dtype)
+    )
+
+
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+def test_native_ridge_solve_equals_numpy(dtype):
+    """The LAPACK solve inside the Gram's buffer reads the upper triangle only
+    and equals numpy's solve; batched (vmap, chunks) and jitted too."""
+    assert _native.ridge_solve_target(dtype) is not None
+    x, y = RNG.standard_normal((400, 60)), RNG.standard_normal((400, 3))
+    beta = 1e-2
+    ref = np.linalg.solve(x.T @ x + beta * np.eye(60), x.T @ y).T
+    stats = jax.tree.map(lambda a: a.astype(dtype), _stats(x, y))
+    tol = 1e-10 if dtype == jnp.float64 else 2e-3
+    got = jax.jit(solve)(stats, beta)
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+    twice = jax.tree.map(lambda a: jnp.stack([a, 2 * a]), stats)
+    ref2 = np.linalg.solve(2 * x.T @ x + beta * np.eye(60), 2 * x.T @ y).T
+    for got in (jax.vmap(lambda s: solve(s, beta))(twice), solve(twice, beta)):
+        np.testing.assert_allclose(got[0], ref, rtol=tol, atol=tol)
+        np.testing.assert_allclose(got[1], ref2, rtol=tol, atol=tol)
+
+
+def test_native_ridge_solve_fallback_and_errors():
+    """A Gram that is not positive definite gets the minimum-norm solution from
+    the Gram the kernel left intact (alone and under vmap, next to a problem
+    that factors); NaN statistics raise; derivatives match XLA's solve."""
+    x, y = RNG.standard_normal((20, 50)), RNG.standard_normal((20, 2))  # rank 20
+    pinv = (np.linalg.pinv(x.T @ x) @ x.T @ y).T
+    stats = _stats(x, y)
+    np.testing.assert_allclose(jax.jit(solve)(stats, 0.0), pinv, atol=1e-8)
+    full = _stats(RNG.standard_normal((200, 50)), RNG.standard_normal((200, 2)))
+    both = jax.tree.map(lambda a, b: jnp.stack([a, b]), stats, full)
+    got = jax.jit(jax.vmap(lambda s: solve(s, 0.0)))(both)
+    np.testing.assert_allclose(got[0], pinv, atol=1e-8)
+    np.testing.assert_allclose(got[1], solve(full, 0.0), rtol=1e-12)
+    bad = RidgeStats(stats.gram.at[3, 7].set(jnp.nan), stats.cross, stats.count)
+    with pytest.raises(Exception, match="contain NaN/inf"):
+        jax.block_until_ready(solve(bad, 1e-3))
+
+    def loss(solver, g):
+        return jnp.sum(jnp.sin(solver(g)))
+
+    g = jnp.triu(full.gram)
+    fast = jax.grad(
+        lambda g: loss(lambda g: solve(RidgeStats(g, full.cross, full.count), 1e-2), g)
+    )(g)
+    slow = jax.grad(lambda g: loss(lambda g: _solve_xla(g, full.cross, 1e-2).T, g))(g)
+    np.testing.assert_allclose(fast, slow, rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("kind", ["single", "parallel", "multi", "target"])

@@ -12,7 +12,10 @@ blocks: the transformed features never exist for the whole sequence at once,
 and sequences (several trajectories, or data arriving later) simply add their
 statistics. The solve is a Cholesky factorisation, with a fallback to a
 symmetric eigen-decomposition (minimum-norm solution) when the factorisation
-fails, i.e. when ``G + beta I`` is not numerically positive definite.
+fails, i.e. when ``G + beta I`` is not numerically positive definite. On CPU
+both the Gram update and the factorisation run in place in one buffer (BLAS
+``syrk`` and LAPACK ``potrf`` through :mod:`orc._native`), so a fit holds one
+``F x F`` matrix.
 
 Shapes: features ``(rows, F)`` and targets ``(rows, O)`` without chunks, or
 ``(rows, C, F)`` and ``(rows, C, O)`` with ``C`` chunks; the weights are
@@ -228,38 +231,44 @@ def sequence_stats(
     return stats
 
 
-def _pinv_solve(xp, lhs, cross):
-    """Minimum-norm solution of ``lhs x = cross`` for symmetric ``lhs`` (pinv),
-    written once for both array modules (``xp`` is ``jnp`` or ``np``)."""
+def _pinv_solve(xp, gram, cross, beta):
+    """Minimum-norm solution of ``(G + beta I) x = cross`` (pinv) for ``G``
+    given by its upper triangle, written once for both array modules (``xp``
+    is ``jnp`` or ``np``)."""
+    n = gram.shape[-1]
+    lhs = xp.triu(gram) + xp.triu(gram, 1).T + beta * xp.eye(n, dtype=gram.dtype)
     w, V = xp.linalg.eigh(lhs)
-    cutoff = xp.finfo(lhs.dtype).eps * lhs.shape[0] * xp.max(xp.abs(w))
+    cutoff = xp.finfo(lhs.dtype).eps * n * xp.max(xp.abs(w))
     inv = xp.where(w > cutoff, 1.0 / xp.where(w > cutoff, w, 1.0), 0.0)
     return V @ (inv[:, None] * (V.T @ cross))
 
 
-def _min_norm_xla(lhs: Array, cross: Array) -> Array:
-    return _pinv_solve(jnp, lhs, cross)
+def _min_norm_xla(gram: Array, cross: Array, beta) -> Array:
+    return _pinv_solve(jnp, gram, cross, beta)
 
 
-def _min_norm_host(lhs: Array, cross: Array) -> Array:
-    def host(a, b):
-        a, b = np.asarray(a), np.asarray(b)
-        if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+def _min_norm_host(gram: Array, cross: Array, beta) -> Array:
+    """The minimum-norm solve in numpy, on the host (CPU without the native
+    kernels)."""
+
+    def host(g, b, bt):
+        g, b, bt = np.asarray(g), np.asarray(b), np.asarray(bt)
+        if not (np.all(np.isfinite(g)) and np.all(np.isfinite(b))):
             return np.full(b.shape, np.nan, b.dtype)  # solve() reports it
-        return _pinv_solve(np, a, b).astype(b.dtype)
+        return _pinv_solve(np, g, b, bt).astype(b.dtype)
 
     shape = jax.ShapeDtypeStruct(cross.shape, cross.dtype)
-    return jax.pure_callback(host, shape, lhs, cross, vmap_method="sequential")
+    return jax.pure_callback(host, shape, gram, cross, beta, vmap_method="sequential")
 
 
 @jax.custom_jvp
-def _min_norm(lhs: Array, cross: Array) -> Array:
+def _min_norm(gram: Array, cross: Array, beta) -> Array:
     # The fallback rarely runs, but a branch of lax.cond reserves its memory
     # whether taken or not: XLA's eigh would double the solve's footprint
     # (61 -> 122 MiB at 2000 features), so on CPU it runs in numpy, only when
     # needed. Derivatives go through the XLA version.
     return jax.lax.platform_dependent(
-        lhs, cross, cpu=_min_norm_host, default=_min_norm_xla
+        gram, cross, beta, cpu=_min_norm_host, default=_min_norm_xla
     )
 
 
@@ -268,7 +277,9 @@ def _min_norm_jvp(primals, tangents):
     return jax.jvp(_min_norm_xla, primals, tangents)
 
 
-def _solve_one(gram: Float[Array, "F F"], cross: Float[Array, "F O"], beta) -> Array:
+def _solve_xla(gram: Array, cross: Array, beta) -> Array:
+    """``(G + beta I)^{-1} cross`` (``(F, O)``) by XLA's Cholesky, with the
+    minimum-norm fallback."""
     n = gram.shape[0]
     lhs = symmetric(gram) + beta * jnp.eye(n, dtype=gram.dtype)
 
@@ -276,11 +287,60 @@ def _solve_one(gram: Float[Array, "F F"], cross: Float[Array, "F O"], beta) -> A
         return jax.scipy.linalg.cho_solve((factor, True), cross)
 
     def by_eigh(_):
-        return _min_norm(lhs, cross)
+        return _min_norm(gram, cross, beta)
 
     factor = jnp.linalg.cholesky(lhs)
-    x = jax.lax.cond(jnp.all(jnp.isfinite(factor)), by_cholesky, by_eigh, factor)
-    return x.T
+    return jax.lax.cond(jnp.all(jnp.isfinite(factor)), by_cholesky, by_eigh, factor)
+
+
+def _solve_native(gram, cross, beta, target, routines) -> tuple[Array, Array]:
+    """The same solve by LAPACK inside the Gram's buffer (:mod:`orc._native`),
+    minimum-norm fallback included; returns the solution and the kernel's
+    status (0 Cholesky, 1 fallback, -1 non-finite input, -2 failure)."""
+    call = jax.ffi.ffi_call(
+        target,
+        (
+            jax.ShapeDtypeStruct(gram.shape, gram.dtype),
+            jax.ShapeDtypeStruct(cross.shape, cross.dtype),
+            jax.ShapeDtypeStruct(gram.shape[:-2], jnp.int32),
+        ),
+        vmap_method="broadcast_all",
+        input_output_aliases={0: 0},
+    )
+    _, x, status = call(
+        gram, cross, beta, **{k: np.int64(v) for k, v in routines.items()}
+    )
+    return x, status
+
+
+@jax.custom_jvp
+def _solve_cpu(gram: Array, cross: Array, beta) -> tuple[Array, Array]:
+    native = (
+        _native.ridge_solve_target(gram.dtype) if _native.SWITCH["enabled"] else None
+    )
+    if native is not None and cross.dtype == gram.dtype:
+        return _solve_native(gram, cross, jnp.asarray(beta, gram.dtype), *native)
+    return _solve_default(gram, cross, beta)
+
+
+@_solve_cpu.defjvp
+def _solve_cpu_jvp(primals, tangents):
+    out = _solve_cpu(*primals)
+    _, dx = jax.jvp(_solve_xla, primals, tangents)
+    return out, (dx, np.zeros(out[1].shape, jax.dtypes.float0))
+
+
+def _solve_default(gram, cross, beta) -> tuple[Array, Array]:
+    finite = jnp.all(jnp.isfinite(gram)) & jnp.all(jnp.isfinite(cross))
+    return _solve_xla(gram, cross, beta), jnp.where(finite, 0, -1).astype(jnp.int32)
+
+
+def _solve_one(gram: Float[Array, "F F"], cross: Float[Array, "F O"], beta):
+    """Weights ``(O, F)`` and whether the statistics were finite."""
+    x, status = jax.lax.platform_dependent(
+        gram, cross, beta, cpu=_solve_cpu, default=_solve_default
+    )
+    return x.T, status != -1
 
 
 def _solve_intercept(gram, cross, beta) -> Array:
@@ -291,9 +351,9 @@ def _solve_intercept(gram, cross, beta) -> Array:
     s, sy = gram[0, 1:], cross[0]
     gc = gram[1:, 1:] - jnp.outer(s, s) / n
     bc = cross[1:] - jnp.outer(s, sy) / n
-    w = _solve_one(gc, bc, beta)  # (O, F - 1)
+    w, finite = _solve_one(gc, bc, beta)  # (O, F - 1)
     b = (sy - w @ s) / n
-    return jnp.concatenate([b[:, None], w], axis=1)
+    return jnp.concatenate([b[:, None], w], axis=1), finite
 
 
 def solve(
@@ -312,19 +372,22 @@ def solve(
     """
     one = _solve_intercept if intercept else _solve_one
     beta = jnp.asarray(beta, stats.gram.dtype)
-    # Checked on the (small) weights, not on the statistics: eqx.error_if
-    # copies what it guards, and the Gram is the largest array of a fit.
-    finite = jnp.all(jnp.isfinite(stats.gram)) & jnp.all(jnp.isfinite(stats.cross))
+    # Finiteness is reported by the solve (the native kernel checks while it
+    # reads the Gram) and checked on the (small) weights, not with
+    # eqx.error_if on the statistics: that copies what it guards, and the
+    # Gram is the largest array of a fit.
     if stats.gram.ndim == 2:
-        w = one(stats.gram, stats.cross, beta)
+        w, finite = one(stats.gram, stats.cross, beta)
     elif stats.gram.shape[0] == 1:  # one chunk: a reshape, not a loop over slices
-        w = one(stats.gram[0], stats.cross[0], beta)[None]
+        w, finite = one(stats.gram[0], stats.cross[0], beta)
+        w = w[None]
     else:
-        w = jax.lax.map(
+        w, finite = jax.lax.map(
             lambda gc: one(gc[0], gc[1], beta),
             (stats.gram, stats.cross),
             batch_size=batch_size,
         )
+        finite = jnp.all(finite)
     w = eqx.error_if(
         w,
         ~finite,

@@ -1,0 +1,408 @@
+// orc's native CPU kernels, as XLA FFI custom calls (see orc/_native/__init__.py):
+// the sparse reservoir product, the in-place Gram update and the in-place
+// ridge solve.
+//
+// Sparse matrix-vector product for reservoir matrices in ELL layout.
+//
+// A matrix with exactly k entries per row is stored as values[n][k] and
+// column indices[n][k]; y[i] = sum_j values[i][j] * x[indices[i][j]].
+// XLA's generic gather costs ~2 ns per element on CPU; this loop runs at the
+// speed of reading the matrix once (it is called once per reservoir step).
+//
+// Leading (batch) dimensions broadcast like numpy with equal ranks: an extent
+// of 1 is repeated (what jax.ffi.ffi_call(..., vmap_method="expand_dims")
+// produces for arguments that are not mapped).
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <vector>
+#include <cstdint>
+#include <thread>
+
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+constexpr int64_t kParallelNonzeros = 131072;
+
+template <ffi::DataType DT>
+ffi::Error EllMatvec(ffi::ThreadPool pool, ffi::Buffer<DT> values,
+                     ffi::Buffer<ffi::S32> indices, ffi::Buffer<DT> x,
+                     ffi::ResultBuffer<DT> y) {
+  using T = ffi::NativeType<DT>;
+  const auto vdims = values.dimensions();
+  const auto xdims = x.dimensions();
+  if (vdims.size() < 2 || xdims.size() < 1) {
+    return ffi::Error::InvalidArgument("orc ell_matvec: values must be (..., n, k), x (..., n)");
+  }
+  const int64_t n = vdims[vdims.size() - 2];
+  const int64_t k = vdims[vdims.size() - 1];
+  if (xdims[xdims.size() - 1] != n || n == 0) {
+    return ffi::Error::InvalidArgument("orc ell_matvec: x does not match the matrix size");
+  }
+  // Leading (batch) dimensions: equal rank for all three buffers, each extent
+  // either equal to y's or 1 (broadcast), as vmap_method="expand_dims" makes them.
+  const size_t lead = vdims.size() - 2;
+  const auto idims = indices.dimensions();
+  const auto ydims = y->dimensions();
+  if (xdims.size() - 1 != lead || idims.size() != vdims.size() || ydims.size() != xdims.size()) {
+    return ffi::Error::InvalidArgument("orc ell_matvec: inconsistent batch ranks");
+  }
+  int64_t vstride[16], istride[16], xstride[16], extent[16];
+  if (lead > 16) return ffi::Error::InvalidArgument("orc ell_matvec: too many batch dims");
+  int64_t sv = n * k, si = n * k, sx = n, by = 1;
+  for (size_t d = lead; d-- > 0;) {
+    extent[d] = ydims[d];
+    auto ok = [&](int64_t e) { return e == ydims[d] || e == 1; };
+    if (!ok(vdims[d]) || !ok(idims[d]) || !ok(xdims[d]) || idims[d] != vdims[d]) {
+      return ffi::Error::InvalidArgument("orc ell_matvec: incompatible batch dimensions");
+    }
+    vstride[d] = vdims[d] == 1 ? 0 : sv;
+    istride[d] = idims[d] == 1 ? 0 : si;
+    xstride[d] = xdims[d] == 1 ? 0 : sx;
+    sv *= vdims[d];
+    si *= idims[d];
+    sx *= xdims[d];
+    by *= ydims[d];
+  }
+  const T* V = values.typed_data();
+  const int32_t* I = indices.typed_data();
+  const T* X = x.typed_data();
+  T* Y = y->typed_data();
+  // rows [lo, hi) of the flattened (batch x n) output
+  auto rows = [&](int64_t lo, int64_t hi) {
+    for (int64_t b = lo / n; b * n < hi; ++b) {
+      int64_t rem = b, ov = 0, oi = 0, ox = 0;
+      for (size_t d = lead; d-- > 0;) {
+        const int64_t c = rem % extent[d];
+        rem /= extent[d];
+        ov += c * vstride[d];
+        oi += c * istride[d];
+        ox += c * xstride[d];
+      }
+      const T* xb = X + ox;
+      const int64_t i0 = lo > b * n ? lo - b * n : 0;
+      const int64_t i1 = hi < (b + 1) * n ? hi - b * n : n;
+      for (int64_t i = i0; i < i1; ++i) {
+        const T* vr = V + ov + i * k;
+        const int32_t* ir = I + oi + i * k;
+        T acc0 = 0, acc1 = 0;
+        int64_t j = 0;
+        for (; j + 1 < k; j += 2) {
+          acc0 += vr[j] * xb[ir[j]];
+          acc1 += vr[j + 1] * xb[ir[j + 1]];
+        }
+        if (j < k) acc0 += vr[j] * xb[ir[j]];
+        Y[b * n + i] = acc0 + acc1;
+      }
+    }
+  };
+  const int64_t total = by * n;
+  // Large products are split in two: one half on a thread of XLA's intra-op
+  // pool, the other here (res_dim 4000: 240 -> 92 us per product). Below
+  // ~128k non-zeros the hand-off, and the pool thread left spinning while
+  // BLAS wants both cores for the Gram, cost more than the split saves.
+  if (total * k >= kParallelNonzeros && pool.num_threads() > 1) {
+    const int64_t mid = total / 2;
+    std::atomic<bool> done{false};
+    pool.Schedule([&rows, &done, mid, total]() {
+      rows(mid, total);
+      done.store(true, std::memory_order_release);
+    });
+    rows(0, mid);
+    while (!done.load(std::memory_order_acquire)) std::this_thread::yield();
+  } else {
+    rows(0, total);
+  }
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEllMatvecF32, EllMatvec<ffi::F32>,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEllMatvecF64, EllMatvec<ffi::F64>,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F64>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::F64>>()
+                                  .Ret<ffi::Buffer<ffi::F64>>());
+
+// ---------------------------------------------------------------------------
+// Gram update g += x^T x by BLAS syrk, in place, without leaving XLA.
+//
+// g is (..., F, F) and x (..., B, F), row-major. A row-major x is the
+// column-major F x B matrix A, so syrk with trans = 'N' gives A A^T = x^T x.
+// uplo = 'L' updates the lower triangle of the column-major result, which is
+// the upper triangle of row-major g (the library reads only that one). The
+// BLAS routine is not linked here: its address (SciPy's Fortran-ABI syrk,
+// from scipy.linalg.cython_blas) arrives as the attribute `fn`, so the kernel
+// uses the very BLAS numpy/SciPy use, with no copy of x or g.
+namespace {
+
+template <typename T>
+using SyrkFn = void (*)(const char*, const char*, const int*, const int*, const T*,
+                        const T*, const int*, const T*, T*, const int*);
+
+template <ffi::DataType DT>
+ffi::Error SyrkUpdate(ffi::Buffer<DT> g, ffi::Buffer<DT> x, ffi::ResultBuffer<DT> out,
+                      int64_t fn) {
+  using T = ffi::NativeType<DT>;
+  const auto gd = g.dimensions();
+  const auto xd = x.dimensions();
+  if (gd.size() < 2 || xd.size() != gd.size() || fn == 0) {
+    return ffi::Error::InvalidArgument("orc syrk_update: g must be (..., F, F), x (..., B, F)");
+  }
+  const size_t lead = gd.size() - 2;
+  const int64_t f = gd[lead];
+  const int64_t b = xd[lead];
+  if (gd[lead + 1] != f || xd[lead + 1] != f) {
+    return ffi::Error::InvalidArgument("orc syrk_update: x's last axis must match g");
+  }
+  int64_t batch = 1;
+  for (size_t d = 0; d < lead; ++d) {
+    if (gd[d] != xd[d]) {
+      return ffi::Error::InvalidArgument("orc syrk_update: batch dimensions differ");
+    }
+    batch *= gd[d];
+  }
+  T* C = out->typed_data();
+  const T* G = g.typed_data();
+  if (C != G) {
+    for (int64_t i = 0; i < batch * f * f; ++i) C[i] = G[i];
+  }
+  if (b == 0 || f == 0) return ffi::Error::Success();
+  const SyrkFn<T> syrk = reinterpret_cast<SyrkFn<T>>(fn);
+  const char uplo = 'L', trans = 'N';
+  const int n = static_cast<int>(f), k = static_cast<int>(b), lda = n, ldc = n;
+  const T one = 1;
+  const T* X = x.typed_data();
+  for (int64_t i = 0; i < batch; ++i) {
+    syrk(&uplo, &trans, &n, &k, &one, X + i * b * f, &lda, &one, C + i * f * f, &ldc);
+  }
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcSyrkUpdateF32, SyrkUpdate<ffi::F32>,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int64_t>("fn"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcSyrkUpdateF64, SyrkUpdate<ffi::F64>,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::F64>>()
+                                  .Arg<ffi::Buffer<ffi::F64>>()
+                                  .Ret<ffi::Buffer<ffi::F64>>()
+                                  .Attr<int64_t>("fn"));
+
+// ---------------------------------------------------------------------------
+// Ridge solve (G + beta I) w = B by LAPACK, in G's own buffer.
+//
+// g is (..., F, F) row-major with only its upper triangle meaningful (what
+// the Gram update maintains); b is (..., F, O), beta has 1 or `batch`
+// elements. The upper triangle of row-major g is the lower triangle of the
+// column-major matrix LAPACK sees, so the Cholesky factor is built in the
+// other one: the row-major lower triangle gets a copy of the upper one, the
+// diagonal gets + beta, and potrf('U') factors there. No copy of the Gram and
+// no factor buffer are made (at F = 4000 those cost 256 MB).
+//
+// When G + beta I is not numerically positive definite (potrf fails: long
+// runs with a tiny beta), the minimum-norm solution is computed from the
+// symmetric eigen-decomposition (syevd, eigenvalues below eps * F * max|w|
+// dropped), again in the same buffer; only then is workspace allocated
+// (2 F^2 elements for syevd, freed on return). g_out (aliasing g) holds the
+// Gram's upper triangle after a Cholesky solve and eigenvectors after the
+// fallback: callers must not read it.
+//
+// status[i]: 0 Cholesky; 1 minimum-norm fallback; -1 g or b contains NaN/inf
+// (w is NaN); -2 the eigen-decomposition failed too (w is NaN). The LAPACK
+// routines arrive as addresses of SciPy's Fortran-ABI LAPACK
+// (scipy.linalg.cython_lapack).
+namespace {
+
+template <typename T>
+using PotrfFn = void (*)(const char*, const int*, T*, const int*, int*);
+template <typename T>
+using PotrsFn = void (*)(const char*, const int*, const int*, const T*, const int*, T*,
+                         const int*, int*);
+template <typename T>
+using SyevdFn = void (*)(const char*, const char*, const int*, T*, const int*, T*, T*,
+                         const int*, int*, const int*, int*);
+
+// Mirror the upper triangle of row-major a (f x f) into the lower one, tile
+// by tile (a plain column walk misses the cache on every element at F in the
+// thousands); returns whether the upper triangle is finite.
+template <typename T>
+bool MirrorUpper(T* a, int64_t f) {
+  constexpr int64_t kTile = 64;
+  bool finite = true;
+  for (int64_t i0 = 0; i0 < f; i0 += kTile) {
+    const int64_t i1 = std::min(f, i0 + kTile);
+    for (int64_t j0 = 0; j0 <= i0; j0 += kTile) {
+      const int64_t j1 = std::min(f, j0 + kTile);
+      for (int64_t i = i0; i < i1; ++i) {
+        for (int64_t j = j0; j < std::min(j1, i); ++j) {
+          const T v = a[j * f + i];
+          finite &= std::isfinite(v);
+          a[i * f + j] = v;
+        }
+      }
+    }
+  }
+  return finite;
+}
+
+// Minimum-norm solution of (a) x = b from the eigen-decomposition of the
+// symmetric matrix in a's row-major lower triangle (destroyed). b and x are
+// column-major f x o. Returns syevd's info.
+template <typename T>
+int MinNormSolve(SyevdFn<T> syevd, T* a, int64_t f, int64_t o, const T* b, T* x) {
+  const int n = static_cast<int>(f);
+  const char jobz = 'V', uplo = 'U';
+  std::vector<T> w(f);
+  T work_query = 0;
+  int iwork_query = 0, lwork = -1, liwork = -1, info = 0;
+  syevd(&jobz, &uplo, &n, a, &n, w.data(), &work_query, &lwork, &iwork_query, &liwork,
+        &info);
+  if (info != 0) return info;
+  lwork = static_cast<int>(work_query);
+  liwork = iwork_query;
+  std::vector<T> work(std::max(lwork, 1));
+  std::vector<int> iwork(std::max(liwork, 1));
+  syevd(&jobz, &uplo, &n, a, &n, w.data(), work.data(), &lwork, iwork.data(), &liwork,
+        &info);
+  if (info != 0) return info;
+  T top = 0;
+  for (int64_t i = 0; i < f; ++i) top = std::max(top, std::abs(w[i]));
+  const T cutoff = std::numeric_limits<T>::epsilon() * static_cast<T>(f) * top;
+  // Column-major a now holds eigenvector k in a[k * f : (k + 1) * f].
+  std::vector<T> c(o);
+  for (int64_t i = 0; i < f * o; ++i) x[i] = 0;
+  for (int64_t k = 0; k < f; ++k) {
+    if (!(w[k] > cutoff)) continue;
+    const T* v = a + k * f;
+    for (int64_t j = 0; j < o; ++j) {
+      T acc = 0;
+      for (int64_t i = 0; i < f; ++i) acc += v[i] * b[j * f + i];
+      c[j] = acc / w[k];
+    }
+    for (int64_t j = 0; j < o; ++j)
+      for (int64_t i = 0; i < f; ++i) x[j * f + i] += c[j] * v[i];
+  }
+  return 0;
+}
+
+template <ffi::DataType DT>
+ffi::Error RidgeSolve(ffi::Buffer<DT> g, ffi::Buffer<DT> b, ffi::Buffer<DT> beta,
+                      ffi::ResultBuffer<DT> g_out, ffi::ResultBuffer<DT> w,
+                      ffi::ResultBuffer<ffi::S32> status, int64_t potrf_fn,
+                      int64_t potrs_fn, int64_t syevd_fn) {
+  using T = ffi::NativeType<DT>;
+  const auto gd = g.dimensions();
+  const auto bd = b.dimensions();
+  if (gd.size() < 2 || bd.size() != gd.size() || !potrf_fn || !potrs_fn || !syevd_fn) {
+    return ffi::Error::InvalidArgument("orc ridge_solve: g must be (..., F, F), b (..., F, O)");
+  }
+  const size_t lead = gd.size() - 2;
+  const int64_t f = gd[lead], o = bd[lead + 1];
+  if (gd[lead + 1] != f || bd[lead] != f) {
+    return ffi::Error::InvalidArgument("orc ridge_solve: b's rows must match g");
+  }
+  int64_t batch = 1;
+  for (size_t d = 0; d < lead; ++d) {
+    if (gd[d] != bd[d]) return ffi::Error::InvalidArgument("orc ridge_solve: batch dims differ");
+    batch *= gd[d];
+  }
+  const int64_t n_beta = static_cast<int64_t>(beta.element_count());
+  if (n_beta != 1 && n_beta != batch) {
+    return ffi::Error::InvalidArgument("orc ridge_solve: beta must be a scalar per problem");
+  }
+  T* G = g_out->typed_data();
+  if (G != g.typed_data()) {
+    const T* src = g.typed_data();
+    for (int64_t i = 0; i < batch * f * f; ++i) G[i] = src[i];
+  }
+  const auto potrf = reinterpret_cast<PotrfFn<T>>(potrf_fn);
+  const auto potrs = reinterpret_cast<PotrsFn<T>>(potrs_fn);
+  const auto syevd = reinterpret_cast<SyevdFn<T>>(syevd_fn);
+  const T* B = b.typed_data();
+  T* W = w->typed_data();
+  int32_t* S = status->typed_data();
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  std::vector<T> diag(f), rhs(f * o);
+  for (int64_t p = 0; p < batch; ++p) {
+    T* gp = G + p * f * f;
+    const T* bp = B + p * f * o;
+    T* wp = W + p * f * o;
+    const T bt = beta.typed_data()[n_beta == 1 ? 0 : p];
+    bool finite = std::isfinite(bt);
+    for (int64_t i = 0; i < f * o; ++i) finite &= std::isfinite(bp[i]);
+    finite &= MirrorUpper(gp, f);
+    for (int64_t i = 0; i < f; ++i) {
+      diag[i] = gp[i * f + i];
+      finite &= std::isfinite(diag[i]);
+      gp[i * f + i] = diag[i] + bt;
+    }
+    if (!finite) {
+      for (int64_t i = 0; i < f * o; ++i) wp[i] = nan;
+      for (int64_t i = 0; i < f; ++i) gp[i * f + i] = diag[i];
+      S[p] = -1;
+      continue;
+    }
+    for (int64_t i = 0; i < f; ++i)  // row-major (F, O) -> column-major
+      for (int64_t j = 0; j < o; ++j) rhs[j * f + i] = bp[i * o + j];
+    int info = 0;
+    const int n = static_cast<int>(f), nrhs = static_cast<int>(o);
+    const char uplo = 'U';
+    potrf(&uplo, &n, gp, &n, &info);
+    if (info == 0) {
+      if (o > 0) potrs(&uplo, &n, &nrhs, gp, &n, rhs.data(), &n, &info);
+      for (int64_t i = 0; i < f; ++i) gp[i * f + i] = diag[i];
+      S[p] = 0;
+    } else {
+      // rebuild G + beta I from the untouched upper triangle and the diagonal
+      MirrorUpper(gp, f);
+      for (int64_t i = 0; i < f; ++i) gp[i * f + i] = diag[i] + bt;
+      std::vector<T> sol(f * o);
+      info = MinNormSolve(syevd, gp, f, o, rhs.data(), sol.data());
+      rhs.swap(sol);
+      S[p] = info == 0 ? 1 : -2;
+    }
+    for (int64_t i = 0; i < f; ++i)
+      for (int64_t j = 0; j < o; ++j) wp[i * o + j] = S[p] >= 0 ? rhs[j * f + i] : nan;
+  }
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+#define ORC_RIDGE_SOLVE(NAME, DT)                                   \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(NAME, RidgeSolve<DT>,               \
+                                ffi::Ffi::Bind()                    \
+                                    .Arg<ffi::Buffer<DT>>()         \
+                                    .Arg<ffi::Buffer<DT>>()         \
+                                    .Arg<ffi::Buffer<DT>>()         \
+                                    .Ret<ffi::Buffer<DT>>()         \
+                                    .Ret<ffi::Buffer<DT>>()         \
+                                    .Ret<ffi::Buffer<ffi::S32>>()   \
+                                    .Attr<int64_t>("potrf")         \
+                                    .Attr<int64_t>("potrs")         \
+                                    .Attr<int64_t>("syevd"));
+
+ORC_RIDGE_SOLVE(OrcRidgeSolveF32, ffi::F32)
+ORC_RIDGE_SOLVE(OrcRidgeSolveF64, ffi::F64)
