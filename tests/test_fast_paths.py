@@ -4,11 +4,13 @@
   vmap, derivatives and whole models;
 - the host (BLAS) Gram vs XLA's product;
 - the in-place LAPACK ridge solve vs numpy, its fallback and derivatives;
+- the fused native ESN run (two threads per step) vs the per-step scan;
 - streaming training (no state history) vs training on the stored states.
 """
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,7 +18,14 @@ import pytest
 
 import orc
 from orc import _native
-from orc._matrix import _gather_matvec, distinct_columns, ell_matvec, set_native
+from orc._matrix import (
+    _esn_run_scan,
+    _gather_matvec,
+    distinct_columns,
+    ell_matvec,
+    esn_run,
+    set_native,
+)
 from orc._ridge import RidgeStats, _gram_xla, _solve_xla, gram_update, solve, symmetric
 
 RNG = np.random.default_rng(0)
@@ -191,6 +200,95 @@ def test_native_ridge_solve_fallback_and_errors():
     )(g)
     slow = jax.grad(lambda g: loss(lambda g: _solve_xla(g, full.cross, 1e-2).T, g))(g)
     np.testing.assert_allclose(fast, slow, rtol=1e-9, atol=1e-12)
+
+
+def test_native_esn_activation_is_tanh():
+    """With W = 0 and leak 1 the fused run returns tanh(drive): the kernel's
+    own tanh agrees with numpy's to a few ulp (relative) from 1e-300 to
+    beyond saturation, with the sign of its argument."""
+    grid = np.concatenate([[0.0, 1e-300, -1e-12, 1e-6], np.linspace(-40, 40, 4001)])
+    drive = jnp.asarray(grid.reshape(-1, 1) * np.ones((1, 3)))
+    zeros, idx = jnp.zeros((3, 2)), jnp.zeros((3, 2), jnp.int32)
+    got = esn_run(zeros, idx, drive, jnp.zeros(3), 1.0)[:, 0]
+    np.testing.assert_allclose(got, np.tanh(grid), rtol=1e-15, atol=0)
+    assert np.all(np.sign(got) == np.sign(grid))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+@pytest.mark.parametrize("n,lead", [(1000, ()), (60, ()), (300, (3,))])
+def test_native_esn_run_equals_scan(dtype, n, lead):
+    """The fused run (two threads at 1000 nodes x 20 non-zeros, one below)
+    equals the per-step scan, with and without chunks, under jit and vmap."""
+    k = max(1, n // 50)
+    values, indices = _ell(n, k, lead or (1,))
+    if not lead:
+        values, indices = values[0], indices[0]
+    values = (values * 0.8 / np.sqrt(k)).astype(dtype)
+    drive = jnp.asarray(RNG.standard_normal((333,) + lead + (n,)), dtype)
+    r0 = jnp.asarray(RNG.uniform(-1, 1, lead + (n,)), dtype)
+    tol = 1e-13 if dtype == jnp.float64 else 2e-6
+    ref = jax.jit(_esn_run_scan)(values, indices, drive, r0, 0.6)
+    got = jax.jit(esn_run)(values, indices, drive, r0, 0.6)
+    assert got.dtype == dtype and got.shape == drive.shape
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+    two = jnp.stack([r0, -r0])
+    batched = jax.vmap(lambda r: esn_run(values, indices, drive, r, 0.6))(two)
+    np.testing.assert_allclose(
+        batched[1], _esn_run_scan(values, indices, drive, -r0, 0.6), rtol=tol, atol=tol
+    )
+
+
+def test_native_esn_run_derivatives():
+    """Derivatives of the fused run (through the scan) match central
+    differences, for the leak, the drive and the matrix values."""
+    values, indices = _ell(40, 4)
+    values = values * 0.3
+    drive = jnp.asarray(RNG.standard_normal((25, 40)))
+    r0 = jnp.zeros(40)
+
+    def loss(leak, drive, values):
+        return jnp.sum(jnp.sin(esn_run(values, indices, drive, r0, leak)))
+
+    grads = jax.grad(loss, argnums=(0, 1, 2))(0.7, drive, values)
+    h = 1e-6
+    fd = (loss(0.7 + h, drive, values) - loss(0.7 - h, drive, values)) / (2 * h)
+    np.testing.assert_allclose(grads[0], fd, rtol=1e-6)
+    e = jnp.zeros_like(drive).at[3, 5].set(h)
+    fd = (loss(0.7, drive + e, values) - loss(0.7, drive - e, values)) / (2 * h)
+    np.testing.assert_allclose(grads[1][3, 5], fd, rtol=1e-6)
+    e = jnp.zeros_like(values).at[7, 2].set(h)
+    fd = (loss(0.7, drive, values + e) - loss(0.7, drive, values - e)) / (2 * h)
+    np.testing.assert_allclose(grads[2][7, 2], fd, rtol=1e-6)
+
+
+def test_models_force_with_fused_run_equals_per_step():
+    """Forecaster, parallel forecaster and regressor states from the fused run (blocks of SEQ_BLOCK plus a tail) equal one advance() per
+    step without the native kernels."""
+    from orc.drivers import SEQ_BLOCK
+
+    u = jnp.asarray(RNG.standard_normal((SEQ_BLOCK * 2 + 77, 3)))
+    models = [
+        orc.forecaster.ESNForecaster(data_dim=3, res_dim=200, seed=1),
+        orc.forecaster.ESNForecaster(data_dim=3, res_dim=60, chunks=3, seed=1),
+        orc.regression.ESNRegressor(in_dim=3, out_dim=2, res_dim=100, seed=1),
+    ]
+    for model in models:
+        r0 = model.driver.default_state()
+        fast = model.force(u, r0)
+        previous = set_native(False)
+        try:
+
+            def per_step(model, u, r0):
+                def step(r, x):
+                    r = model.driver.advance(model.embedding.embed(x), r)
+                    return r, r
+
+                return jax.lax.scan(step, r0, u)[1]
+
+            slow = eqx.filter_jit(per_step)(model, u, r0)
+        finally:
+            set_native(previous)
+        np.testing.assert_allclose(fast, slow, rtol=1e-12, atol=1e-13)
 
 
 @pytest.mark.parametrize("kind", ["single", "parallel", "multi", "target"])

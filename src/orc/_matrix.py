@@ -31,6 +31,7 @@ __all__ = [
     "random_reservoir_matrices",
     "distinct_columns",
     "ell_matvec",
+    "esn_run",
 ]
 
 _USE_NATIVE = _native.SWITCH  # one switch for every native kernel
@@ -87,6 +88,65 @@ def ell_matvec(values, indices, x, native: bool | None = None):
             default=_gather_matvec,
         )
     return _gather_matvec(values, indices, x)
+
+
+def _esn_run_scan(values, indices, drive, r0, leak):
+    """Reference of :func:`esn_run`: one ``lax.scan`` step per input."""
+    if values.ndim == 3:  # chunks: one reservoir per chunk, mapped
+        return jax.vmap(_esn_run_scan, in_axes=(0, 0, 1, 0, None), out_axes=1)(
+            values, indices, drive, r0, leak
+        )
+
+    def step(r, p):
+        act = jnp.tanh(ell_matvec(values, indices, r) + p)
+        r = leak * act + (1 - leak) * r
+        return r, r
+
+    return jax.lax.scan(step, r0, drive)[1]
+
+
+@jax.custom_jvp
+def _esn_run_native(values, indices, drive, r0, leak):
+    call = jax.ffi.ffi_call(
+        _native.esn_run_target(values.dtype),
+        jax.ShapeDtypeStruct(drive.shape, drive.dtype),
+        vmap_method="sequential",
+    )
+    return call(values, indices, drive, r0, leak)
+
+
+@_esn_run_native.defjvp
+def _esn_run_native_jvp(primals, tangents):
+    return _esn_run_native(*primals), jax.jvp(_esn_run_scan, primals, tangents)[1]
+
+
+def esn_run(values, indices, drive, r0, leak):
+    """States of the discrete leaky-tanh ESN forced by ``drive``.
+
+    ``r_t = leak * tanh(W r_{t-1} + drive_t) + (1 - leak) * r_{t-1}`` for
+    ``W`` in ELL layout (``values``/``indices`` ``(n, k)``, or ``(C, n, k)``
+    for ``C`` parallel reservoirs), ``drive (T, [C,] n)`` and ``r0 ([C,] n)``;
+    returns ``(T, [C,] n)``. On CPU with the native kernels the whole sequence
+    is one call that shares every step between two threads (see
+    :mod:`orc._native`); elsewhere a ``lax.scan``. Derivatives go through
+    the scan.
+    """
+    leak = jnp.asarray(leak, drive.dtype)
+    if (
+        _USE_NATIVE["enabled"]
+        and values.dtype == drive.dtype == r0.dtype
+        and _native.esn_run_target(values.dtype) is not None
+    ):
+        return jax.lax.platform_dependent(
+            values,
+            indices,
+            drive,
+            r0,
+            leak,
+            cpu=_esn_run_native,
+            default=_esn_run_scan,
+        )
+    return _esn_run_scan(values, indices, drive, r0, leak)
 
 
 class ReservoirMatrix(eqx.Module):

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._matrix import ReservoirMatrix, random_reservoir_matrices
+from ._matrix import ReservoirMatrix, esn_run, random_reservoir_matrices
 from ._random import jax_key, numpy_rng, spawn
 from ._validation import check_dtype, check_float, check_int
 from .embeddings import EmbedBase, LinearEmbedding
@@ -47,6 +47,7 @@ __all__ = [
     "StackedDriver",
     "DeepESNDriver",
     "ReservoirMatrix",
+    "drive_sequence",
 ]
 
 
@@ -85,6 +86,20 @@ class DriverBase(eqx.Module):
     @abc.abstractmethod
     def advance(self, proj_vars: Array, res_state: Array) -> Array:
         """Advance one step: new state (or its time derivative in continuous mode)."""
+
+    def advance_seq(self, proj_seq: Array, res_state: Array) -> Array:
+        """States after each of ``proj_seq`` ``(T, *state_shape)`` (discrete
+        drivers): ``T`` applications of :meth:`advance`, ``(T, *state_shape)``.
+
+        Drivers with a faster way to run a known sequence override this; see
+        :func:`drive_sequence`, which the models call.
+        """
+
+        def step(r, p):
+            r = self.advance(p, r)
+            return r, r
+
+        return jax.lax.scan(step, res_state, proj_seq)[1]
 
     def batch_advance(self, proj_vars: Array, res_state: Array) -> Array:
         """:meth:`advance` mapped over a leading batch axis."""
@@ -278,6 +293,69 @@ class _ESNDriverCore(_SparseReservoirDriver):
         the single one.
         """
         return self._per_chunk(self._update, proj_vars, res_state)
+
+    def advance_seq(self, proj_seq: Array, res_state: Array) -> Array:
+        """In discrete mode one fused run (:func:`orc._matrix.esn_run`: on CPU a
+        native loop over the whole sequence that uses two threads per step)."""
+        if self.mode != "discrete":
+            return super().advance_seq(proj_seq, res_state)
+        return esn_run(
+            self.wr.values,
+            self.wr.indices,
+            proj_seq + self.bias,
+            res_state,
+            self.leak,
+        )
+
+
+# Inputs embedded at a time when a driver runs whole sequences
+# (drive_sequence): bounds the embedded copy of a long sequence.
+SEQ_BLOCK = 1024
+
+
+def drive_sequence(
+    driver: DriverBase, embedding: EmbedBase, in_seq: Array, res_state: Array
+) -> Array:
+    """States after each input of ``in_seq`` ``(T, in_dim)``: ``r <- driver(embed(u), r)``.
+
+    Drivers that override :meth:`DriverBase.advance_seq` get the embedded
+    inputs a block at a time (``embedding.batch_embed``: one product per
+    block, at most ``SEQ_BLOCK`` rows live); the others run one ``lax.scan``
+    step per input with the embedding inside the step, so no embedded copy of
+    the sequence exists.
+    """
+    if type(driver).advance_seq is DriverBase.advance_seq:
+
+        def step(r, u):
+            r = driver.advance(embedding.embed(u), r)
+            return r, r
+
+        return jax.lax.scan(step, res_state, in_seq)[1]
+
+    def block(u, r):
+        return driver.advance_seq(embedding.batch_embed(u), r)
+
+    t = in_seq.shape[0]
+    if t <= SEQ_BLOCK:
+        return block(in_seq, res_state)
+    n_full, tail = divmod(t, SEQ_BLOCK)
+    shape = jax.eval_shape(block, in_seq[:SEQ_BLOCK], res_state)
+    out = jnp.zeros((t,) + shape.shape[1:], shape.dtype)
+
+    def body(i, carry):
+        out, r = carry
+        u = jax.lax.dynamic_slice_in_dim(in_seq, i * SEQ_BLOCK, SEQ_BLOCK, axis=0)
+        states = block(u, r)
+        out = jax.lax.dynamic_update_slice_in_dim(out, states, i * SEQ_BLOCK, axis=0)
+        return out, states[-1]
+
+    out, r = jax.lax.fori_loop(0, n_full, body, (out, res_state))
+    if tail:
+        states = block(in_seq[n_full * SEQ_BLOCK :], r)
+        out = jax.lax.dynamic_update_slice_in_dim(
+            out, states, n_full * SEQ_BLOCK, axis=0
+        )
+    return out
 
 
 class ParallelESNDriver(_ESNDriverCore):

@@ -157,6 +157,27 @@ class _LinearEmbeddingCore(EmbedBase):
             return self.win @ in_state
         return jnp.einsum("cnw,cw->cn", self.win, self.localize(in_state))
 
+    def batch_embed(self, in_state: Float[Array, "batch in_dim"]) -> Array:
+        """:meth:`embed` of every row, as one product for the whole batch.
+
+        With a narrow input window (the usual few variables) the product is
+        written as ``width`` fused multiply-adds over the output, which XLA
+        runs ~20x faster on CPU than the contraction ``vmap`` of
+        :meth:`embed` gives (a ``K = 3`` dot followed by a transpose).
+        """
+        if in_state.ndim != 2 or in_state.shape[-1] != self.in_dim:
+            return super().batch_embed(in_state)
+        if self.chunks == 0:
+            win, windows = self.win[None], in_state[:, None, :]
+        else:
+            win, windows = self.win, jax.vmap(self.localize)(in_state)
+        width = win.shape[-1]
+        if width <= 16:
+            out = sum(win[None, :, :, j] * windows[:, :, None, j] for j in range(width))
+        else:
+            out = jnp.einsum("cnw,bcw->bcn", win, windows)
+        return out[:, 0] if self.chunks == 0 else out
+
 
 class ParallelLinearEmbedding(_LinearEmbeddingCore):
     """Local linear embedding for ``chunks`` parallel reservoirs.

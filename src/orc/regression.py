@@ -24,7 +24,6 @@ regression with ``target = series shifted by h``.
 from __future__ import annotations
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -47,7 +46,7 @@ from ._validation import (
     check_int,
     check_rank,
 )
-from .drivers import DriverBase
+from .drivers import DriverBase, drive_sequence
 from .embeddings import EmbedBase
 from .readouts import ReadoutBase
 
@@ -142,11 +141,7 @@ class RCRegressorBase(eqx.Module):
         return in_seq.astype(self.dtype), jnp.asarray(res_state, self.dtype)
 
     def _run(self, in_seq, res_state):
-        def step(r, u):
-            r = self.driver.advance(self.embedding.embed(u), r)
-            return r, r
-
-        return jax.lax.scan(step, res_state, in_seq)[1]
+        return drive_sequence(self.driver, self.embedding, in_seq, res_state)
 
     @eqx.filter_jit
     def force(

@@ -15,6 +15,12 @@ from ``scipy.linalg.cython_blas``) on XLA's buffers, with no hand-over to
 Python and no copies (0.13 s per 4096 x 2000 float64 block against 0.19 s
 through a host callback and 0.4 s for XLA's dot).
 
+For teacher forcing, a whole block of steps of the discrete ESN update runs
+in one call (``esn_run``): the drive of every step is computed beforehand in
+one product, and inside each step the rows are shared between this thread and
+one helper on XLA's intra-op pool, so both cores work on the sequential part
+of training.
+
 It also holds the ridge solve ``(G + beta I) w = B``: LAPACK's Cholesky
 (SciPy's ``potrf``/``potrs``, again by address) run inside the Gram's own
 buffer, using the triangle the Gram update leaves free, so solving needs no
@@ -44,7 +50,13 @@ from pathlib import Path
 
 import jax
 
-__all__ = ["native_available", "ffi_target", "syrk_target", "ridge_solve_target"]
+__all__ = [
+    "native_available",
+    "ffi_target",
+    "syrk_target",
+    "ridge_solve_target",
+    "esn_run_target",
+]
 
 _SOURCE = Path(__file__).with_name("kernels.cc")
 _TARGETS = {
@@ -54,6 +66,10 @@ _TARGETS = {
 _SYRK_TARGETS = {
     "float32": ("orc_syrk_update_f32", "OrcSyrkUpdateF32", "ssyrk"),
     "float64": ("orc_syrk_update_f64", "OrcSyrkUpdateF64", "dsyrk"),
+}
+_ESN_TARGETS = {
+    "float32": ("orc_esn_run_f32", "OrcEsnRunF32"),
+    "float64": ("orc_esn_run_f64", "OrcEsnRunF64"),
 }
 _SOLVE_TARGETS = {
     "float32": (
@@ -71,7 +87,7 @@ _SOLVE_TARGETS = {
         "dsyevd",
     ),
 }
-_FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC")
+_FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-fno-trapping-math")
 _lock = threading.Lock()
 # Whether traced functions use the native kernels (``orc._matrix.set_native``).
 SWITCH = {"enabled": True}
@@ -125,7 +141,12 @@ def _load() -> bool:
         return False
     try:
         lib = ctypes.cdll.LoadLibrary(str(_build()))
-        every = (*_TARGETS.values(), *_SYRK_TARGETS.values(), *_SOLVE_TARGETS.values())
+        every = (
+            *_TARGETS.values(),
+            *_SYRK_TARGETS.values(),
+            *_SOLVE_TARGETS.values(),
+            *_ESN_TARGETS.values(),
+        )
         for name, symbol, *_ in every:
             jax.ffi.register_ffi_target(
                 name, jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu"
@@ -153,6 +174,14 @@ def native_available() -> bool:
 def ffi_target(dtype) -> str | None:
     """FFI target name of the ELL product for ``dtype``, or None if unavailable."""
     name = _TARGETS.get(str(jax.numpy.dtype(dtype)))
+    if name is None or not native_available():
+        return None
+    return name[0]
+
+
+def esn_run_target(dtype) -> str | None:
+    """FFI target of the fused ESN run over a block of steps, or None."""
+    name = _ESN_TARGETS.get(str(jax.numpy.dtype(dtype)))
     if name is None or not native_available():
         return None
     return name[0]

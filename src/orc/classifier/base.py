@@ -18,7 +18,7 @@ from jaxtyping import Array, Float
 from .._compose import check_pipeline
 from .._random import seed_field
 from .._validation import check_dtype, check_int, check_rank
-from ..drivers import DriverBase
+from ..drivers import DriverBase, drive_sequence
 from ..embeddings import EmbedBase
 from ..readouts import ReadoutBase
 
@@ -109,11 +109,9 @@ class RCClassifierBase(eqx.Module):
         """Teacher-force with ``in_seq``; states ``(seq_len, res_dim)``."""
         in_seq = self._check_seq(in_seq)
 
-        def step(r, u):
-            r = self.driver.advance(self.embedding.embed(u), r)
-            return r, r
-
-        return jax.lax.scan(step, self._initial(res_state), in_seq)[1]
+        return drive_sequence(
+            self.driver, self.embedding, in_seq, self._initial(res_state)
+        )
 
     def __call__(
         self, in_seq: Array, res_state: Array | None = None, spinup: int = 0

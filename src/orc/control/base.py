@@ -26,7 +26,7 @@ from jaxtyping import Array, Float
 from .._compose import check_pipeline
 from .._random import seed_field
 from .._validation import check_dtype, check_float, check_int, check_rank
-from ..drivers import DriverBase
+from ..drivers import DriverBase, drive_sequence
 from ..embeddings import EmbedBase
 from ..readouts import ReadoutBase
 
@@ -164,11 +164,9 @@ class RCControllerBase(eqx.Module):
             )
         inputs = jnp.concatenate([in_seq.astype(self.dtype), control_seq], axis=1)
 
-        def step(r, u):
-            r = self.driver.advance(self.embedding.embed(u), r)
-            return r, r
-
-        return jax.lax.scan(step, self._check_state(res_state), inputs)[1]
+        return drive_sequence(
+            self.driver, self.embedding, inputs, self._check_state(res_state)
+        )
 
     def __call__(self, in_seq: Array, control_seq: Array, res_state: Array) -> Array:
         """Same as :meth:`force`."""

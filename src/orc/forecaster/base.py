@@ -25,7 +25,7 @@ from jaxtyping import Array, Float
 from .._compose import check_pipeline
 from .._random import seed_field
 from .._validation import check_dtype, check_rank, check_static_int
-from ..drivers import DriverBase
+from ..drivers import DriverBase, drive_sequence
 from ..embeddings import EmbedBase
 from ..readouts import ReadoutBase
 
@@ -107,13 +107,7 @@ class RCForecasterBase(eqx.Module):
         self.seed = seed_field(seed, type(self).__name__)
 
     def _advance_seq(self, in_seq, res_state):
-        # Each input is embedded inside the step: the embedded sequence would be
-        # as large as the state history and is cheap to recompute.
-        def step(r, u):
-            r = self.driver.advance(self.embedding.embed(u), r)
-            return r, r
-
-        return jax.lax.scan(step, res_state, in_seq)[1]
+        return drive_sequence(self.driver, self.embedding, in_seq, res_state)
 
     @eqx.filter_jit
     def force(
