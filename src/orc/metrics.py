@@ -154,15 +154,19 @@ def valid_prediction_time(
 
 
 def power_spectrum(
-    x: ArrayLike, dt: float = 1.0, axis: str = "time"
+    x: ArrayLike, dt: float = 1.0, axis: str = "time", window: str | None = None
 ) -> tuple[Array, Array]:
     """One-sided power spectrum of ``x (time, features)``, averaged over the other axis.
 
     ``axis="time"``: the spectrum of each feature's time series (mean removed),
     averaged over features; ``axis="space"``: the spectrum of each snapshot
     (e.g. a Kuramoto-Sivashinsky field on a periodic grid), averaged over time,
-    with ``dt`` the grid spacing. Power is ``|FFT|² / n`` (no window), so for a
-    sine of amplitude ``A`` on an exact bin it is ``n A² / 4`` at that bin.
+    with ``dt`` the grid spacing. Without a window power is ``|FFT|² / n``, so
+    for a sine of amplitude ``A`` on an exact bin it is ``n A² / 4`` at that
+    bin. ``window="hann"`` multiplies each series by the periodic Hann window
+    ``w`` first and divides by ``sum(w²)`` instead of ``n``: a non-periodic
+    record (a time series cut anywhere) then leaks far less power from its
+    peaks into distant bins.
 
     Returns
     -------
@@ -178,11 +182,20 @@ def power_spectrum(
         raise ValueError(
             f"power_spectrum: axis must be 'time' or 'space', got {axis!r}"
         )
+    if window not in (None, "hann"):
+        raise ValueError(
+            f"power_spectrum: window must be None or 'hann', got {window!r}"
+        )
     if axis == "space":
         x = x.T
     n = x.shape[0]
     x = x - jnp.mean(x, axis=0) if axis == "time" else x
-    power = jnp.mean(jnp.abs(jnp.fft.rfft(x, axis=0)) ** 2, axis=1) / n
+    if window == "hann":
+        w = jnp.sin(jnp.pi / n * jnp.arange(n, dtype=x.dtype)) ** 2
+        x, norm = x * w[:, None], jnp.sum(w**2)
+    else:
+        norm = n
+    power = jnp.mean(jnp.abs(jnp.fft.rfft(x, axis=0)) ** 2, axis=1) / norm
     return jnp.fft.rfftfreq(n, d=dt), power
 
 
@@ -192,6 +205,7 @@ def power_spectrum_error(
     axis: str = "time",
     normalize: bool = True,
     floor: float = 1e-12,
+    window: str | None = "auto",
 ) -> Float[Array, ""]:
     """RMS difference of the log10 power spectra of ``pred`` and ``truth``.
 
@@ -204,10 +218,18 @@ def power_spectrum_error(
     true spectrum's maximum are clipped to that level so numerically empty
     bins do not dominate. Along time the zero-frequency bin (empty once the
     mean is removed) is left out; along space it is kept (the spatial mean).
+
+    ``window="auto"`` (default) uses the Hann window along time, where a
+    forecast window cut anywhere is not periodic and an unwindowed spectrum
+    would leak (the error of one Lorenz forecast changed from 0.22 to 1.17
+    between 15900 and 16000 steps), and none along space, where the fields of
+    interest are periodic. ``None`` or ``"hann"`` choose explicitly.
     """
     pred, truth = _pair(pred, truth, "power_spectrum_error")
-    _, p = power_spectrum(pred, axis=axis)
-    _, q = power_spectrum(truth, axis=axis)
+    if window == "auto":
+        window = "hann" if axis == "time" else None
+    _, p = power_spectrum(pred, axis=axis, window=window)
+    _, q = power_spectrum(truth, axis=axis, window=window)
     if axis == "time":  # the mean is removed: the zero-frequency bin is empty
         p, q = p[1:], q[1:]
     if normalize:
