@@ -128,6 +128,10 @@ def _build() -> Path:
         out = Path(tmp) / target.name
         cmd = [cxx, *_FLAGS, f"-I{include}", str(_SOURCE), "-o", str(out)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:  # e.g. a toolchain without target_clones
+            proc = subprocess.run(
+                cmd + ["-DORC_NO_CLONES"], capture_output=True, text=True
+            )
         if proc.returncode != 0:
             raise RuntimeError(
                 f"compiling {_SOURCE.name} failed: {proc.stderr.strip()[-500:]}"

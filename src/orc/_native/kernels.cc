@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <system_error>
 #include <thread>
 
 #include "xla/ffi/api/ffi.h"
@@ -481,7 +482,8 @@ inline double TanhFast(double x) {
 // The activation pass is the only vector-friendly part of a step: on x86-64
 // Linux (GCC/Clang ifunc dispatch) it is compiled for AVX-512, AVX2 and the
 // baseline, and the best one the CPU has is picked at load time.
-#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(ORC_NO_CLONES)
 #define ORC_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define ORC_VECTOR_CLONES
@@ -605,7 +607,13 @@ ffi::Error EsnRun(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices,
   EsnShared shared;
   const bool two = ForceThreads() > 1 && n * k * chunks >= kEsnParallelNonzeros && units > 1;
   std::thread helper;
-  if (two) helper = std::thread(drain, &shared);
+  if (two) {
+    try {
+      helper = std::thread(drain, &shared);
+    } catch (const std::system_error&) {
+      // no thread to be had: this one does every unit
+    }
+  }
   drain(&shared);
   if (helper.joinable()) helper.join();
   return ffi::Error::Success();
