@@ -24,6 +24,7 @@ Shapes: features ``(rows, F)`` and targets ``(rows, O)`` without chunks, or
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import equinox as eqx
@@ -38,7 +39,7 @@ from . import _native
 __all__ = [
     "RidgeStats",
     "accumulate",
-    "gram_update",
+    "stats_update",
     "symmetric",
     "sequence_stats",
     "solve",
@@ -80,79 +81,133 @@ def _gram_xla(x: Array) -> Array:
     return jnp.einsum("...tf,...tg->...fg", x, x)
 
 
-def _gram_update_xla(g: Array, x: Array) -> Array:
-    return g + _gram_xla(x)
+def _rows(a: Array, start: int, stop: int) -> Array:
+    """Rows ``start:stop`` of the leading (time) axis, moved behind the chunk
+    axis when there is one: ``(T, [C,] D) -> ([C,] rows, D)``."""
+    a = a[start:stop]
+    return jnp.moveaxis(a, 1, 0) if a.ndim == 3 else a
 
 
-def _gram_update_host(g: Array, x: Array) -> Array:
-    """``g + x^T x`` by BLAS ``syrk`` on the host, upper triangle only.
-
-    ``syrk`` does half the multiply-adds of a general product and here
-    accumulates in place into a copy of ``g`` (no product buffer, no extra
-    add): 0.12 s per 4096 x 2000 block against 0.15 s for numpy's ``x.T @ x``
-    plus the add and 0.4 s for XLA's float64 dot (measured on this 2-core
-    machine). The lower triangle of the result is left as it was in ``g``;
-    :func:`solve` reads the upper one only.
-    """
-
-    def host(g, a):
-        g = np.array(g)  # writable C-ordered copy of the running sum
-        a = np.asarray(a)
-        syrk = scipy.linalg.blas.get_blas_funcs("syrk", (a,))
-        gs, xs = g.reshape((-1,) + g.shape[-2:]), a.reshape((-1,) + a.shape[-2:])
-        for gi, ai in zip(gs, xs, strict=True):
-            # Column-major views without copies: ai.T is (F, B) Fortran-ordered
-            # and gi.T is gi seen column-major, whose lower triangle is gi's
-            # upper one; syrk updates it in place (overwrite_c).
-            out = syrk(1.0, ai.T, beta=1.0, c=gi.T, trans=0, lower=1, overwrite_c=1)
-            if not np.shares_memory(out, gi):  # f2py had to copy: write back
-                gi[...] = out.T
-        return g
-
-    shape = jax.ShapeDtypeStruct(g.shape, g.dtype)
-    return jax.pure_callback(host, shape, g, x, vmap_method="broadcast_all")
+def _stats_update_xla(g, c, x, y, start, stop):
+    xs, ys = _rows(x, start, stop), _rows(y, start, stop)
+    return g + _gram_xla(xs), c + jnp.einsum("...tf,...to->...fo", xs, ys)
 
 
-def _gram_update_native(g: Array, x: Array, target: str, address: int) -> Array:
-    """The same update as an XLA FFI call into SciPy's BLAS (see
-    :mod:`orc._native`): no hand-over to Python and no copies, the result
-    aliases ``g``."""
+def _stats_update_host(g, c, x, y, start, stop):
+    """The same update by BLAS on the host through a callback (used when the
+    native kernels are unavailable): upper triangle of ``g`` only, into copies
+    of the sums."""
+    chunked = x.ndim == 3  # unbatched ranks; vmap prepends batch axes below
+
+    def host(g, c, x, y):
+        g, c = np.array(g), np.array(c)  # writable C-ordered copies of the sums
+        x, y = np.asarray(x), np.asarray(y)
+        if not chunked:  # views with a chunk axis of one
+            g, c = g[..., None, :, :], c[..., None, :, :]
+            x, y = x[..., :, None, :], y[..., :, None, :]
+        syrk = scipy.linalg.blas.get_blas_funcs("syrk", (x,))
+        for b in np.ndindex(*g.shape[:-3]):
+            for ci in range(g.shape[-3]):
+                xi, gi = x[b][start:stop, ci], g[b][ci]
+                # gi.T is gi seen column-major, whose lower triangle is its
+                # upper one; syrk updates it in place (overwrite_c).
+                out = syrk(1.0, xi.T, beta=1.0, c=gi.T, trans=0, lower=1, overwrite_c=1)
+                if not np.shares_memory(out, gi):  # f2py had to copy: write back
+                    gi[...] = out.T
+                c[b][ci] += xi.T @ y[b][start:stop, ci]
+        if not chunked:
+            g, c = g[..., 0, :, :], c[..., 0, :, :]
+        return g, c
+
+    shapes = (
+        jax.ShapeDtypeStruct(g.shape, g.dtype),
+        jax.ShapeDtypeStruct(c.shape, c.dtype),
+    )
+    return jax.pure_callback(host, shapes, g, c, x, y, vmap_method="broadcast_all")
+
+
+def _stats_update_native(g, c, x, y, start, stop, target, routines):
+    """The same update as one XLA FFI call into SciPy's BLAS (see
+    :mod:`orc._native`): no hand-over to Python, no copies of the rows, and
+    the results alias ``g`` and ``c``."""
     call = jax.ffi.ffi_call(
         target,
-        jax.ShapeDtypeStruct(g.shape, g.dtype),
+        (
+            jax.ShapeDtypeStruct(g.shape, g.dtype),
+            jax.ShapeDtypeStruct(c.shape, c.dtype),
+        ),
         vmap_method="broadcast_all",
-        input_output_aliases={0: 0},
+        input_output_aliases={0: 0, 1: 1},
     )
-    return call(g, x, fn=np.int64(address))
+    return call(
+        g,
+        c,
+        x,
+        y,
+        start=np.int64(start),
+        stop=np.int64(stop),
+        chunked=np.int64(x.ndim == 3),
+        syrk=np.int64(routines["syrk"]),
+        gemm=np.int64(routines["gemm"]),
+    )
 
 
-@jax.custom_jvp
-def _gram_update_cpu(g: Array, x: Array) -> Array:
-    native = _native.syrk_target(g.dtype) if _native.SWITCH["enabled"] else None
-    if native is not None and x.dtype == g.dtype:
-        return _gram_update_native(g, x, *native)
-    return _gram_update_host(g, x)
+@functools.partial(jax.custom_jvp, nondiff_argnums=(4, 5))
+def _stats_update_cpu(g, c, x, y, start, stop):
+    native = _native.stats_update_target(g.dtype) if _native.SWITCH["enabled"] else None
+    if native is not None and x.dtype == y.dtype == g.dtype == c.dtype:
+        return _stats_update_native(g, c, x, y, start, stop, *native)
+    return _stats_update_host(g, c, x, y, start, stop)
 
 
-@_gram_update_cpu.defjvp
-def _gram_update_cpu_jvp(primals, tangents):
-    (g, x), (dg, dx) = primals, tangents
-    d = jnp.einsum("...tf,...tg->...fg", dx, x)
-    return _gram_update_cpu(g, x), dg + d + jnp.swapaxes(d, -1, -2)
+@_stats_update_cpu.defjvp
+def _stats_update_cpu_jvp(start, stop, primals, tangents):
+    (g, c, x, y), (dg, dc, dx, dy) = primals, tangents
+    xs, ys = _rows(x, start, stop), _rows(y, start, stop)
+    dxs, dys = _rows(dx, start, stop), _rows(dy, start, stop)
+    d = jnp.einsum("...tf,...tg->...fg", dxs, xs)
+    dcross = jnp.einsum("...tf,...to->...fo", dxs, ys) + jnp.einsum(
+        "...tf,...to->...fo", xs, dys
+    )
+    return _stats_update_cpu(g, c, x, y, start, stop), (
+        dg + d + jnp.swapaxes(d, -1, -2),
+        dc + dcross,
+    )
 
 
-def gram_update(g: Array, feats: Array) -> Array:
-    """``g + F^T F`` for ``feats (B, [C,] F)`` and ``g ([C,] F, F)``.
+def stats_update(
+    stats: RidgeStats,
+    feats: Array,
+    targets: Array,
+    start: int = 0,
+    stop: int | None = None,
+) -> RidgeStats:
+    """Add rows ``start:stop`` (static) of ``feats (T, [C,] F)`` and
+    ``targets (T, [C,] O)`` to ``stats``.
 
-    Only the upper triangle of the result is meaningful (the CPU path leaves
-    the lower one stale); use :func:`symmetric` before reading it whole. On CPU
-    the update runs in BLAS on the host (see :func:`_gram_update_host`),
-    elsewhere in XLA; derivatives go through XLA either way.
+    Only the upper triangle of the Gram is meaningful afterwards (the CPU path
+    leaves the lower one stale); use :func:`symmetric` before reading it
+    whole. On CPU the update is BLAS ``syrk`` and ``gemm`` run in place on the
+    sums, reading the rows where they are (a slice of a stored history is
+    never copied out); elsewhere it is XLA's. Derivatives go through XLA.
     """
-    x = jnp.moveaxis(feats, 1, 0) if feats.ndim == 3 else feats  # ([C,] B, F)
-    return jax.lax.platform_dependent(
-        g, x, cpu=_gram_update_cpu, default=_gram_update_xla
+    stop = feats.shape[0] if stop is None else int(stop)
+    start = int(start)
+    if not 0 <= start <= stop <= feats.shape[0] or targets.shape[0] < stop:
+        raise ValueError(
+            f"stats_update: rows [{start}, {stop}) outside features of length "
+            f"{feats.shape[0]} / targets of length {targets.shape[0]}"
+        )
+    targets = targets.astype(feats.dtype)
+    gram, cross = jax.lax.platform_dependent(
+        stats.gram,
+        stats.cross,
+        feats,
+        targets,
+        cpu=lambda *a: _stats_update_cpu(*a, start, stop),
+        default=lambda *a: _stats_update_xla(*a, start, stop),
     )
+    return RidgeStats(gram, cross, stats.count + (stop - start))
 
 
 def symmetric(g: Array) -> Array:
@@ -163,19 +218,7 @@ def symmetric(g: Array) -> Array:
 
 def accumulate(stats: RidgeStats, feats: Array, targets: Array) -> RidgeStats:
     """Add a block of rows: ``feats (B, [C,] F)``, ``targets (B, [C,] O)``."""
-    if feats.ndim == 3 and feats.shape[1] == 1:  # one chunk: plain 2-D products
-        one = RidgeStats(stats.gram[0], stats.cross[0], stats.count)
-        one = accumulate(one, feats[:, 0], targets[:, 0])
-        return RidgeStats(one.gram[None], one.cross[None], one.count)
-    if feats.ndim == 2:
-        b = feats.T @ targets
-    else:
-        b = jnp.einsum("tcf,tco->cfo", feats, targets)
-    return RidgeStats(
-        gram_update(stats.gram, feats),
-        stats.cross + b,
-        stats.count + feats.shape[0],
-    )
+    return stats_update(stats, feats, targets)
 
 
 def sequence_stats(

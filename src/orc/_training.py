@@ -9,7 +9,7 @@ from jaxtyping import Array
 
 from . import _progress
 from ._random import jax_key
-from ._ridge import RidgeStats, accumulate, sequence_stats, solve
+from ._ridge import RidgeStats, accumulate, sequence_stats, solve, stats_update
 from ._validation import check_finite, check_float, check_int, check_rank
 
 # Rows per block of a teacher-forced run. Each block's Gram is one in-place
@@ -177,6 +177,7 @@ def teacher_forced_stats(
     targets = jnp.concatenate([targets, pad], axis=0)
     valid = (jnp.arange(t_in) >= spinup) & (jnp.arange(t_in) < t_out)
 
+    default_features = features is None
     if features is None:
 
         def features(states, _inputs, _offset):
@@ -270,7 +271,18 @@ def teacher_forced_stats(
         # interleaved with it (orc._native.esn_run); reading the history
         # back costs one pass over memory.
         carry = sweep(carry, block, "force")
-        carry = sweep(carry, block, "fit")
+        state, stats, history = carry
+        if default_features and readout.prepare_train(history) is history:
+            # The features are the states themselves: the statistics of every
+            # fitted row in one update that reads them where they are stored
+            # (no block slices copied out of the history).
+            if spinup < t_out:
+                stats = stats_update(
+                    stats, history, readout.prepare_target(targets), spinup, t_out
+                )
+            carry = (state, stats, history)
+        else:
+            carry = sweep(carry, block, "fit")
     else:
         # Streaming: blocks of STREAM_BLOCK rows, each run and then folded in
         # while fresh, so memory stays one block whatever the length.
