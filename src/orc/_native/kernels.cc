@@ -38,8 +38,9 @@ namespace ffi = xla::ffi;
 // Row dot products of an ELL matrix: z[i - i0] = sum_j v[i][j] x[idx[i][j]]
 // for rows [i0, i1). Shared by the product and the ESN run. On x86-64 the
 // gathers run as AVX-512 (or AVX2) vector gathers, picked once at load time
-// from what the CPU has: 8 (4) entries of a row per instruction instead of
-// three scalar loads each, about 1.3x faster at 40 entries per row. The
+// from what the CPU has, for rows long enough to gain (see PickEllRows): 8
+// (4) entries of a row per instruction instead of three scalar loads each,
+// about 1.4x faster at 40 entries per row. The
 // order of the additions differs between the variants (vector lanes, then a
 // tree), so results agree to rounding, not bit for bit, across CPUs.
 namespace {
@@ -161,29 +162,47 @@ __attribute__((target("avx2,fma"))) void EllRowsAvx2(
 }
 #endif
 
-// The best variant this CPU runs (ORC_NATIVE_SIMD=0 forces the scalar loop).
+// The vector variant this CPU runs and the shortest rows it is used for
+// (ORC_NATIVE_SIMD=0: none). Measured on Sapphire Rapids, one thread, half a
+// reservoir per call: the AVX-512 gathers lose to the scalar loop on short
+// rows (k = 10: 50 vs 32 ms; k = 12: 103 vs 80 ms, the masked tail and the
+// horizontal sum dominate) and win from k = 16 (81 vs 108 ms) on (k = 40:
+// 386 vs 553 ms); AVX2 gathers break even at k = 32 and win from k = 40
+// (489 vs 553 ms; k = 80: 2851 vs 3672 ms).
 template <typename T>
-EllRowsFn<T> PickEllRows() {
+struct EllRowsChoice {
+  EllRowsFn<T> vector = nullptr;
+  int64_t min_k = 0;
+};
+
+template <typename T>
+EllRowsChoice<T> PickEllRows() {
+  EllRowsChoice<T> choice;
 #ifdef ORC_X86_DISPATCH
   const char* env = std::getenv("ORC_NATIVE_SIMD");
   if (env == nullptr || std::atoi(env) != 0) {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) {
-      return static_cast<EllRowsFn<T>>(EllRowsAvx512);
-    }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-      return static_cast<EllRowsFn<T>>(EllRowsAvx2);
+      choice.vector = static_cast<EllRowsFn<T>>(EllRowsAvx512);
+      choice.min_k = 16;
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      choice.vector = static_cast<EllRowsFn<T>>(EllRowsAvx2);
+      choice.min_k = 40;
     }
   }
 #endif
-  return EllRowsScalar<T>;
+  return choice;
 }
 
 template <typename T>
 void EllRows(const T* v, const int32_t* idx, int64_t k, const T* x, T* z, int64_t i0,
              int64_t i1) {
-  static const EllRowsFn<T> fn = PickEllRows<T>();
-  fn(v, idx, k, x, z, i0, i1);
+  static const EllRowsChoice<T> choice = PickEllRows<T>();
+  if (choice.vector != nullptr && k >= choice.min_k) {
+    choice.vector(v, idx, k, x, z, i0, i1);
+  } else {
+    EllRowsScalar<T>(v, idx, k, x, z, i0, i1);
+  }
 }
 
 }  // namespace
