@@ -47,6 +47,7 @@ TRAIN_LEN = 20000
 FORECAST_LEN = 2000
 SWEEP_N = 2000
 CLF_N = 500
+CLF_SEEDS = 5  # weight draws whose test accuracy is averaged (the first is timed)
 CTRL_N = 500
 SPINUP = 200
 SKILL_FORECAST_LEN = 1500
@@ -121,6 +122,8 @@ def job_config(job: dict, plan: dict, files: dict) -> dict:
         # A training call at T=100000 takes a while; two warm repeats suffice.
         if job["size"] > TRAIN_LEN:
             cfg["repeats"] = min(plan["repeats"], 2)
+    if job["workload"] == "c":
+        cfg["clf_seeds"] = CLF_SEEDS
     if job["workload"] == "e":
         out_dir = CACHE_DIR / "forecasts"
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -180,6 +183,14 @@ def postprocess(res: dict, files: dict, plan: dict) -> None:
         if res["workload"] == "c" and "predictions" in res:
             labels = np.load(files["clf_test_y"])
             res["accuracy"] = report.accuracy(res.pop("predictions"), labels)
+            draws = [
+                report.accuracy(p, labels) for p in res.pop("predictions_seeds", [])
+            ]
+            if draws:
+                res["accuracy_mean"] = float(np.mean(draws))
+                res["accuracy_min"] = float(np.min(draws))
+                res["accuracy_max"] = float(np.max(draws))
+                res["accuracy_draws"] = len(draws)
         if res["workload"] == "e" and "forecasts_file" in res:
             forecasts = np.load(res["forecasts_file"])
             test = np.load(files["lorenz_test"])

@@ -40,7 +40,11 @@ CLASSIFIER_METRICS = (
     ("classify_first", "classify 300 seqs, first call"),
     ("classify_min", "classify 300 seqs, warm min"),
     ("classify_median", "classify 300 seqs, warm median"),
-    ("accuracy", "test accuracy"),
+    ("accuracy", "test accuracy (seed 0)"),
+    ("accuracy_mean", "test accuracy, mean over weight seeds"),
+    ("accuracy_min", "test accuracy, worst seed"),
+    ("accuracy_max", "test accuracy, best seed"),
+    ("accuracy_draws", "weight seeds"),
     ("peak_rss_mb", "peak RSS"),
 )
 CONTROLLER_METRICS = (
@@ -59,6 +63,10 @@ CONTROLLER_METRICS = (
 UNITS = {
     "peak_rss_mb": ("MiB", True),
     "accuracy": ("", False),
+    "accuracy_mean": ("", False),
+    "accuracy_min": ("", False),
+    "accuracy_max": ("", False),
+    "accuracy_draws": ("count", False),
     "penalty_zero": ("", False),
     "penalty_opt": ("", False),
     "vpt_mean": ("LT", False),
@@ -124,7 +132,7 @@ def fmt_value(key: str, value) -> str:
     if key not in UNITS:
         return fmt_seconds(float(value))
     unit, _ = UNITS[key]
-    if key == "accuracy":
+    if key.startswith("accuracy") and key != "accuracy_draws":
         return f"{100.0 * float(value):.1f}%"
     if unit == "MiB":
         return f"{float(value):.0f} MiB"
