@@ -14,7 +14,7 @@ import pytest
 
 import orc
 from _helpers import lorenz_rk4, noisy_sinusoids, valid_prediction_steps
-from orc._ridge import RidgeStats, accumulate, solve
+from orc._ridge import RidgeStats, solve, stats_update
 
 LYAP = 0.906
 DT = 0.01
@@ -65,7 +65,7 @@ def test_training_equals_explicit_regression(trained_esn):
     esn, R = trained_esn
     X = R[100:-1, 0, :]
     Y = jnp.asarray(LORENZ[101:5000])
-    stats = accumulate(RidgeStats.zeros(500, 3, None, jnp.float64), X, Y)
+    stats = stats_update(RidgeStats.zeros(500, 3, None, jnp.float64), X, Y)
     W = solve(stats, 8e-8)
     # beta=8e-8 leaves the weights ill-conditioned; compare what they predict
     np.testing.assert_allclose(X @ esn.readout.wout[0].T, X @ W.T, atol=1e-6)
@@ -89,7 +89,7 @@ def test_target_seq_and_multi_sequence_semantics():
     assert Rm.shape == (2, 600, 1, 80)
     X = jnp.concatenate([Rm[0, 50:-1, 0], Rm[1, 50:-1, 0]])
     Y = jnp.concatenate([U[51:], V[51:]])
-    W = solve(accumulate(RidgeStats.zeros(80, 3, None, jnp.float64), X, Y), 8e-8)
+    W = solve(stats_update(RidgeStats.zeros(80, 3, None, jnp.float64), X, Y), 8e-8)
     np.testing.assert_allclose(X @ m.readout.wout[0].T, X @ W.T, atol=1e-6)
 
 

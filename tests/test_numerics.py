@@ -12,7 +12,7 @@ from jax.experimental import sparse
 
 from orc import drivers, embeddings, readouts
 from orc._matrix import distinct_columns, nonzeros_per_row
-from orc._ridge import RidgeStats, accumulate, sequence_stats, solve, symmetric
+from orc._ridge import RidgeStats, sequence_stats, solve, stats_update, symmetric
 from orc._training import fit_readout, teacher_forced_fit
 from orc.utils import max_eig_arnoldi
 from orc.utils.regressions import ridge_regression
@@ -50,7 +50,7 @@ def test_ridge_fallback_on_singular_gram():
 def test_streamed_blocks_equal_one_shot():
     X = RNG.standard_normal((1037, 30))
     Y = RNG.standard_normal((1037, 4))
-    one = accumulate(
+    one = stats_update(
         RidgeStats.zeros(30, 4, None, jnp.float64), jnp.asarray(X), jnp.asarray(Y)
     )
     for block in (1, 64, 100, 1037, 5000):

@@ -38,7 +38,6 @@ from . import _native
 
 __all__ = [
     "RidgeStats",
-    "accumulate",
     "stats_update",
     "symmetric",
     "sequence_stats",
@@ -216,11 +215,6 @@ def symmetric(g: Array) -> Array:
     return upper + jnp.swapaxes(jnp.triu(g, 1), -1, -2)
 
 
-def accumulate(stats: RidgeStats, feats: Array, targets: Array) -> RidgeStats:
-    """Add a block of rows: ``feats (B, [C,] F)``, ``targets (B, [C,] O)``."""
-    return stats_update(stats, feats, targets)
-
-
 def sequence_stats(
     states: Array,
     targets: Array,
@@ -252,7 +246,7 @@ def sequence_stats(
     def block_stats(stats, offset, size):
         x = jax.lax.dynamic_slice_in_dim(states, offset, size, axis=0)
         y = jax.lax.dynamic_slice_in_dim(targets, offset, size, axis=0)
-        return accumulate(stats, features(x), prep_targets(y))
+        return stats_update(stats, features(x), prep_targets(y))
 
     if stats is None:
         f_shape = jax.eval_shape(features, states[:1])

@@ -9,7 +9,7 @@ from jaxtyping import Array
 
 from . import _progress
 from ._random import jax_key
-from ._ridge import RidgeStats, accumulate, sequence_stats, solve, stats_update
+from ._ridge import RidgeStats, sequence_stats, solve, stats_update
 from ._validation import check_finite, check_float, check_int, check_rank
 
 # Rows per block of a teacher-forced run. Each block's Gram is one in-place
@@ -155,8 +155,9 @@ def teacher_forced_stats(
     length ``T_in``). State ``t`` (after input ``t``) is paired with
     ``targets[t]`` for ``spinup <= t < len(targets)``. With ``keep_states``
     the reservoir runs over the whole sequence into the returned history
-    first, and the statistics are then accumulated block by block from it;
-    otherwise each block's features are folded into the statistics while the
+    first, and the statistics are then taken from it: in one update that
+    reads the stored rows in place when the features are the states
+    themselves, else block by block; otherwise each block's features are folded into the statistics while the
     block is fresh, and memory is that of the statistics plus one block
     whatever ``T_in`` (streaming training). With ``progress`` each
     finished block reports ``progress_offset + steps done`` to
@@ -216,7 +217,7 @@ def teacher_forced_stats(
                 feats = feats * keep.reshape((-1,) + (1,) * (feats.ndim - 1)).astype(
                     feats.dtype
                 )
-            stats = accumulate(stats, feats, readout.prepare_target(y))
+            stats = stats_update(stats, feats, readout.prepare_target(y))
         if phase == "fit":
             return state, stats, history
         if history is not None:

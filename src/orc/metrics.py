@@ -285,7 +285,7 @@ def memory_capacity(
     import numpy as np
 
     from ._random import numpy_rng
-    from ._ridge import RidgeStats, accumulate, solve
+    from ._ridge import RidgeStats, solve, stats_update
     from ._validation import check_float, check_int
 
     owner = "memory_capacity"
@@ -324,7 +324,7 @@ def memory_capacity(
     targets = u[np.maximum(idx, 0)]
     train = slice(k_max, n - n_test)
     stats = RidgeStats.zeros(feats.shape[1], k_max, None, feats.dtype)
-    stats = accumulate(stats, feats[train], targets[train])
+    stats = stats_update(stats, feats[train], targets[train])
     w = solve(stats, jnp.asarray(beta, feats.dtype), intercept=True)
     pred, truth = feats[n - n_test :] @ w.T, targets[n - n_test :]
     pc, tc = pred - pred.mean(axis=0), truth - truth.mean(axis=0)

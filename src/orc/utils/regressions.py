@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._ridge import RidgeStats, accumulate, solve
+from .._ridge import RidgeStats, solve, stats_update
 
 __all__ = ["ridge_regression"]
 
@@ -52,5 +52,5 @@ def ridge_regression(
         )
     dtype = jnp.result_type(res_seq.dtype, target_seq.dtype)
     stats = RidgeStats.zeros(res_seq.shape[1], target_seq.shape[1], None, dtype)
-    stats = accumulate(stats, res_seq.astype(dtype), target_seq.astype(dtype))
+    stats = stats_update(stats, res_seq.astype(dtype), target_seq.astype(dtype))
     return solve(stats, beta)
