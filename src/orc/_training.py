@@ -147,6 +147,7 @@ def teacher_forced_stats(
     progress: bool = False,
     progress_offset=0,
     features=None,
+    force_stats=None,
 ):
     """Run the reservoir over ``inputs`` and accumulate the ridge statistics as it goes.
 
@@ -167,6 +168,14 @@ def teacher_forced_stats(
     the default regression features ``readout.prepare_train(states_block)``
     (used for input pass-through, readout bias and state-noise regularisation);
     it must act row by row.
+
+    ``force_stats(inputs, state, stats, prepared_targets, start, stop) ->
+    (states, stats) or None`` is an optional fused pass over the whole
+    sequence that returns the states together with ``stats`` plus rows
+    ``start:stop`` of them (orc._matrix.esn_run_stats: the reservoir run and
+    the Gram update overlapped on two cores). It is used when the history is
+    kept and the features are the states themselves; ``None`` from it means
+    it does not apply.
 
     Returns ``(stats, last_state, states or None)``.
     """
@@ -264,6 +273,20 @@ def teacher_forced_stats(
             carry = run(carry, start, tail, mode(start, start + tail, phase), phase)
         return carry
 
+    if keep_states and default_features and force_stats is not None and spinup < t_out:
+        probe = jnp.zeros((1,) + state_shape.shape[1:], state_shape.dtype)
+        if readout.prepare_train(probe) is probe:
+            fused = force_stats(
+                inputs, init, stats, readout.prepare_target(targets), spinup, t_out
+            )
+            if fused is not None:
+                history, stats = fused
+                if progress:
+                    jax.debug.callback(
+                        _progress.tick, progress_offset + t_in, history[-1].ravel()[0]
+                    )
+                return stats, history[-1], history
+
     carry = (init, stats, history)
     if keep_states:
         # The whole run first, then the statistics from the stored history:
@@ -312,6 +335,7 @@ def teacher_forced_fit(
     progress: bool = False,
     features=None,
     solver=None,
+    force_stats=None,
 ):
     """Fit ``readout`` by ridge regression on a teacher-forced run.
 
@@ -322,7 +346,8 @@ def teacher_forced_fit(
     passed on to :func:`teacher_forced_stats` (the offset it receives counts
     steps over all trajectories); ``solver(stats, beta) -> fitted`` replaces
     the default ``readout.set_wout(solve(stats, beta))``, so a model with more
-    trained parameters than ``wout`` can use the same run.
+    trained parameters than ``wout`` can use the same run. ``force_stats`` is
+    passed on to :func:`teacher_forced_stats`.
     """
 
     def one(u, y, r0, offset=0):
@@ -338,6 +363,7 @@ def teacher_forced_fit(
             progress=progress,
             progress_offset=offset,
             features=None if features is None else _shifted(features, offset),
+            force_stats=force_stats,
         )
 
     if not multi_sequence:

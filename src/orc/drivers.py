@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._matrix import ReservoirMatrix, esn_run, random_reservoir_matrices
+from ._matrix import ReservoirMatrix, esn_run, esn_run_stats, random_reservoir_matrices
 from ._random import jax_key, numpy_rng, spawn
 from ._validation import check_dtype, check_float, check_int
 from .embeddings import EmbedBase, LinearEmbedding
@@ -307,6 +307,28 @@ class _ESNDriverCore(_SparseReservoirDriver):
             self.leak,
         )
 
+    def _advance_seq_stats(self, win, windows, res_state, stats, targets, start, stop):
+        """:meth:`advance_seq` driven by the linear embedding ``win (C, n, w)``,
+        ``windows (T, C, w)``, and the ridge statistics of the states (rows
+        ``start:stop`` against ``targets``), in one overlapped pass
+        (:func:`orc._matrix.esn_run_stats`); ``None`` where it does not apply
+        (continuous mode, or a reservoir without a chunk axis)."""
+        if self.mode != "discrete" or self.wr.values.ndim != 3:
+            return None
+        return esn_run_stats(
+            self.wr.values,
+            self.wr.indices,
+            win,
+            windows,
+            self.bias,
+            res_state,
+            self.leak,
+            stats,
+            targets,
+            start,
+            stop,
+        )
+
 
 # Inputs embedded at a time when a driver runs whole sequences
 # (drive_sequence): bounds the embedded copy of a long sequence.
@@ -356,6 +378,32 @@ def drive_sequence(
             out, states, n_full * SEQ_BLOCK, axis=0
         )
     return out
+
+
+def drive_sequence_stats(
+    driver: DriverBase,
+    embedding: EmbedBase,
+    in_seq: Array,
+    res_state: Array,
+    stats,
+    targets: Array,
+    start: int,
+    stop: int,
+):
+    """:func:`drive_sequence` that also adds rows ``start:stop`` of the states
+    and ``targets`` to the ridge statistics ``stats``, or ``None`` when there
+    is no fused pass for this driver and embedding (then the caller runs and
+    fits separately).
+
+    The fused pass needs a linear embedding (``linear_factors``): the drive
+    is computed step by step inside the run, so the states are the only
+    ``(T, *state)`` buffer made.
+    """
+    fused = getattr(driver, "_advance_seq_stats", None)
+    factors = getattr(embedding, "linear_factors", None)
+    if fused is None or factors is None or in_seq.ndim != 2:
+        return None
+    return fused(*factors(in_seq), res_state, stats, targets, start, stop)
 
 
 class ParallelESNDriver(_ESNDriverCore):

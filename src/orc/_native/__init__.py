@@ -24,7 +24,13 @@ in one call (``esn_run``): the drive of every step is computed beforehand in
 one product, and each step's rows are split in two halves, one for this thread
 and one for a helper thread started for the call, which hand over once per
 step, so both cores work on the sequential part of training. The sparse row
-sums use AVX-512 (or AVX2) vector gathers when the CPU has them.
+sums are an unrolled loop, or AVX-512 vector gathers when the CPU has them.
+
+Training a forecaster that keeps its states runs ``esn_fit``: the reservoir
+run (its drive computed step by step from the linear embedding) on one
+thread while a second thread folds the finished rows into the ridge
+statistics with single-threaded BLAS, the rows left at the end split by Gram
+columns between both (res_dim 2000, 20000 steps, AMD Zen 3: 2.7 -> 1.8 s).
 
 It also holds the ridge solve ``(G + beta I) w = B``: LAPACK's Cholesky
 (SciPy's ``potrf``/``potrs``, again by address) run inside the Gram's own
@@ -61,6 +67,7 @@ __all__ = [
     "stats_update_target",
     "ridge_solve_target",
     "esn_run_target",
+    "esn_fit_target",
 ]
 
 _SOURCE = Path(__file__).with_name("kernels.cc")
@@ -75,6 +82,10 @@ _STATS_TARGETS = {
 _ESN_TARGETS = {
     "float32": ("orc_esn_run_f32", "OrcEsnRunF32"),
     "float64": ("orc_esn_run_f64", "OrcEsnRunF64"),
+}
+_FIT_TARGETS = {
+    "float32": ("orc_esn_fit_f32", "OrcEsnFitF32", "ssyrk", "sgemm"),
+    "float64": ("orc_esn_fit_f64", "OrcEsnFitF64", "dsyrk", "dgemm"),
 }
 _SOLVE_TARGETS = {
     "float32": (
@@ -93,6 +104,8 @@ _SOLVE_TARGETS = {
     ),
 }
 _FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-fno-trapping-math")
+# after the source: dladdr/dlopen (in libc itself from glibc 2.34 on)
+_LIBS = ("-ldl",) if sys.platform.startswith("linux") else ()
 _lock = threading.Lock()
 # Whether traced functions use the native kernels (``orc._matrix.set_native``).
 SWITCH = {"enabled": True}
@@ -120,7 +133,7 @@ def _build() -> Path:
     include = jax.ffi.include_dir()
     key = hashlib.sha256(
         _SOURCE.read_bytes()
-        + " ".join(_FLAGS).encode()
+        + " ".join(_FLAGS + _LIBS).encode()
         + jaxlib.__version__.encode()
         + cxx.encode()
         + sys.platform.encode()
@@ -131,11 +144,13 @@ def _build() -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         out = Path(tmp) / target.name
-        cmd = [cxx, *_FLAGS, f"-I{include}", str(_SOURCE), "-o", str(out)]
+        cmd = [cxx, *_FLAGS, f"-I{include}", str(_SOURCE), "-o", str(out), *_LIBS]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:  # e.g. a toolchain without target_clones
             proc = subprocess.run(
-                cmd + ["-DORC_NO_CLONES"], capture_output=True, text=True
+                cmd[: -len(_LIBS) or None] + ["-DORC_NO_CLONES", *_LIBS],
+                capture_output=True,
+                text=True,
             )
         if proc.returncode != 0:
             raise RuntimeError(
@@ -155,6 +170,7 @@ def _load() -> bool:
             *_STATS_TARGETS.values(),
             *_SOLVE_TARGETS.values(),
             *_ESN_TARGETS.values(),
+            *_FIT_TARGETS.values(),
         )
         for name, symbol, *_ in every:
             jax.ffi.register_ffi_target(
@@ -226,6 +242,16 @@ def stats_update_target(dtype) -> tuple[str, dict[str, int]] | None:
     """``(FFI target, {"syrk": address, "gemm": address})`` of the in-place
     update of the ridge statistics, or None."""
     entry = _STATS_TARGETS.get(str(jax.numpy.dtype(dtype)))
+    if entry is None or not native_available():
+        return None
+    routines = {n[1:]: _address(n, "cython_blas") for n in entry[2:]}
+    return (entry[0], routines) if all(routines.values()) else None
+
+
+def esn_fit_target(dtype) -> tuple[str, dict[str, int]] | None:
+    """``(FFI target, {"syrk": address, "gemm": address})`` of the teacher-forced
+    ESN run overlapped with the ridge statistics of its states, or None."""
+    entry = _FIT_TARGETS.get(str(jax.numpy.dtype(dtype)))
     if entry is None or not native_available():
         return None
     routines = {n[1:]: _address(n, "cython_blas") for n in entry[2:]}

@@ -25,6 +25,8 @@
 #include <system_error>
 #include <thread>
 
+#include <dlfcn.h>
+
 #include "xla/ffi/api/ffi.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(ORC_NO_CLONES)
@@ -36,11 +38,10 @@ namespace ffi = xla::ffi;
 
 // ---------------------------------------------------------------------------
 // Row dot products of an ELL matrix: z[i - i0] = sum_j v[i][j] x[idx[i][j]]
-// for rows [i0, i1). Shared by the product and the ESN run. On x86-64 the
-// gathers run as AVX-512 (or AVX2) vector gathers, picked once at load time
-// from what the CPU has, for rows long enough to gain (see PickEllRows): 8
-// (4) entries of a row per instruction instead of three scalar loads each,
-// about 1.4x faster at 40 entries per row. The
+// for rows [i0, i1). Shared by the product and the ESN run. On x86-64 CPUs
+// with AVX-512 the gathers run as vector gathers, picked once at load time,
+// for rows long enough to gain (see PickEllRows): 8 entries of a row per
+// instruction instead of three scalar loads each. The
 // order of the additions differs between the variants (vector lanes, then a
 // tree), so results agree to rounding, not bit for bit, across CPUs.
 namespace {
@@ -53,6 +54,10 @@ void EllRowsScalar(const T* __restrict v, const int32_t* __restrict idx, int64_t
     const int32_t* ir = idx + i * k;
     T acc0 = 0, acc1 = 0;
     int64_t j = 0;
+    // Unrolled: without it the loop's own bookkeeping, not the three loads
+    // per entry, bounds the row (AMD Zen 3, res_dim 2000, 40 per row: 1.02
+    // -> 0.51 ns per entry).
+#pragma GCC unroll 8
     for (; j + 1 < k; j += 2) {
       acc0 += vr[j] * x[ir[j]];
       acc1 += vr[j + 1] * x[ir[j + 1]];
@@ -120,55 +125,18 @@ __attribute__((target("avx512f,avx512vl"))) void EllRowsAvx512(
   }
 }
 
-__attribute__((target("avx2,fma"))) void EllRowsAvx2(
-    const double* __restrict v, const int32_t* __restrict idx, int64_t k,
-    const double* __restrict x, double* __restrict z, int64_t i0, int64_t i1) {
-  const int64_t kf = k & ~int64_t{3};
-  for (int64_t i = i0; i < i1; ++i) {
-    const double* vr = v + i * k;
-    const int32_t* ir = idx + i * k;
-    __m256d a = _mm256_setzero_pd();
-    int64_t j = 0;
-    for (; j < kf; j += 4) {
-      const __m128i id = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ir + j));
-      a = _mm256_fmadd_pd(_mm256_loadu_pd(vr + j), _mm256_i32gather_pd(x, id, 8), a);
-    }
-    const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
-    double s = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
-    for (; j < k; ++j) s += vr[j] * x[ir[j]];
-    z[i - i0] = s;
-  }
-}
-
-__attribute__((target("avx2,fma"))) void EllRowsAvx2(
-    const float* __restrict v, const int32_t* __restrict idx, int64_t k,
-    const float* __restrict x, float* __restrict z, int64_t i0, int64_t i1) {
-  const int64_t kf = k & ~int64_t{7};
-  for (int64_t i = i0; i < i1; ++i) {
-    const float* vr = v + i * k;
-    const int32_t* ir = idx + i * k;
-    __m256 a = _mm256_setzero_ps();
-    int64_t j = 0;
-    for (; j < kf; j += 8) {
-      const __m256i id = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ir + j));
-      a = _mm256_fmadd_ps(_mm256_loadu_ps(vr + j), _mm256_i32gather_ps(x, id, 4), a);
-    }
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    float s = _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)));
-    for (; j < k; ++j) s += vr[j] * x[ir[j]];
-    z[i - i0] = s;
-  }
-}
 #endif
 
 // The vector variant this CPU runs and the shortest rows it is used for
 // (ORC_NATIVE_SIMD=0: none). Measured on Sapphire Rapids, one thread, half a
-// reservoir per call: the AVX-512 gathers lose to the scalar loop on short
-// rows (k = 10: 50 vs 32 ms; k = 12: 103 vs 80 ms, the masked tail and the
-// horizontal sum dominate) and win from k = 16 (81 vs 108 ms) on (k = 40:
-// 386 vs 553 ms); AVX2 gathers break even at k = 32 and win from k = 40
-// (489 vs 553 ms; k = 80: 2851 vs 3672 ms).
+// reservoir per call, against the scalar loop before it was unrolled: the
+// AVX-512 gathers lose on short rows (k = 10: 50 vs 32 ms; k = 12: 103 vs
+// 80 ms, the masked tail and the horizontal sum dominate) and win from k = 16
+// (81 vs 108 ms) on (k = 40: 386 vs 553 ms). AVX2 gathers are not used: on
+// AMD Zen 3 they are 1.6x slower than the unrolled scalar loop at k = 40
+// (0.86 vs 0.52 ns per entry), and on Sapphire Rapids they gained only 12%
+// over the loop before it was unrolled (489 vs 553 ms), which the unrolling
+// alone gave 1.6-2x on Zen 3.
 template <typename T>
 struct EllRowsChoice {
   EllRowsFn<T> vector = nullptr;
@@ -185,9 +153,6 @@ EllRowsChoice<T> PickEllRows() {
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) {
       choice.vector = static_cast<EllRowsFn<T>>(EllRowsAvx512);
       choice.min_k = 16;
-    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-      choice.vector = static_cast<EllRowsFn<T>>(EllRowsAvx2);
-      choice.min_k = 40;
     }
   }
 #endif
@@ -338,6 +303,42 @@ using GemmFn = void (*)(const char*, const char*, const int*, const int*, const 
                         const T*, const T*, const int*, const T*, const int*, const T*, T*,
                         const int*);
 
+template <typename T>
+struct Blas {
+  SyrkFn<T> syrk;
+  GemmFn<T> gemm;
+};
+
+// Adds rows [a, b) of x (T, C, F) and y (T, C, O) to the statistics of every
+// chunk, restricted to the column-major columns [j0, j1) of each Gram (its
+// row-major rows) and of each cross product: syrk for the diagonal block,
+// gemm for the part below it. Calls for disjoint column ranges write
+// disjoint memory, so two threads can share one update ([0, f) is all of it).
+template <typename T>
+void AddRows(const Blas<T>& blas, T* G, T* Cr, const T* X, const T* Y, int64_t chunks, int64_t f,
+             int64_t o, int64_t a, int64_t b, int64_t j0, int64_t j1) {
+  if (b <= a || j1 <= j0) return;
+  const char lower = 'L', no = 'N', tr = 'T';
+  const int k = static_cast<int>(b - a), nd = static_cast<int>(j1 - j0),
+            nb = static_cast<int>(f - j1), m = static_cast<int>(o), ldg = static_cast<int>(f);
+  const int lda = static_cast<int>(chunks * f), ldb = static_cast<int>(chunks * o);
+  const T one = 1;
+  for (int64_t ci = 0; ci < chunks; ++ci) {
+    const T* A = X + a * chunks * f + ci * f;
+    const T* B = Y + a * chunks * o + ci * o;
+    T* Gc = G + ci * f * f;
+    blas.syrk(&lower, &no, &nd, &k, &one, A + j0, &lda, &one, Gc + j0 * f + j0, &ldg);
+    if (nb > 0) {
+      blas.gemm(&no, &tr, &nb, &nd, &k, &one, A + j1, &lda, A + j0, &lda, &one, Gc + j0 * f + j1,
+                &ldg);
+    }
+    if (m > 0) {
+      blas.gemm(&no, &tr, &m, &nd, &k, &one, B, &ldb, A + j0, &lda, &one, Cr + ci * f * o + j0 * o,
+                &m);
+    }
+  }
+}
+
 template <ffi::DataType DT>
 ffi::Error StatsUpdate(ffi::Buffer<DT> g, ffi::Buffer<DT> c, ffi::Buffer<DT> x,
                        ffi::Buffer<DT> y, ffi::ResultBuffer<DT> g_out,
@@ -377,24 +378,10 @@ ffi::Error StatsUpdate(ffi::Buffer<DT> g, ffi::Buffer<DT> c, ffi::Buffer<DT> x,
   if (G != g.typed_data()) std::memcpy(G, g.typed_data(), sizeof(T) * batch * chunks * f * f);
   if (Cr != c.typed_data()) std::memcpy(Cr, c.typed_data(), sizeof(T) * batch * chunks * f * o);
   if (stop == start || f == 0) return ffi::Error::Success();
-  const SyrkFn<T> syrk = reinterpret_cast<SyrkFn<T>>(syrk_fn);
-  const GemmFn<T> gemm = reinterpret_cast<GemmFn<T>>(gemm_fn);
-  const char lower = 'L', no = 'N', tr = 'T';
-  const int n = static_cast<int>(f), m = static_cast<int>(o), k = static_cast<int>(stop - start);
-  const int lda = static_cast<int>(chunks * f), ldb = static_cast<int>(chunks * o);
-  const T one = 1;
-  const T* X = x.typed_data();
-  const T* Y = y.typed_data();
+  const Blas<T> blas{reinterpret_cast<SyrkFn<T>>(syrk_fn), reinterpret_cast<GemmFn<T>>(gemm_fn)};
   for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t ci = 0; ci < chunks; ++ci) {
-      const T* A = X + (b * rows_total + start) * chunks * f + ci * f;
-      const T* B = Y + (b * rows_total + start) * chunks * o + ci * o;
-      syrk(&lower, &no, &n, &k, &one, A, &lda, &one, G + (b * chunks + ci) * f * f, &n);
-      if (m > 0) {
-        gemm(&no, &tr, &m, &n, &k, &one, B, &ldb, A, &lda, &one,
-             Cr + (b * chunks + ci) * f * o, &m);
-      }
-    }
+    AddRows(blas, G + b * chunks * f * f, Cr + b * chunks * f * o, x.typed_data() + b * rows_total * chunks * f,
+            y.typed_data() + b * rows_total * chunks * o, chunks, f, o, start, stop, 0, f);
   }
   return ffi::Error::Success();
 }
@@ -702,20 +689,71 @@ constexpr int64_t kUnitRows = 128;
 // Below this many non-zeros per step one thread is faster than two.
 constexpr int64_t kEsnParallelNonzeros = 16384;
 
+// The drive of a run: precomputed rows p (steps x width), or computed step by
+// step from a linear embedding: p[t][c][i] = (sum_j win[c][i][j] u[t][c][j])
+// + bias, with input weights win (C, n, w) and input windows u (steps, C, w)
+// (the sum in j order from 0, then the bias: the order of XLA's drive).
+template <typename T>
+struct Drive {
+  const T* p = nullptr;
+  const T* win = nullptr;
+  const T* u = nullptr;
+  int64_t w = 0;
+  T bias = 0;
+
+  // The drive of chunk c at step t (a view with p, win and u moved there).
+  Drive At(int64_t t, int64_t c, int64_t n, int64_t chunks) const {
+    Drive d = *this;
+    if (p != nullptr) {
+      d.p = p + (t * chunks + c) * n;
+    } else {
+      d.win = win + c * n * w;
+      d.u = u + (t * chunks + c) * w;
+    }
+    return d;
+  }
+};
+
 // Rows [i0, i1) (at most kUnitRows) of one reservoir for one step:
-// y = leak tanh(W x + p) + (1 - leak) x.
+// y = leak tanh(W x + p) + (1 - leak) x, with p the step's drive d (at the
+// chunk). A precomputed drive may share its rows with y (the run overwrites
+// the drive with the states): every p is read into z before any y of the
+// unit is written.
 template <typename T>
 void EsnRows(const T* __restrict v, const int32_t* __restrict idx, int64_t k,
-             const T* __restrict x, const T* __restrict p, T* __restrict y, int64_t i0,
-             int64_t i1, T leak) {
+             const T* __restrict x, const Drive<T>& d, T* y, int64_t i0, int64_t i1, T leak) {
   T dots[kUnitRows];
   double z[kUnitRows];
   const int64_t m = i1 - i0;
   EllRows<T>(v, idx, k, x, dots, i0, i1);
-  for (int64_t i = 0; i < m; ++i) z[i] = static_cast<double>(dots[i] + p[i0 + i]);
+  if (d.p != nullptr) {
+    for (int64_t i = 0; i < m; ++i) z[i] = static_cast<double>(dots[i] + d.p[i0 + i]);
+  } else {
+    for (int64_t i = 0; i < m; ++i) {
+      const T* wr = d.win + (i0 + i) * d.w;
+      T e = 0;
+      for (int64_t j = 0; j < d.w; ++j) e += wr[j] * d.u[j];
+      z[i] = static_cast<double>(dots[i] + (e + d.bias));
+    }
+  }
   TanhInPlace(z, m);
   for (int64_t i = 0; i < m; ++i) {
     y[i0 + i] = leak * static_cast<T>(z[i]) + (1 - leak) * x[i0 + i];
+  }
+}
+
+// Rows [lo, hi) of step t, counted over all chunks of the state (width
+// chunks * n): pieces within one chunk, kUnitRows at most.
+template <typename T>
+void EsnStepRows(const T* V, const int32_t* I, int64_t n, int64_t k, int64_t chunks,
+                 const T* xs, const Drive<T>& drive, int64_t t, T* y, T leak, int64_t lo,
+                 int64_t hi) {
+  for (int64_t g = lo; g < hi;) {
+    const int64_t c = g / n, i0 = g % n;
+    const int64_t i1 = std::min({n, i0 + kUnitRows, hi - c * n});
+    EsnRows<T>(V + c * n * k, I + c * n * k, k, xs + c * n, drive.At(t, c, n, chunks), y + c * n,
+               i0, i1, leak);
+    g = c * n + i1;
   }
 }
 
@@ -735,48 +773,23 @@ int ForceThreads() {
   return threads;
 }
 
-template <ffi::DataType DT>
-ffi::Error EsnRun(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices,
-                  ffi::Buffer<DT> drive, ffi::Buffer<DT> r0, ffi::Buffer<DT> leak_buf,
-                  ffi::ResultBuffer<DT> out) {
-  using T = ffi::NativeType<DT>;
-  const auto vd = values.dimensions();
-  const auto dd = drive.dimensions();
-  const auto rd = r0.dimensions();
-  if (vd.size() < 2 || indices.dimensions().size() != vd.size() || dd.size() != vd.size() ||
-      rd.size() != vd.size() - 1 || leak_buf.element_count() != 1) {
-    return ffi::Error::InvalidArgument(
-        "orc esn_run: values/indices (..., n, k), drive (B, ..., n), r0 (..., n), leak ()");
-  }
-  const int64_t n = vd[vd.size() - 2], k = vd[vd.size() - 1];
-  int64_t chunks = 1;
-  for (size_t d = 0; d + 2 < vd.size(); ++d) {
-    if (dd[d + 1] != vd[d] || rd[d] != vd[d] || indices.dimensions()[d] != vd[d]) {
-      return ffi::Error::InvalidArgument("orc esn_run: chunk dimensions differ");
-    }
-    chunks *= vd[d];
-  }
-  if (dd[dd.size() - 1] != n || rd[rd.size() - 1] != n || indices.dimensions()[vd.size() - 1] != k) {
-    return ffi::Error::InvalidArgument("orc esn_run: reservoir sizes differ");
-  }
-  const int64_t steps = dd[0];
+// Steps [0, steps) of the ESN from r0 into Y (a precomputed drive may be Y itself),
+// with two threads sharing every step when the reservoir is large enough.
+// Thread w owns the rows [w width / threads, (w + 1) width / threads) of
+// every step (counted over all chunks) and, before step t, waits until the
+// other thread has finished step t - 1 (whose states it reads). One
+// hand-over per step and thread: claiming 128-row units dynamically cost 30
+// contended atomic operations per step, a third of the step at res_dim 2000.
+// With max_threads 1 (or a small reservoir) this thread runs every row and,
+// when `progress` is given, publishes the number of finished steps there
+// after each step.
+template <typename T>
+void RunEsn(const T* V, const int32_t* I, int64_t n, int64_t k, int64_t chunks, int64_t steps,
+            const Drive<T>& drive, const T* R0, T* Y, T leak, int max_threads,
+            std::atomic<int64_t>* progress = nullptr) {
   const int64_t width = chunks * n;  // state elements per step
-  const T* V = values.typed_data();
-  const int32_t* I = indices.typed_data();
-  const T* P = drive.typed_data();
-  const T* R0 = r0.typed_data();
-  T* Y = out->typed_data();
-  const T leak = leak_buf.typed_data()[0];
-  if (steps == 0 || width == 0) return ffi::Error::Success();
-
-  // Thread w owns the rows [w width / threads, (w + 1) width / threads) of
-  // every step (counted over all chunks) and, before step t, waits until the
-  // other thread has finished step t - 1 (whose states it reads). One
-  // hand-over per step and thread: claiming 128-row units dynamically cost
-  // 30 contended atomic operations per step, a third of the step at
-  // res_dim 2000.
-  const int threads =
-      (ForceThreads() > 1 && n * k * chunks >= kEsnParallelNonzeros && width >= 2) ? 2 : 1;
+  if (steps == 0 || width == 0) return;
+  const int threads = (max_threads > 1 && n * k * chunks >= kEsnParallelNonzeros && width >= 2) ? 2 : 1;
   StepCounter counters[2];
   auto run = [=, &counters](int w, int used) {
     const int64_t lo = w * width / used, hi = (w + 1) * width / used;
@@ -794,14 +807,9 @@ ffi::Error EsnRun(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices,
         }
       }
       const T* xs = t == 0 ? R0 : Y + (t - 1) * width;
-      for (int64_t g = lo; g < hi;) {  // pieces within one chunk, kUnitRows at most
-        const int64_t c = g / n, i0 = g % n;
-        const int64_t i1 = std::min({n, i0 + kUnitRows, hi - c * n});
-        EsnRows<T>(V + c * n * k, I + c * n * k, k, xs + c * n, P + t * width + c * n,
-                   Y + t * width + c * n, i0, i1, leak);
-        g = c * n + i1;
-      }
+      EsnStepRows<T>(V, I, n, k, chunks, xs, drive, t, Y + t * width, leak, lo, hi);
       mine.steps.store(t + 1, std::memory_order_release);
+      if (progress != nullptr && used == 1) progress->store(t + 1, std::memory_order_release);
     }
   };
   // The helper is a thread of its own for the duration of the call, not a
@@ -817,6 +825,52 @@ ffi::Error EsnRun(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices,
   }
   run(0, helper.joinable() ? 2 : 1);
   if (helper.joinable()) helper.join();
+}
+
+// Checks the operands of a run: values/indices (..., n, k) with leading chunk
+// dimensions, drive (B, ..., n), r0 (..., n); sets n, k, chunks and steps.
+template <typename VB, typename IB, typename DB, typename RB>
+ffi::Error EsnShapes(const VB& values, const IB& indices, const DB& drive, const RB& r0,
+                     int64_t& n, int64_t& k, int64_t& chunks, int64_t& steps) {
+  const auto vd = values.dimensions();
+  const auto dd = drive.dimensions();
+  const auto rd = r0.dimensions();
+  if (vd.size() < 2 || indices.dimensions().size() != vd.size() || dd.size() != vd.size() ||
+      rd.size() != vd.size() - 1) {
+    return ffi::Error::InvalidArgument(
+        "orc esn_run: values/indices (..., n, k), drive (B, ..., n), r0 (..., n), leak ()");
+  }
+  n = vd[vd.size() - 2];
+  k = vd[vd.size() - 1];
+  chunks = 1;
+  for (size_t d = 0; d + 2 < vd.size(); ++d) {
+    if (dd[d + 1] != vd[d] || rd[d] != vd[d] || indices.dimensions()[d] != vd[d]) {
+      return ffi::Error::InvalidArgument("orc esn_run: chunk dimensions differ");
+    }
+    chunks *= vd[d];
+  }
+  if (dd[dd.size() - 1] != n || rd[rd.size() - 1] != n || indices.dimensions()[vd.size() - 1] != k) {
+    return ffi::Error::InvalidArgument("orc esn_run: reservoir sizes differ");
+  }
+  steps = dd[0];
+  return ffi::Error::Success();
+}
+
+template <ffi::DataType DT>
+ffi::Error EsnRun(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices,
+                  ffi::Buffer<DT> drive, ffi::Buffer<DT> r0, ffi::Buffer<DT> leak_buf,
+                  ffi::ResultBuffer<DT> out) {
+  using T = ffi::NativeType<DT>;
+  int64_t n, k, chunks, steps;
+  if (leak_buf.element_count() != 1) {
+    return ffi::Error::InvalidArgument("orc esn_run: leak must be a scalar");
+  }
+  ffi::Error shapes = EsnShapes(values, indices, drive, r0, n, k, chunks, steps);
+  if (shapes.failure()) return shapes;
+  Drive<T> d;
+  d.p = drive.typed_data();
+  RunEsn<T>(values.typed_data(), indices.typed_data(), n, k, chunks, steps, d, r0.typed_data(),
+            out->typed_data(), leak_buf.typed_data()[0], ForceThreads());
   return ffi::Error::Success();
 }
 
@@ -834,3 +888,218 @@ ffi::Error EsnRun(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices,
 
 ORC_ESN_RUN(OrcEsnRunF32, ffi::F32)
 ORC_ESN_RUN(OrcEsnRunF64, ffi::F64)
+
+// ---------------------------------------------------------------------------
+// Teacher-forced ESN run and ridge statistics in one call, overlapped:
+//
+//   out = the states of esn_run(values, indices, drive, r0, leak) with the
+//         drive of a linear embedding, drive[t][c] = win[c] u[t][c] + bias,
+//         computed step by step (win (C, n, w), u (T, C, w): the few input
+//         values each chunk sees), so no (T, C, n) drive is ever stored;
+//   g += X^T X, c += X^T Y over the rows [start, stop) of X = out, Y = y
+//
+// with the layouts of esn_run (values (C, n, k), out (T, C, n)) and of the
+// chunked stats update (g (C, n, n), c (C, n, O), y (T, C, O)); g and c alias
+// g_out and c_out. (Asking for transparent huge pages on the fresh out
+// before writing it made the first write of each new 2 MiB page cost more on
+// the VMs we measure on, and the run bimodal: 1.3 or 2.2 s; not done.)
+//
+// The reservoir run is sequential and memory-bound, the Gram is BLAS at the
+// core's arithmetic peak; run one after the other (each on both cores) they
+// cost the sum of their times. Here this thread runs the reservoir on one
+// core while a helper thread folds the finished rows into the statistics on
+// the other (BLAS limited to one thread), a block of rows at a time; when the
+// run ends, the helper finishes its block and the rows left are split by
+// Gram columns between both threads (disjoint memory, equal work). At
+// res_dim 2000 and 20000 steps this takes the wall time from the sum of the
+// two to about half of their single-core times added up.
+//
+// BLAS thread counts are process-wide in OpenBLAS (openblas_set_num_threads;
+// the _local variant of the builds SciPy ships acts process-wide too), so the
+// count is set to 1 for the call and restored after it; BLAS calls made by
+// other threads meanwhile run on one thread. When the BLAS offers no way to
+// set it (not OpenBLAS), on one core, or with ORC_NATIVE_THREADS=1, the run
+// and the statistics follow each other as in esn_run and stats_update.
+namespace {
+
+using GetThreadsFn = int (*)();
+using SetThreadsFn = void (*)(int);
+
+struct BlasThreads {
+  GetThreadsFn get = nullptr;
+  SetThreadsFn set = nullptr;
+};
+
+// The thread-count controls of the library that holds `routine` (found by
+// address, so they belong to the very BLAS whose syrk/gemm are called).
+BlasThreads FindBlasThreads(const void* routine) {
+  BlasThreads found;
+  Dl_info info;
+  if (routine == nullptr || dladdr(routine, &info) == 0 || info.dli_fname == nullptr) return found;
+  void* lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+  if (lib == nullptr) return found;
+  static const char* const names[][2] = {
+      {"scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"},
+      {"scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"},
+      {"openblas_get_num_threads", "openblas_set_num_threads"},
+      {"openblas_get_num_threads64_", "openblas_set_num_threads64_"},
+  };
+  for (const auto& pair : names) {
+    void* get = dlsym(lib, pair[0]);
+    void* set = dlsym(lib, pair[1]);
+    if (get != nullptr && set != nullptr) {
+      found.get = reinterpret_cast<GetThreadsFn>(get);
+      found.set = reinterpret_cast<SetThreadsFn>(set);
+      break;
+    }
+  }
+  dlclose(lib);  // the library stays loaded: SciPy holds it
+  return found;
+}
+
+// Rows per statistics update of the helper while the run goes on: syrk's
+// throughput at 512 rows is within 3% of one call over all rows, and the
+// run's end waits for at most one such block.
+constexpr int64_t kFitBlock = 512;
+constexpr int64_t kFitMinBlock = 128;
+// Below this much Gram work (rows x features^2) the overlap is not worth a thread.
+constexpr double kOverlapWork = 1e8;
+
+template <ffi::DataType DT>
+ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Buffer<DT> win,
+                  ffi::Buffer<DT> u, ffi::Buffer<DT> bias_buf, ffi::Buffer<DT> r0,
+                  ffi::Buffer<DT> leak_buf, ffi::Buffer<DT> g, ffi::Buffer<DT> c,
+                  ffi::Buffer<DT> y, ffi::ResultBuffer<DT> out, ffi::ResultBuffer<DT> g_out,
+                  ffi::ResultBuffer<DT> c_out, int64_t start, int64_t stop, int64_t syrk_fn,
+                  int64_t gemm_fn) {
+  using T = ffi::NativeType<DT>;
+  const auto vd = values.dimensions(), wd = win.dimensions(), ud = u.dimensions(),
+             rd = r0.dimensions(), gd = g.dimensions(), cd = c.dimensions(),
+             yd = y.dimensions(), od = out->dimensions();
+  if (vd.size() != 3 || indices.dimensions().size() != 3 || wd.size() != 3 || ud.size() != 3 ||
+      rd.size() != 2 || gd.size() != 3 || cd.size() != 3 || yd.size() != 3 || od.size() != 3 ||
+      bias_buf.element_count() != 1 || leak_buf.element_count() != 1 || syrk_fn == 0 ||
+      gemm_fn == 0) {
+    return ffi::Error::InvalidArgument(
+        "orc esn_fit: values/indices (C, n, k), win (C, n, w), u (T, C, w), bias (), r0 (C, n), "
+        "leak (), g (C, n, n), c (C, n, O), y (T, C, O)");
+  }
+  const int64_t chunks = vd[0], n = vd[1], k = vd[2], w = wd[2], steps = ud[0], o = cd[2];
+  for (size_t d = 0; d < 3; ++d) {
+    if (indices.dimensions()[d] != vd[d]) {
+      return ffi::Error::InvalidArgument("orc esn_fit: indices must match values");
+    }
+  }
+  if (wd[0] != chunks || wd[1] != n || ud[1] != chunks || ud[2] != w || rd[0] != chunks ||
+      rd[1] != n || gd[0] != chunks || gd[1] != n || gd[2] != n || cd[0] != chunks ||
+      cd[1] != n || yd[0] != steps || yd[1] != chunks || yd[2] != o || od[0] != steps ||
+      od[1] != chunks || od[2] != n) {
+    return ffi::Error::InvalidArgument("orc esn_fit: operand sizes differ");
+  }
+  if (start < 0 || stop < start || stop > steps) {
+    return ffi::Error::InvalidArgument("orc esn_fit: rows [start, stop) out of range");
+  }
+  const int64_t f = n, width = chunks * n;
+  T* X = out->typed_data();
+  T* G = g_out->typed_data();
+  T* Cr = c_out->typed_data();
+  if (G != g.typed_data()) std::memcpy(G, g.typed_data(), sizeof(T) * chunks * f * f);
+  if (Cr != c.typed_data()) std::memcpy(Cr, c.typed_data(), sizeof(T) * chunks * f * o);
+  if (steps == 0 || width == 0) return ffi::Error::Success();
+  const T* V = values.typed_data();
+  const int32_t* I = indices.typed_data();
+  const T* R0 = r0.typed_data();
+  const T* Yv = y.typed_data();
+  const T leak = leak_buf.typed_data()[0];
+  Drive<T> drive;
+  drive.win = win.typed_data();
+  drive.u = u.typed_data();
+  drive.w = w;
+  drive.bias = bias_buf.typed_data()[0];
+  const Blas<T> blas{reinterpret_cast<SyrkFn<T>>(syrk_fn), reinterpret_cast<GemmFn<T>>(gemm_fn)};
+
+  const BlasThreads control =
+      ForceThreads() > 1 ? FindBlasThreads(reinterpret_cast<const void*>(syrk_fn)) : BlasThreads{};
+  const double work = static_cast<double>(stop - start) * static_cast<double>(f * f) * chunks;
+  if (control.set == nullptr || work < kOverlapWork) {
+    RunEsn<T>(V, I, n, k, chunks, steps, drive, R0, X, leak, ForceThreads());
+    AddRows(blas, G, Cr, X, Yv, chunks, f, o, start, stop, 0, f);
+    return ffi::Error::Success();
+  }
+
+  // Columns [0, split) of the rows left at the end go to this thread, [split, f)
+  // to the helper: split^2/2 + split (f - split) = (f - split)^2 / 2 at
+  // split = (1 - 1/sqrt(2)) f.
+  const int64_t split = static_cast<int64_t>(static_cast<double>(f) * (1.0 - std::sqrt(0.5)));
+  std::atomic<int64_t> forced{0};
+  std::atomic<bool> run_done{false};
+  std::atomic<int64_t> handed_over{-1};  // first row the helper left to the split
+  auto helper_work = [&]() {
+    int64_t next = start, spins = 0;
+    while (!run_done.load(std::memory_order_acquire)) {
+      const int64_t avail = std::min(forced.load(std::memory_order_acquire), stop);
+      if (avail - next >= kFitMinBlock) {
+        const int64_t end = std::min(avail, next + kFitBlock);
+        AddRows(blas, G, Cr, X, Yv, chunks, f, o, next, end, 0, f);
+        next = end;
+        spins = 0;
+      } else {
+        SpinPause();
+        if (++spins > (1 << 10)) {
+          std::this_thread::yield();
+          spins = 0;
+        }
+      }
+    }
+    handed_over.store(next, std::memory_order_release);
+    AddRows(blas, G, Cr, X, Yv, chunks, f, o, next, stop, split, f);
+  };
+  const int saved = control.get();
+  control.set(1);
+  std::thread helper;
+  try {
+    helper = std::thread(helper_work);
+  } catch (const std::system_error&) {
+    // no thread to be had: run and statistics one after the other
+  }
+  if (helper.joinable()) {
+    RunEsn<T>(V, I, n, k, chunks, steps, drive, R0, X, leak, 1, &forced);
+    run_done.store(true, std::memory_order_release);
+    int64_t rest;
+    while ((rest = handed_over.load(std::memory_order_acquire)) < 0) SpinPause();
+    AddRows(blas, G, Cr, X, Yv, chunks, f, o, rest, stop, 0, split);
+    helper.join();
+    control.set(saved);
+  } else {
+    control.set(saved);
+    RunEsn<T>(V, I, n, k, chunks, steps, drive, R0, X, leak, ForceThreads());
+    AddRows(blas, G, Cr, X, Yv, chunks, f, o, start, stop, 0, f);
+  }
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+#define ORC_ESN_FIT(NAME, DT)                                     \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(NAME, EsnFit<DT>,                 \
+                                ffi::Ffi::Bind()                  \
+                                    .Arg<ffi::Buffer<DT>>()       \
+                                    .Arg<ffi::Buffer<ffi::S32>>() \
+                                    .Arg<ffi::Buffer<DT>>()       \
+                                    .Arg<ffi::Buffer<DT>>()       \
+                                    .Arg<ffi::Buffer<DT>>()       \
+                                    .Arg<ffi::Buffer<DT>>()       \
+                                    .Arg<ffi::Buffer<DT>>()       \
+                                    .Arg<ffi::Buffer<DT>>()       \
+                                    .Arg<ffi::Buffer<DT>>()       \
+                                    .Arg<ffi::Buffer<DT>>()       \
+                                    .Ret<ffi::Buffer<DT>>()       \
+                                    .Ret<ffi::Buffer<DT>>()       \
+                                    .Ret<ffi::Buffer<DT>>()       \
+                                    .Attr<int64_t>("start")       \
+                                    .Attr<int64_t>("stop")        \
+                                    .Attr<int64_t>("syrk")        \
+                                    .Attr<int64_t>("gemm"));
+
+ORC_ESN_FIT(OrcEsnFitF32, ffi::F32)
+ORC_ESN_FIT(OrcEsnFitF64, ffi::F64)

@@ -25,7 +25,7 @@ from jaxtyping import Array, Float
 from .._compose import check_pipeline
 from .._random import seed_field
 from .._validation import check_dtype, check_rank, check_static_int
-from ..drivers import DriverBase, drive_sequence
+from ..drivers import DriverBase, drive_sequence, drive_sequence_stats
 from ..embeddings import EmbedBase
 from ..readouts import ReadoutBase
 
@@ -51,6 +51,11 @@ def _check_sequence(model, seq, name):
     if seq.shape[0] < 1:
         raise ValueError(f"{type(model).__name__}: {name} is empty")
     return seq
+
+
+def _defined_in(cls, name):
+    """The class of ``cls``'s MRO whose body defines attribute ``name``."""
+    return next((c for c in cls.__mro__ if name in vars(c)), None)
 
 
 class RCForecasterBase(eqx.Module):
@@ -108,6 +113,27 @@ class RCForecasterBase(eqx.Module):
 
     def _advance_seq(self, in_seq, res_state):
         return drive_sequence(self.driver, self.embedding, in_seq, res_state)
+
+    def _force_stats(self, in_seq, res_state, stats, targets, start, stop):
+        """:meth:`force` plus the ridge statistics of the states (rows
+        ``start:stop`` against prepared ``targets``) in one fused pass, or
+        ``None`` when this model's forcing is not the standard pipeline or its
+        driver has no fused pass (training then forces and fits separately)."""
+        cls = type(self)
+        if _defined_in(cls, "force") is not RCForecasterBase or (
+            _defined_in(cls, "_advance_seq") is not RCForecasterBase
+        ):
+            return None
+        return drive_sequence_stats(
+            self.driver,
+            self.embedding,
+            in_seq.astype(self.dtype),
+            jnp.asarray(res_state, self.dtype),
+            stats,
+            targets,
+            start,
+            stop,
+        )
 
     @eqx.filter_jit
     def force(

@@ -56,6 +56,12 @@ def _train(
         seq, kw = inputs
         return model.force(seq, state, **kw)
 
+    def force_stats(inputs, state, stats, prepared_targets, start, stop):
+        seq, kw = inputs
+        if kw:
+            return None
+        return model._force_stats(seq, state, stats, prepared_targets, start, stop)
+
     readout, states = teacher_forced_fit(
         model.readout,
         force,
@@ -69,6 +75,7 @@ def _train(
         batch_size=batch_size,
         progress=progress,
         features=None if noise is None else noise.features(model.readout),
+        force_stats=force_stats,
     )
     return model.set_readout(readout), states
 
