@@ -174,8 +174,9 @@ def teacher_forced_stats(
     sequence that returns the states together with ``stats`` plus rows
     ``start:stop`` of them (orc._matrix.esn_run_stats: the reservoir run and
     the Gram update overlapped on two cores). It is used when the history is
-    kept and the features are the states themselves; ``None`` from it means
-    it does not apply.
+    kept, the features are the states themselves and no progress is shown
+    (it reports nothing between blocks); ``None`` from it means it does not
+    apply.
 
     Returns ``(stats, last_state, states or None)``.
     """
@@ -273,7 +274,10 @@ def teacher_forced_stats(
             carry = run(carry, start, tail, mode(start, start + tail, phase), phase)
         return carry
 
-    if keep_states and default_features and force_stats is not None and spinup < t_out:
+    # The fused pass is one call that cannot report between blocks, so a run
+    # with a progress bar takes the blocked path below.
+    fusable = keep_states and default_features and not progress
+    if fusable and force_stats is not None and spinup < t_out:
         probe = jnp.zeros((1,) + state_shape.shape[1:], state_shape.dtype)
         if readout.prepare_train(probe) is probe:
             fused = force_stats(
@@ -281,10 +285,6 @@ def teacher_forced_stats(
             )
             if fused is not None:
                 history, stats = fused
-                if progress:
-                    jax.debug.callback(
-                        _progress.tick, progress_offset + t_in, history[-1].ravel()[0]
-                    )
                 return stats, history[-1], history
 
     carry = (init, stats, history)
