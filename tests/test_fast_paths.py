@@ -12,6 +12,10 @@
   reservoir on one thread, Gram on the other) vs the drive, run and products
   in numpy, with chunks, spin-up, under jit, vmap and grad, and the BLAS
   thread count restored after it;
+- the closed-loop forecast in one native call (``esn_forecast``: two
+  threads per step, readout and feedback inside) vs numpy, vs the models'
+  per-step loop, under vmap and grad, and the fall-back for models it
+  does not cover;
 - streaming training (no state history) vs training on the stored states.
 """
 
@@ -30,6 +34,7 @@ from orc._matrix import (
     _gather_matvec,
     distinct_columns,
     ell_matvec,
+    esn_forecast,
     esn_run,
     esn_run_stats,
     set_native,
@@ -320,6 +325,18 @@ for ci in range(c):
     g = np.triu(np.asarray(stats.gram[ci]))
     np.testing.assert_allclose(g, np.triu(x[:, ci].T @ x[:, ci]), rtol=1e-11, atol=1e-9)
     np.testing.assert_allclose(stats.cross[ci], x[:, ci].T @ np.asarray(y)[7:, ci], rtol=1e-11, atol=1e-9)
+# the closed-loop forecast in one call, here on one thread
+from orc._matrix import _esn_forecast_scan, esn_forecast
+n, k = 600, 30
+idx = jnp.asarray(distinct_columns(rng, n, n, k))[None]
+v = jnp.asarray(rng.standard_normal((1, n, k)) * 0.15)
+win = jnp.asarray(rng.uniform(-1, 1, (1, n, 3)))
+wout = jnp.asarray(rng.standard_normal((1, 3, n)) * 0.01)
+window = jnp.asarray([[0, 1, 2]], jnp.int32)
+r0 = jnp.asarray(rng.uniform(-1, 1, (1, n)))
+got = jax.jit(lambda *a: esn_forecast(*a, 40))(v, idx, win, window, 0.3, wout, r0, 0.6)
+ref = jax.jit(lambda *a: _esn_forecast_scan(*a, 40))(v, idx, win, window, 0.3, wout, r0, 0.6)
+np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-13)
 for dtype, tol in ((jnp.float64, 1e-13), (jnp.float32, 2e-6)):
     for n, k in ((1000, 21), (64, 3)):
         idx = jnp.asarray(distinct_columns(rng, n, n, k))
@@ -572,6 +589,130 @@ def test_models_force_with_fused_run_equals_per_step():
         finally:
             set_native(previous)
         np.testing.assert_allclose(fast, slow, rtol=1e-12, atol=1e-13)
+
+
+def _numpy_forecast(values, indices, win, window, bias, wout, r0, leak, length):
+    """The closed loop (readout, feedback, leaky-tanh step) in plain numpy."""
+    v, idx = np.asarray(values, np.float64), np.asarray(indices)
+    win, wout = np.asarray(win, np.float64), np.asarray(wout, np.float64)
+    r = np.asarray(r0, np.float64)
+    out = []
+    for _ in range(length):
+        y = np.einsum("con,cn->co", wout, r).reshape(-1)
+        out.append(y)
+        wr = np.einsum("cnk,cnk->cn", v, np.take_along_axis(r[:, None, :], idx, 2))
+        drive = np.einsum("cnw,cw->cn", win, y[np.asarray(window)]) + bias
+        r = leak * np.tanh(wr + drive) + (1 - leak) * r
+    return np.stack(out)
+
+
+def _forecast_case(n, chunks, k, per_chunk, locality, dtype, seed):
+    from orc.embeddings import _window_indices
+
+    rng = np.random.default_rng(seed)
+    cols = np.stack([distinct_columns(rng, n, n, k) for _ in range(chunks)])
+    values = jnp.asarray(rng.standard_normal(cols.shape) * 0.9 / np.sqrt(k), dtype)
+    out_dim = chunks * per_chunk
+    window = _window_indices(out_dim, chunks, locality, True, False)
+    win = jnp.asarray(rng.uniform(-0.5, 0.5, (chunks, n, window.shape[1])), dtype)
+    wout = rng.standard_normal((chunks, per_chunk, n)) * 0.3 / np.sqrt(n)
+    wout = jnp.asarray(wout, dtype)
+    r0 = jnp.asarray(rng.uniform(-1, 1, (chunks, n)), dtype)
+    return values, jnp.asarray(cols), win, window, wout, r0
+
+
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+@pytest.mark.parametrize(
+    "n,chunks,k,per_chunk,locality",
+    [(500, 1, 40, 3, 0), (120, 3, 50, 2, 1), (50, 2, 3, 1, 1)],
+    ids=["two-threads", "two-threads-chunks", "one-thread"],
+)
+def test_esn_forecast_equals_numpy(dtype, n, chunks, k, per_chunk, locality):
+    """The one-call closed loop (two threads per step in the first two
+    cases, 20000 and 18000 non-zeros; one below) equals readout, feedback
+    through the chunk windows and the leaky-tanh step in numpy."""
+    values, indices, win, window, wout, r0 = _forecast_case(
+        n, chunks, k, per_chunk, locality, dtype, 4
+    )
+    fn = jax.jit(lambda *a: esn_forecast(*a[:4], 0.2, *a[4:], 0.6, 80))
+    got = fn(values, indices, win, jnp.asarray(window), wout, r0)
+    ref = _numpy_forecast(values, indices, win, window, 0.2, wout, r0, 0.6, 80)
+    tol = 1e-12 if dtype == jnp.float64 else 2e-5
+    assert got.shape == (80, chunks * per_chunk) and got.dtype == dtype
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+    one = jax.jit(lambda *a: esn_forecast(*a[:4], 0.2, *a[4:], 0.6, 1))
+    np.testing.assert_allclose(
+        one(values, indices, win, jnp.asarray(window), wout, r0), ref[:1], atol=tol
+    )
+    with pytest.raises(ValueError, match="length"):
+        esn_forecast(values, indices, win, window, 0.2, wout, r0, 0.6, 0)
+
+
+def test_esn_forecast_under_vmap_and_grad():
+    """vmap over initial states gives each forecast; derivatives (through
+    the scan) match central differences."""
+    values, indices, win, window, wout, r0 = _forecast_case(
+        400, 1, 41, 3, 0, jnp.float64, 5
+    )
+
+    def fc(r, scale=1.0):
+        return esn_forecast(values, indices, win, window, 0.2, wout * scale, r, 0.6, 40)
+
+    pair = jnp.stack([r0, -r0])
+    batched = jax.jit(jax.vmap(fc))(pair)
+    np.testing.assert_allclose(batched[1], jax.jit(fc)(-r0), rtol=1e-13, atol=1e-14)
+
+    def loss(scale):
+        return jnp.sum(jnp.sin(fc(r0, scale)))
+
+    grad = jax.grad(loss)(1.0)
+    h = 1e-5
+    fd = (loss(1.0 + h) - loss(1.0 - h)) / (2 * h)
+    np.testing.assert_allclose(grad, fd, rtol=1e-6)
+
+
+def test_models_forecast_with_fused_loop_equals_per_step():
+    """ESN forecasters (one reservoir of 1000 nodes: two threads; three
+    local chunks) forecast in one native call what their per-step loop of
+    driver, readout and embedding gives, from a state and from a warm-up;
+    models the call does not cover (quadratic features, ensemble readout)
+    keep the per-step loop."""
+    U, _ = orc.data.lorenz63(tN=30, dt=0.01)
+    U = jnp.asarray(U[500:2500])
+    U6 = jnp.concatenate([U, U[:, ::-1]], axis=1)
+    cases = [
+        (orc.forecaster.ESNForecaster(data_dim=3, res_dim=1000, seed=2), U),
+        (
+            orc.forecaster.ESNForecaster(
+                data_dim=6, res_dim=200, chunks=3, locality=1, seed=2
+            ),
+            U6,
+        ),
+    ]
+    for model, data in cases:
+        model, states = orc.forecaster.train_RCForecaster(model, data[:1500])
+        r = states[-1]
+        jaxpr = str(jax.make_jaxpr(lambda r, m=model: m.forecast(50, r))(r))
+        assert "orc_esn_forecast" in jaxpr
+        # rounding differences grow along a chaotic orbit: compare 150 steps
+        fast = model.forecast(150, r)
+        slow = eqx.filter_jit(lambda m, r: m._closed_loop_scan(150, r))(model, r)
+        np.testing.assert_allclose(fast, slow, rtol=1e-9, atol=1e-9)
+        warm = data[1500:1700]
+        slow_ic = eqx.filter_jit(
+            lambda m, w: m._closed_loop_scan(
+                100, m.force(w, m.driver.default_state())[-1]
+            )
+        )(model, warm)
+        np.testing.assert_allclose(
+            model.forecast_from_IC(100, warm), slow_ic, rtol=1e-9, atol=1e-9
+        )
+    quad = orc.forecaster.ESNForecaster(data_dim=3, res_dim=100, quadratic=True, seed=2)
+    ens = orc.forecaster.EnsembleESNForecaster(data_dim=3, res_dim=50, chunks=2, seed=2)
+    for model in (quad, ens):
+        r = model.driver.default_state()
+        jaxpr = str(jax.make_jaxpr(lambda r, m=model: m.forecast(5, r))(r))
+        assert "orc_esn_forecast" not in jaxpr
 
 
 @pytest.mark.parametrize("kind", ["single", "parallel", "multi", "target"])

@@ -36,6 +36,7 @@ __all__ = [
     "ell_matvec",
     "esn_run",
     "esn_run_stats",
+    "esn_forecast",
     "linear_drive",
 ]
 
@@ -103,11 +104,17 @@ def _esn_run_scan(values, indices, drive, r0, leak):
         )
 
     def step(r, p):
-        act = jnp.tanh(ell_matvec(values, indices, r) + p)
-        r = leak * act + (1 - leak) * r
+        r = _esn_step(values, indices, r, p, leak)
         return r, r
 
     return jax.lax.scan(step, r0, drive)[1]
+
+
+def _esn_step(values, indices, r, p, leak):
+    """One leaky-tanh ESN update ``leak tanh(W r + p) + (1 - leak) r``
+    (``W`` in ELL layout; ``(C, n, k)`` maps over the chunks of ``r``)."""
+    matvec = jax.vmap(ell_matvec) if values.ndim == 3 else ell_matvec
+    return leak * jnp.tanh(matvec(values, indices, r) + p) + (1 - leak) * r
 
 
 @jax.custom_jvp
@@ -281,6 +288,74 @@ def esn_run_stats(
         return states, RidgeStats(gram, cross, stats.count + (stop - start))
     states = esn_run(values, indices, linear_drive(win, windows, bias), r0, leak)
     return states, stats_update(stats, states, targets, start, stop)
+
+
+def _esn_forecast_scan(values, indices, win, window, bias, wout, r0, leak, length):
+    """Reference of :func:`esn_forecast`: one ``lax.scan`` step per output."""
+
+    def readout(r):
+        return jnp.einsum("con,cn->co", wout, r).reshape(-1)
+
+    def step(r, _):
+        p = jnp.einsum("cnw,cw->cn", win, readout(r)[window]) + bias
+        r = _esn_step(values, indices, r, p, leak)
+        return r, readout(r)
+
+    rest = jax.lax.scan(step, r0, None, length=length - 1)[1]
+    return jnp.concatenate([readout(r0)[None], rest], axis=0)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(8,))
+def _esn_forecast_native(values, indices, win, window, bias, wout, r0, leak, length):
+    call = jax.ffi.ffi_call(
+        _native.esn_forecast_target(values.dtype),
+        jax.ShapeDtypeStruct((length, wout.shape[0] * wout.shape[1]), values.dtype),
+        vmap_method="sequential",
+    )
+    return call(values, indices, win, window, bias, wout, r0, leak)
+
+
+@_esn_forecast_native.defjvp
+def _esn_forecast_native_jvp(length, primals, tangents):
+    return _esn_forecast_native(*primals, length), jax.jvp(
+        lambda *a: _esn_forecast_scan(*a, length), primals, tangents
+    )[1]
+
+
+def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int):
+    """Closed-loop forecast of a discrete leaky-tanh ESN with a linear
+    readout of its own state fed back through a linear embedding.
+
+    ``y_t = concat_c(wout[c] @ r_t[c])`` for ``t = 0..length-1`` from
+    ``r_0 = r0 (C, n)``, and ``r_{t+1}[c] = leak tanh(W_c r_t[c] + win[c] @
+    y_t[window[c]] + bias) + (1 - leak) r_t[c]``, with ``W`` in ELL layout
+    ``(C, n, k)``, ``win (C, n, w)``, ``window (C, w)`` (integer positions in
+    ``y``), ``wout (C, o, n)``; returns ``(length, C * o)``. On CPU with the
+    native kernels the whole forecast is one call that shares every step
+    between two threads (see :mod:`orc._native`); elsewhere, and for
+    derivatives, a ``lax.scan``.
+    """
+    dtype = values.dtype
+    length = int(length)
+    if length < 1:
+        raise ValueError(f"esn_forecast: length must be >= 1, got {length}")
+    leak = jnp.asarray(leak, dtype)
+    bias = jnp.asarray(bias, dtype)
+    window = jnp.asarray(window, jnp.int32)
+    args = (values, indices, win, window, bias, wout, r0, leak)
+    if (
+        _USE_NATIVE["enabled"]
+        and values.ndim == 3
+        and bias.ndim == 0
+        and all(a.dtype == dtype for a in (win, wout, r0))
+        and _native.esn_forecast_target(dtype) is not None
+    ):
+        return jax.lax.platform_dependent(
+            *args,
+            cpu=lambda *a: _esn_forecast_native(*a, length),
+            default=lambda *a: _esn_forecast_scan(*a, length),
+        )
+    return _esn_forecast_scan(*args, length)
 
 
 class ReservoirMatrix(eqx.Module):

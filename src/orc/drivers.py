@@ -32,7 +32,13 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._matrix import ReservoirMatrix, esn_run, esn_run_stats, random_reservoir_matrices
+from ._matrix import (
+    ReservoirMatrix,
+    esn_forecast,
+    esn_run,
+    esn_run_stats,
+    random_reservoir_matrices,
+)
 from ._random import jax_key, numpy_rng, spawn
 from ._validation import check_dtype, check_float, check_int
 from .embeddings import EmbedBase, LinearEmbedding
@@ -307,13 +313,42 @@ class _ESNDriverCore(_SparseReservoirDriver):
             self.leak,
         )
 
+    def _fusable(self) -> bool:
+        """Whether the fused native passes compute this driver's update: the
+        discrete update of reservoirs with a chunk axis, not overridden."""
+        cls = type(self)
+        return (
+            self.mode == "discrete"
+            and self.wr.values.ndim == 3
+            and cls.advance is _ESNDriverCore.advance
+            and cls._update is _ESNDriverCore._update
+        )
+
+    def _closed_loop_linear(self, win, window, wout, res_state, length):
+        """Outputs of a closed loop through a linear readout ``wout (C, o, n)``
+        fed back by the linear embedding ``win (C, n, w)``, ``window (C, w)``
+        (:func:`orc._matrix.esn_forecast`), or ``None`` where it does not apply."""
+        if not self._fusable():
+            return None
+        return esn_forecast(
+            self.wr.values,
+            self.wr.indices,
+            win,
+            window,
+            self.bias,
+            wout,
+            res_state,
+            self.leak,
+            length,
+        )
+
     def _advance_seq_stats(self, win, windows, res_state, stats, targets, start, stop):
         """:meth:`advance_seq` driven by the linear embedding ``win (C, n, w)``,
         ``windows (T, C, w)``, and the ridge statistics of the states (rows
         ``start:stop`` against ``targets``), in one overlapped pass
         (:func:`orc._matrix.esn_run_stats`); ``None`` where it does not apply
         (continuous mode, or a reservoir without a chunk axis)."""
-        if self.mode != "discrete" or self.wr.values.ndim != 3:
+        if not self._fusable():
             return None
         return esn_run_stats(
             self.wr.values,
@@ -404,6 +439,33 @@ def drive_sequence_stats(
     if fused is None or factors is None or in_seq.ndim != 2:
         return None
     return fused(*factors(in_seq), res_state, stats, targets, start, stop)
+
+
+def closed_loop_linear(
+    driver: DriverBase,
+    embedding: EmbedBase,
+    readout,
+    length: int,
+    res_state: Array,
+):
+    """The ``length`` outputs of a closed loop from ``res_state`` (``y_0 =
+    readout(res_state)``, each output embedded and fed back) in one fused
+    pass, or ``None`` when there is none for these components (then the
+    caller runs its own loop).
+
+    The fused pass needs an ESN driver (discrete, with a chunk axis), a
+    linear readout without feature transforms (``linear_weights``) and a
+    linear embedding (``linear_window``).
+    """
+    fused = getattr(driver, "_closed_loop_linear", None)
+    window = getattr(embedding, "linear_window", None)
+    weights = getattr(readout, "linear_weights", None)
+    if fused is None or window is None or weights is None:
+        return None
+    feedback, wout = window(), weights()
+    if feedback is None or wout is None:
+        return None
+    return fused(*feedback, wout, res_state, length)
 
 
 class ParallelESNDriver(_ESNDriverCore):

@@ -168,6 +168,23 @@ class _LinearEmbeddingCore(EmbedBase):
         out = linear_drive(*self.linear_factors(in_state))
         return out[:, 0] if self.chunks == 0 else out
 
+    def linear_window(self):
+        """``(win (C, res_dim, w), window (C, w))`` with ``embed(u)[c] =
+        win[c] @ u[window[c]]`` (``C = 1`` for a single reservoir), or
+        ``None`` when a subclass changes the embedding."""
+        cls = type(self)
+        if (
+            cls.embed is not _LinearEmbeddingCore.embed
+            or cls.localize is not _LinearEmbeddingCore.localize
+        ):
+            return None
+        if self.chunks == 0:
+            return self.win[None], np.arange(self.in_dim, dtype=np.int32)[None]
+        idx = _window_indices(
+            self.in_dim, self.chunks, self.locality, self.periodic, self.ensemble
+        )
+        return self.win, np.asarray(idx, np.int32)
+
     def linear_factors(self, in_state: Float[Array, "batch in_dim"]):
         """``(win (C, res_dim, w), windows (batch, C, w))`` with
         ``batch_embed(in_state)[b, c] = win[c] @ windows[b, c]`` (``C = 1`` and

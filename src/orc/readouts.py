@@ -153,6 +153,18 @@ class _LinearReadoutCore(ReadoutBase):
         per_chunk = jnp.einsum("cof,cf->co", self.wout, feats)
         return jnp.mean(per_chunk, axis=0) if self.ensemble else per_chunk.reshape(-1)
 
+    def linear_weights(self):
+        """``wout`` as ``(C, out_dim // C, res_dim)`` when the readout is the
+        plain product ``concat_c(W_out,c r_c)`` (no feature functions, no
+        ensemble average, not overridden), else ``None``."""
+        if (
+            self.nonlin_list
+            or self.ensemble
+            or type(self).readout is not _LinearReadoutCore.readout
+        ):
+            return None
+        return self.wout[None] if self.chunks == 0 else self.wout
+
     def prepare_train(self, res_seq: Array) -> Array:
         """Features ``φ(r)`` of states ``(seq_len, [chunks,] res_dim)``."""
         return self.nonlinear_transform(res_seq)

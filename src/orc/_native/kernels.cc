@@ -760,7 +760,37 @@ void EsnStepRows(const T* V, const int32_t* I, int64_t n, int64_t k, int64_t chu
 // Steps finished by one thread of the run, on a cache line of its own.
 struct alignas(64) StepCounter {
   std::atomic<int64_t> steps{0};
+
+  // Spins until `steps` reaches t (yielding now and then, `spins` counts).
+  void WaitFor(int64_t t, int64_t& spins) const {
+    while (steps.load(std::memory_order_acquire) < t) {
+      SpinPause();
+      if (++spins > (1 << 16)) {
+        std::this_thread::yield();
+        spins = 0;
+      }
+    }
+  }
 };
+
+// run(w, used) on this thread (w = 0) and, when threads > 1, on a helper
+// thread (w = 1) at the same time; `used` is how many run (1 when no thread
+// could be started). The helper is a thread of its own for the duration of
+// the call, not a task on XLA's intra-op pool: pool threads keep spinning
+// after their task and then compete with BLAS for the cores.
+template <typename F>
+void OnThreads(int threads, const F& run) {
+  std::thread helper;
+  if (threads > 1) {
+    try {
+      helper = std::thread([&run] { run(1, 2); });
+    } catch (const std::system_error&) {
+      // no thread to be had: this one does every row
+    }
+  }
+  run(0, helper.joinable() ? 2 : 1);
+  if (helper.joinable()) helper.join();
+}
 
 // Threads for the ESN run: 2 when the machine has two cores or more, 1 with
 // ORC_NATIVE_THREADS=1 in the environment.
@@ -797,34 +827,14 @@ void RunEsn(const T* V, const int32_t* I, int64_t n, int64_t k, int64_t chunks, 
     StepCounter& other = counters[1 - w];
     int64_t spins = 0;
     for (int64_t t = 0; t < steps; ++t) {
-      if (used > 1) {
-        while (other.steps.load(std::memory_order_acquire) < t) {
-          SpinPause();
-          if (++spins > (1 << 16)) {
-            std::this_thread::yield();
-            spins = 0;
-          }
-        }
-      }
+      if (used > 1) other.WaitFor(t, spins);
       const T* xs = t == 0 ? R0 : Y + (t - 1) * width;
       EsnStepRows<T>(V, I, n, k, chunks, xs, drive, t, Y + t * width, leak, lo, hi);
       mine.steps.store(t + 1, std::memory_order_release);
       if (progress != nullptr && used == 1) progress->store(t + 1, std::memory_order_release);
     }
   };
-  // The helper is a thread of its own for the duration of the call, not a
-  // task on XLA's intra-op pool: pool threads keep spinning after their task
-  // and then compete with BLAS for the cores during the Gram update.
-  std::thread helper;
-  if (threads > 1) {
-    try {
-      helper = std::thread(run, 1, 2);
-    } catch (const std::system_error&) {
-      // no thread to be had: this one does every row
-    }
-  }
-  run(0, helper.joinable() ? 2 : 1);
-  if (helper.joinable()) helper.join();
+  OnThreads(threads, run);
 }
 
 // Checks the operands of a run: values/indices (..., n, k) with leading chunk
@@ -1103,3 +1113,132 @@ ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Bu
 
 ORC_ESN_FIT(OrcEsnFitF32, ffi::F32)
 ORC_ESN_FIT(OrcEsnFitF64, ffi::F64)
+
+// ---------------------------------------------------------------------------
+// Closed-loop forecast of a discrete leaky-tanh ESN with a linear readout and
+// a linear embedding of its own output:
+//
+//   y_t = concat_c(wout[c] r_t[c]),   u_t[c] = y_t[window[c]],
+//   r_{t+1}[c] = leak tanh(W_c r_t[c] + win[c] u_t[c] + bias) + (1 - leak) r_t[c],
+//
+// for t = 0..L-1 from r_0 = r0, writing y_0..y_{L-1} (out (L, C o)). With
+// values/indices (C, n, k), win (C, n, w), window (C, w) (indices into y),
+// wout (C, o, n). The states live in two alternating buffers; two threads
+// share the rows of every step as in RunEsn, and each computes the (small)
+// readout of the full state itself, so one hand-over per step suffices:
+// thread A writes r_{t+1} into the buffer of r_{t-1} only after B has
+// finished step t-1, the last one that read it. The whole forecast is one
+// call: no per-step loop overhead, thread hand-off or readout launches.
+namespace {
+
+// y[c o + j] = sum_i wout[c][j][i] x[c][i]; four partial sums per output.
+template <typename T>
+void LinearReadoutRows(const T* __restrict wout, const T* __restrict x, int64_t chunks,
+                       int64_t o, int64_t n, T* __restrict y) {
+  for (int64_t c = 0; c < chunks; ++c) {
+    const T* xc = x + c * n;
+    for (int64_t j = 0; j < o; ++j) {
+      const T* wr = wout + (c * o + j) * n;
+      T a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      int64_t i = 0;
+      for (; i + 4 <= n; i += 4) {
+        a0 += wr[i] * xc[i];
+        a1 += wr[i + 1] * xc[i + 1];
+        a2 += wr[i + 2] * xc[i + 2];
+        a3 += wr[i + 3] * xc[i + 3];
+      }
+      for (; i < n; ++i) a0 += wr[i] * xc[i];
+      y[c * o + j] = (a0 + a1) + (a2 + a3);
+    }
+  }
+}
+
+template <ffi::DataType DT>
+ffi::Error EsnForecast(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Buffer<DT> win,
+                       ffi::Buffer<ffi::S32> window, ffi::Buffer<DT> bias_buf,
+                       ffi::Buffer<DT> wout, ffi::Buffer<DT> r0, ffi::Buffer<DT> leak_buf,
+                       ffi::ResultBuffer<DT> out) {
+  using T = ffi::NativeType<DT>;
+  const auto vd = values.dimensions(), wd = win.dimensions(), xd = window.dimensions(),
+             od = wout.dimensions(), rd = r0.dimensions(), yd = out->dimensions();
+  if (vd.size() != 3 || indices.dimensions().size() != 3 || wd.size() != 3 || xd.size() != 2 ||
+      od.size() != 3 || rd.size() != 2 || yd.size() != 2 || bias_buf.element_count() != 1 ||
+      leak_buf.element_count() != 1) {
+    return ffi::Error::InvalidArgument(
+        "orc esn_forecast: values/indices (C, n, k), win (C, n, w), window (C, w), bias (), "
+        "wout (C, o, n), r0 (C, n), leak (); out (L, C o)");
+  }
+  const int64_t chunks = vd[0], n = vd[1], k = vd[2], w = wd[2], o = od[1], steps = yd[0];
+  const int64_t width = chunks * n, out_dim = chunks * o;
+  for (size_t d = 0; d < 3; ++d) {
+    if (indices.dimensions()[d] != vd[d]) {
+      return ffi::Error::InvalidArgument("orc esn_forecast: indices must match values");
+    }
+  }
+  if (wd[0] != chunks || wd[1] != n || xd[0] != chunks || xd[1] != w || od[0] != chunks ||
+      od[2] != n || rd[0] != chunks || rd[1] != n || yd[1] != out_dim) {
+    return ffi::Error::InvalidArgument("orc esn_forecast: operand sizes differ");
+  }
+  const int32_t* window_idx = window.typed_data();
+  for (int64_t e = 0; e < chunks * w; ++e) {
+    if (window_idx[e] < 0 || window_idx[e] >= out_dim) {
+      return ffi::Error::InvalidArgument("orc esn_forecast: window index outside the output");
+    }
+  }
+  if (steps == 0) return ffi::Error::Success();
+  const T* V = values.typed_data();
+  const int32_t* I = indices.typed_data();
+  const T* Wout = wout.typed_data();
+  const T leak = leak_buf.typed_data()[0];
+  T* Y = out->typed_data();
+  std::vector<T> states(2 * width);
+  std::copy(r0.typed_data(), r0.typed_data() + width, states.begin());
+  Drive<T> base;
+  base.win = win.typed_data();
+  base.w = w;
+  base.bias = bias_buf.typed_data()[0];
+
+  const int threads =
+      (ForceThreads() > 1 && n * k * chunks >= kEsnParallelNonzeros && width >= 2) ? 2 : 1;
+  StepCounter counters[2];
+  auto run = [&](int me, int used) {
+    const int64_t lo = me * width / used, hi = (me + 1) * width / used;
+    StepCounter& mine = counters[me];
+    StepCounter& other = counters[1 - me];
+    std::vector<T> y(out_dim), u(chunks * w);
+    Drive<T> drive = base;
+    drive.u = u.data();
+    int64_t spins = 0;
+    for (int64_t t = 0; t < steps; ++t) {
+      if (used > 1) other.WaitFor(t, spins);
+      const T* x = states.data() + (t % 2) * width;
+      LinearReadoutRows<T>(Wout, x, chunks, o, n, y.data());
+      if (me == 0) std::copy(y.begin(), y.end(), Y + t * out_dim);
+      if (t + 1 == steps) break;
+      for (int64_t e = 0; e < chunks * w; ++e) u[e] = y[window_idx[e]];
+      EsnStepRows<T>(V, I, n, k, chunks, x, drive, 0, states.data() + ((t + 1) % 2) * width,
+                     leak, lo, hi);
+      mine.steps.store(t + 1, std::memory_order_release);
+    }
+  };
+  OnThreads(threads, run);
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+#define ORC_ESN_FORECAST(NAME, DT)                                \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(NAME, EsnForecast<DT>,            \
+                                ffi::Ffi::Bind()                  \
+                                    .Arg<ffi::Buffer<DT>>()       \
+                                    .Arg<ffi::Buffer<ffi::S32>>() \
+                                    .Arg<ffi::Buffer<DT>>()       \
+                                    .Arg<ffi::Buffer<ffi::S32>>() \
+                                    .Arg<ffi::Buffer<DT>>()       \
+                                    .Arg<ffi::Buffer<DT>>()       \
+                                    .Arg<ffi::Buffer<DT>>()       \
+                                    .Arg<ffi::Buffer<DT>>()       \
+                                    .Ret<ffi::Buffer<DT>>());
+
+ORC_ESN_FORECAST(OrcEsnForecastF32, ffi::F32)
+ORC_ESN_FORECAST(OrcEsnForecastF64, ffi::F64)

@@ -25,7 +25,12 @@ from jaxtyping import Array, Float
 from .._compose import check_pipeline
 from .._random import seed_field
 from .._validation import check_dtype, check_rank, check_static_int
-from ..drivers import DriverBase, drive_sequence, drive_sequence_stats
+from ..drivers import (
+    DriverBase,
+    closed_loop_linear,
+    drive_sequence,
+    drive_sequence_stats,
+)
 from ..embeddings import EmbedBase
 from ..readouts import ReadoutBase
 
@@ -163,6 +168,16 @@ class RCForecasterBase(eqx.Module):
         return eqx.tree_at(lambda m: m.embedding, self, embedding)
 
     def _closed_loop(self, fcast_len: int, res_state: Array) -> Array:
+        fused = closed_loop_linear(
+            self.driver, self.embedding, self.readout, fcast_len, res_state
+        )
+        if fused is not None:  # one native call on CPU (orc._matrix.esn_forecast)
+            return fused
+        return self._closed_loop_scan(fcast_len, res_state)
+
+    def _closed_loop_scan(self, fcast_len: int, res_state: Array) -> Array:
+        """The closed loop as one ``lax.scan`` step per output, for any components."""
+
         def step(r, _):
             r = self.driver.advance(self.embedding.embed(self.readout.readout(r)), r)
             return r, self.readout.readout(r)
