@@ -709,7 +709,25 @@ def test_models_forecast_with_fused_loop_equals_per_step():
         )
     quad = orc.forecaster.ESNForecaster(data_dim=3, res_dim=100, quadratic=True, seed=2)
     ens = orc.forecaster.EnsembleESNForecaster(data_dim=3, res_dim=50, chunks=2, seed=2)
-    for model in (quad, ens):
+
+    class SineFeatures(orc.readouts.ParallelLinearReadout):
+        def nonlinear_transform(self, res_state):
+            return jnp.sin(res_state)
+
+    plain = orc.forecaster.ESNForecaster(data_dim=3, res_dim=100, seed=2)
+    custom = plain.set_readout(SineFeatures(3, 100, chunks=1))
+    custom = eqx.tree_at(lambda m: m.readout.wout, custom, jnp.ones((1, 3, 100)) / 100)
+    r0 = custom.driver.default_state() + 0.3
+    np.testing.assert_allclose(
+        custom.forecast(20, r0),
+        eqx.filter_jit(lambda m, r: m._closed_loop_scan(20, r))(custom, r0),
+        rtol=1e-13,
+    )
+    same_weights = eqx.tree_at(lambda r: r.wout, plain.readout, custom.readout.wout)
+    assert not np.allclose(  # the features matter: the fused loop would be wrong
+        custom.forecast(20, r0), custom.set_readout(same_weights).forecast(20, r0)
+    )
+    for model in (quad, ens, custom):
         r = model.driver.default_state()
         jaxpr = str(jax.make_jaxpr(lambda r, m=model: m.forecast(5, r))(r))
         assert "orc_esn_forecast" not in jaxpr

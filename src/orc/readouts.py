@@ -157,10 +157,12 @@ class _LinearReadoutCore(ReadoutBase):
         """``wout`` as ``(C, out_dim // C, res_dim)`` when the readout is the
         plain product ``concat_c(W_out,c r_c)`` (no feature functions, no
         ensemble average, not overridden), else ``None``."""
+        cls = type(self)
         if (
             self.nonlin_list
             or self.ensemble
-            or type(self).readout is not _LinearReadoutCore.readout
+            or cls.readout is not _LinearReadoutCore.readout
+            or cls.nonlinear_transform is not _LinearReadoutCore.nonlinear_transform
         ):
             return None
         return self.wout[None] if self.chunks == 0 else self.wout
