@@ -322,6 +322,14 @@ def _esn_forecast_native_jvp(length, primals, tangents):
     )[1]
 
 
+# The one-call forecast gains by sharing each step between two threads, which
+# the kernel does from this many non-zeros per step on (kEsnParallelNonzeros);
+# on one thread it is no faster than the scan around the per-step product
+# (res_dim 500, AMD Zen 3: 15.9 vs 12.3 ms for 2000 steps), so smaller
+# reservoirs keep the scan.
+_FORECAST_MIN_NONZEROS = 16384
+
+
 def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int):
     """Closed-loop forecast of a discrete leaky-tanh ESN with a linear
     readout of its own state fed back through a linear embedding.
@@ -331,8 +339,9 @@ def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int
     y_t[window[c]] + bias) + (1 - leak) r_t[c]``, with ``W`` in ELL layout
     ``(C, n, k)``, ``win (C, n, w)``, ``window (C, w)`` (integer positions in
     ``y``), ``wout (C, o, n)``; returns ``(length, C * o)``. On CPU with the
-    native kernels the whole forecast is one call that shares every step
-    between two threads (see :mod:`orc._native`); elsewhere, and for
+    native kernels and at least 16384 non-zeros in ``W`` the whole forecast is
+    one call that shares every step between two threads (see
+    :mod:`orc._native`); elsewhere, for smaller reservoirs and for
     derivatives, a ``lax.scan``.
     """
     dtype = values.dtype
@@ -346,6 +355,7 @@ def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int
     if (
         _USE_NATIVE["enabled"]
         and values.ndim == 3
+        and values.size >= _FORECAST_MIN_NONZEROS
         and bias.ndim == 0
         and all(a.dtype == dtype for a in (win, wout, r0))
         and _native.esn_forecast_target(dtype) is not None
