@@ -4,6 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Test processes (pytest-xdist; whole files per process). Most of the suite's
+# time is single-threaded XLA compilation, so two processes on the 2-core CI
+# machine take 9.4 instead of 14.5 minutes. `make test TEST_WORKERS=8` on more cores.
+TEST_WORKERS ?= 2
 
 .PHONY: demo test docs lint bench clean
 
@@ -19,7 +23,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples
 	$(VENV)/bin/ruff format --check src tests benchmarks examples
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
