@@ -255,31 +255,29 @@ def _address(name: str, module: str) -> int:
     return int(_state[key])
 
 
+def _target_with_routines(table: dict, dtype, module: str):
+    """``(FFI target, {routine: address})`` of a kernel that calls SciPy's
+    BLAS/LAPACK routines (named after the target in ``table``), or None."""
+    entry = table.get(str(jax.numpy.dtype(dtype)))
+    if entry is None or not native_available():
+        return None
+    routines = {n[1:]: _address(n, module) for n in entry[2:]}
+    return (entry[0], routines) if all(routines.values()) else None
+
+
 def stats_update_target(dtype) -> tuple[str, dict[str, int]] | None:
     """``(FFI target, {"syrk": address, "gemm": address})`` of the in-place
     update of the ridge statistics, or None."""
-    entry = _STATS_TARGETS.get(str(jax.numpy.dtype(dtype)))
-    if entry is None or not native_available():
-        return None
-    routines = {n[1:]: _address(n, "cython_blas") for n in entry[2:]}
-    return (entry[0], routines) if all(routines.values()) else None
+    return _target_with_routines(_STATS_TARGETS, dtype, "cython_blas")
 
 
 def esn_fit_target(dtype) -> tuple[str, dict[str, int]] | None:
     """``(FFI target, {"syrk": address, "gemm": address})`` of the teacher-forced
     ESN run overlapped with the ridge statistics of its states, or None."""
-    entry = _FIT_TARGETS.get(str(jax.numpy.dtype(dtype)))
-    if entry is None or not native_available():
-        return None
-    routines = {n[1:]: _address(n, "cython_blas") for n in entry[2:]}
-    return (entry[0], routines) if all(routines.values()) else None
+    return _target_with_routines(_FIT_TARGETS, dtype, "cython_blas")
 
 
 def ridge_solve_target(dtype) -> tuple[str, dict[str, int]] | None:
     """``(FFI target, {"potrf": address, "potrs": ..., "syevd": ...})`` of the
     in-place ridge solve, or None."""
-    entry = _SOLVE_TARGETS.get(str(jax.numpy.dtype(dtype)))
-    if entry is None or not native_available():
-        return None
-    routines = {n[1:]: _address(n, "cython_lapack") for n in entry[2:]}
-    return (entry[0], routines) if all(routines.values()) else None
+    return _target_with_routines(_SOLVE_TARGETS, dtype, "cython_lapack")

@@ -760,6 +760,16 @@ void EsnStepRows(const T* V, const int32_t* I, int64_t n, int64_t k, int64_t chu
   }
 }
 
+// Whether two dimension lists are equal.
+template <typename A, typename B>
+bool SameDims(const A& a, const B& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t d = 0; d < a.size(); ++d) {
+    if (a[d] != b[d]) return false;
+  }
+  return true;
+}
+
 // Steps finished by one thread of the run, on a cache line of its own.
 struct alignas(64) StepCounter {
   std::atomic<int64_t> steps{0};
@@ -998,10 +1008,8 @@ ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Bu
         "leak (), g (C, n, n), c (C, n, O), y (T, C, O)");
   }
   const int64_t chunks = vd[0], n = vd[1], k = vd[2], w = wd[2], steps = ud[0], o = cd[2];
-  for (size_t d = 0; d < 3; ++d) {
-    if (indices.dimensions()[d] != vd[d]) {
-      return ffi::Error::InvalidArgument("orc esn_fit: indices must match values");
-    }
+  if (!SameDims(indices.dimensions(), vd)) {
+    return ffi::Error::InvalidArgument("orc esn_fit: indices must match values");
   }
   if (wd[0] != chunks || wd[1] != n || ud[1] != chunks || ud[2] != w || rd[0] != chunks ||
       rd[1] != n || gd[0] != chunks || gd[1] != n || gd[2] != n || cd[0] != chunks ||
@@ -1173,10 +1181,8 @@ ffi::Error EsnForecast(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ff
   }
   const int64_t chunks = vd[0], n = vd[1], k = vd[2], w = wd[2], o = od[1], steps = yd[0];
   const int64_t width = chunks * n, out_dim = chunks * o;
-  for (size_t d = 0; d < 3; ++d) {
-    if (indices.dimensions()[d] != vd[d]) {
-      return ffi::Error::InvalidArgument("orc esn_forecast: indices must match values");
-    }
+  if (!SameDims(indices.dimensions(), vd)) {
+    return ffi::Error::InvalidArgument("orc esn_forecast: indices must match values");
   }
   if (wd[0] != chunks || wd[1] != n || xd[0] != chunks || xd[1] != w || od[0] != chunks ||
       od[2] != n || rd[0] != chunks || rd[1] != n || yd[1] != out_dim) {
