@@ -133,11 +133,15 @@ def test_models_agree_with_and_without_native_kernel():
 @pytest.mark.parametrize("path", ["native", "callback"])
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
 def test_cpu_stats_update_equals_numpy(path, dtype):
-    """The BLAS update of the ridge statistics (native FFI call, or the host
-    callback without the native kernels) adds exactly rows start:stop: the
-    Gram's upper triangle and the cross term equal numpy's products of those
-    rows, with and without chunks (whose rows are strided in memory), batched
-    under vmap and jit, and it differentiates like the plain products."""
+    """The in-place update of the ridge statistics (native FFI call, or the
+    host callback without the native kernels) adds exactly rows start:stop:
+    the Gram's upper triangle and the cross term equal numpy's products of
+    those rows, with and without chunks (whose rows are strided in memory),
+    batched under vmap and jit, and it differentiates like the plain
+    products. The two large cases have enough work for the native float64
+    Gram kernel (CPUs with AVX2 and FMA) to split the rows of the Gram between
+    two threads, over several blocks of steps, with sizes that are multiples
+    of neither tile side (6 x 8)."""
     previous = set_native(path == "native")
     tol = 1e-12 if dtype == jnp.float64 else 1e-4
     try:
@@ -145,6 +149,8 @@ def test_cpu_stats_update_equals_numpy(path, dtype):
             ((257, 30), 3, (0, 257)),
             ((257, 30), 2, (17, 200)),
             ((100, 3, 20), 4, (5, 99)),
+            ((700, 397), 3, (3, 690)),
+            ((260, 3, 397), 2, (1, 258)),
             ((60, 2, 7), 1, (60, 60)),
         ]:
             x = RNG.standard_normal(shape)
