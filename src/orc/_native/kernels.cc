@@ -554,6 +554,10 @@ __attribute__((target("avx2,fma"))) void GramRowsAvx2(double* G, const double* A
 }
 #endif
 
+// Gram sizes below this stay with BLAS: mostly edge tiles there, and
+// BLAS's order of the sums (the one numpy's X.T @ X uses) is kept for them.
+constexpr int64_t kGramMinFeatures = 64;
+
 // Whether float64 Gram updates use GramRowsAvx2 (AVX2 and FMA, no AVX-512,
 // where BLAS keeps its own kernels; not with ORC_NATIVE_SIMD=0).
 bool GramKernelOn() {
@@ -591,7 +595,7 @@ void AddRows(const Blas<T>& blas, T* G, T* Cr, const T* X, const T* Y, int64_t c
     T* Gc = G + ci * f * f;
 #ifdef ORC_X86_DISPATCH
     if constexpr (std::is_same_v<T, double>) {
-      if (GramKernelOn()) {
+      if (GramKernelOn() && f >= kGramMinFeatures) {
         GramRowsAvx2(Gc, A, lda, f, k, j0, j1, work);
         if (m > 0) {
           blas.gemm(&no, &tr, &m, &nd, &k, &one, B, &ldb, A + j0, &lda, &one,
@@ -631,7 +635,8 @@ void AddAllRows(const Blas<T>& blas, T* G, T* Cr, const T* X, const T* Y, int64_
                 int64_t f, int64_t o, int64_t a, int64_t b) {
   const double work = static_cast<double>(b - a) * static_cast<double>(f * f) * chunks;
   GramWork works[2];
-  if (!(std::is_same_v<T, double> && GramKernelOn()) || ForceThreads() < 2 || work < kOverlapWork) {
+  if (!(std::is_same_v<T, double> && GramKernelOn() && f >= kGramMinFeatures) ||
+      ForceThreads() < 2 || work < kOverlapWork) {
     AddRows(blas, G, Cr, X, Y, chunks, f, o, a, b, 0, f, works[0]);
     return;
   }
@@ -1393,7 +1398,7 @@ ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Bu
 
   const BlasThreads control =
       ForceThreads() > 1 ? FindBlasThreads(reinterpret_cast<const void*>(syrk_fn)) : BlasThreads{};
-  const bool own_gram = std::is_same_v<T, double> && GramKernelOn();
+  const bool own_gram = std::is_same_v<T, double> && GramKernelOn() && f >= kGramMinFeatures;
   const double work = static_cast<double>(stop - start) * static_cast<double>(f * f) * chunks;
   if (ForceThreads() < 2 || (control.set == nullptr && !own_gram) || work < kOverlapWork) {
     RunEsn<T>(V, I, n, k, chunks, steps, drive, R0, X, leak, ForceThreads());
