@@ -574,6 +574,12 @@ bool GramKernelOn() {
 #endif
 }
 
+// Whether a Gram of f features and element type T goes through GramRowsAvx2.
+template <typename T>
+bool UsesGramKernel(int64_t f) {
+  return std::is_same_v<T, double> && f >= kGramMinFeatures && GramKernelOn();
+}
+
 // Adds rows [a, b) of x (T, C, F) and y (T, C, O) to the statistics of every
 // chunk, restricted to the column-major columns [j0, j1) of each Gram (its
 // row-major rows) and of each cross product: syrk for the diagonal block,
@@ -595,7 +601,7 @@ void AddRows(const Blas<T>& blas, T* G, T* Cr, const T* X, const T* Y, int64_t c
     T* Gc = G + ci * f * f;
 #ifdef ORC_X86_DISPATCH
     if constexpr (std::is_same_v<T, double>) {
-      if (GramKernelOn() && f >= kGramMinFeatures) {
+      if (UsesGramKernel<T>(f)) {
         GramRowsAvx2(Gc, A, lda, f, k, j0, j1, work);
         if (m > 0) {
           blas.gemm(&no, &tr, &m, &nd, &k, &one, B, &ldb, A + j0, &lda, &one,
@@ -635,8 +641,7 @@ void AddAllRows(const Blas<T>& blas, T* G, T* Cr, const T* X, const T* Y, int64_
                 int64_t f, int64_t o, int64_t a, int64_t b) {
   const double work = static_cast<double>(b - a) * static_cast<double>(f * f) * chunks;
   GramWork works[2];
-  if (!(std::is_same_v<T, double> && GramKernelOn() && f >= kGramMinFeatures) ||
-      ForceThreads() < 2 || work < kOverlapWork) {
+  if (!UsesGramKernel<T>(f) || ForceThreads() < 2 || work < kOverlapWork) {
     AddRows(blas, G, Cr, X, Y, chunks, f, o, a, b, 0, f, works[0]);
     return;
   }
@@ -1398,7 +1403,7 @@ ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Bu
 
   const BlasThreads control =
       ForceThreads() > 1 ? FindBlasThreads(reinterpret_cast<const void*>(syrk_fn)) : BlasThreads{};
-  const bool own_gram = std::is_same_v<T, double> && GramKernelOn() && f >= kGramMinFeatures;
+  const bool own_gram = UsesGramKernel<T>(f);
   const double work = static_cast<double>(stop - start) * static_cast<double>(f * f) * chunks;
   if (ForceThreads() < 2 || (control.set == nullptr && !own_gram) || work < kOverlapWork) {
     RunEsn<T>(V, I, n, k, chunks, steps, drive, R0, X, leak, ForceThreads());
