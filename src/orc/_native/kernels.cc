@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -580,33 +581,42 @@ bool UsesGramKernel(int64_t f) {
   return std::is_same_v<T, double> && f >= kGramMinFeatures && GramKernelOn();
 }
 
+// Which statistics AddRows adds to.
+enum class Part { kBoth, kGram, kCross };
+
 // Adds rows [a, b) of x (T, C, F) and y (T, C, O) to the statistics of every
 // chunk, restricted to the column-major columns [j0, j1) of each Gram (its
 // row-major rows) and of each cross product: syrk for the diagonal block,
 // gemm for the part below it (or GramRowsAvx2 for both, see GramKernelOn).
 // Calls for disjoint column ranges write disjoint memory, so two threads can
-// share one update ([0, f) is all of it), each with its own `work`.
+// share one update ([0, f) is all of it), each with its own `work`. `part`
+// restricts the update to the Grams or the cross products; the Gram of chunk
+// ci starts at G + ci gstride (default f f).
 template <typename T>
 void AddRows(const Blas<T>& blas, T* G, T* Cr, const T* X, const T* Y, int64_t chunks, int64_t f,
-             int64_t o, int64_t a, int64_t b, int64_t j0, int64_t j1, GramWork& work) {
+             int64_t o, int64_t a, int64_t b, int64_t j0, int64_t j1, GramWork& work,
+             Part part = Part::kBoth, int64_t gstride = 0) {
   if (b <= a || j1 <= j0) return;
   const char lower = 'L', no = 'N', tr = 'T';
   const int k = static_cast<int>(b - a), nd = static_cast<int>(j1 - j0),
             nb = static_cast<int>(f - j1), m = static_cast<int>(o), ldg = static_cast<int>(f);
   const int lda = static_cast<int>(chunks * f), ldb = static_cast<int>(chunks * o);
   const T one = 1;
+  const bool gram = part != Part::kCross, cross = part != Part::kGram && m > 0;
+  if (gstride == 0) gstride = f * f;
   for (int64_t ci = 0; ci < chunks; ++ci) {
     const T* A = X + a * chunks * f + ci * f;
     const T* B = Y + a * chunks * o + ci * o;
-    T* Gc = G + ci * f * f;
+    T* Gc = G + ci * gstride;
+    if (cross) {
+      blas.gemm(&no, &tr, &m, &nd, &k, &one, B, &ldb, A + j0, &lda, &one, Cr + ci * f * o + j0 * o,
+                &m);
+    }
+    if (!gram) continue;
 #ifdef ORC_X86_DISPATCH
     if constexpr (std::is_same_v<T, double>) {
       if (UsesGramKernel<T>(f)) {
         GramRowsAvx2(Gc, A, lda, f, k, j0, j1, work);
-        if (m > 0) {
-          blas.gemm(&no, &tr, &m, &nd, &k, &one, B, &ldb, A + j0, &lda, &one,
-                    Cr + ci * f * o + j0 * o, &m);
-        }
         continue;
       }
     }
@@ -616,10 +626,6 @@ void AddRows(const Blas<T>& blas, T* G, T* Cr, const T* X, const T* Y, int64_t c
       blas.gemm(&no, &tr, &nb, &nd, &k, &one, A + j1, &lda, A + j0, &lda, &one, Gc + j0 * f + j1,
                 &ldg);
     }
-    if (m > 0) {
-      blas.gemm(&no, &tr, &m, &nd, &k, &one, B, &ldb, A + j0, &lda, &one, Cr + ci * f * o + j0 * o,
-                &m);
-    }
   }
 }
 
@@ -628,6 +634,16 @@ void AddRows(const Blas<T>& blas, T* G, T* Cr, const T* X, const T* Y, int64_t c
 // at split = (1 - 1/sqrt(2)) f.
 int64_t GramSplit(int64_t f) {
   return static_cast<int64_t>(static_cast<double>(f) * (1.0 - std::sqrt(0.5)));
+}
+
+// The split s whose rows [0, s) hold the fraction `share` (clamped to
+// [0, 1]) of the upper triangle of an f x f Gram: s f - s (s - 1) / 2 =
+// share f (f + 1) / 2.
+int64_t SplitForShare(int64_t f, double share) {
+  share = std::min(1.0, std::max(0.0, share));
+  const double b = 2.0 * static_cast<double>(f) + 1.0;
+  const double s = 0.5 * (b - std::sqrt(std::max(0.0, b * b - 4.0 * share * f * (f + 1.0))));
+  return std::min<int64_t>(f, std::max<int64_t>(0, static_cast<int64_t>(std::lround(s))));
 }
 
 // Below this much Gram work (rows x features^2) a second thread is not worth it.
@@ -1295,10 +1311,14 @@ ORC_ESN_RUN(OrcEsnRunF64, ffi::F64)
 // they cost the sum of their times. Here this thread runs the reservoir on
 // one core while a helper thread folds the finished rows into the statistics
 // on the other (BLAS limited to one thread, or GramRowsAvx2), a block of rows
-// at a time; when the run ends, the helper finishes its block and the rows
-// left are split by Gram columns between both threads (disjoint memory, equal
-// work). At res_dim 2000 and 20000 steps this takes the wall time from the
-// sum of the two to about half of their single-core times added up.
+// at a time (the helper lags: the Gram is about twice the run's work). When
+// the run ends, the rows left are split by Gram columns between both threads
+// (disjoint memory), sized so that both end together: this thread starts at
+// once, into a zeroed copy of its part of the Gram while the helper finishes
+// the block it is in, and takes over that much more of the triangle. At
+// res_dim 2000 and 20000 steps this takes the wall time from the sum of the
+// two to about half of their single-core times added up. (Waiting for the
+// helper's block instead cost 40-55 ms, a static split another 0-50 ms.)
 //
 // BLAS thread counts are process-wide in OpenBLAS (openblas_set_num_threads;
 // the _local variant of the builds SciPy ships acts process-wide too), so the
@@ -1345,10 +1365,17 @@ BlasThreads FindBlasThreads(const void* routine) {
 }
 
 // Rows per statistics update of the helper while the run goes on: syrk's
-// throughput at 512 rows is within 3% of one call over all rows, and the
-// run's end waits for at most one such block.
+// throughput at 512 rows is within 3% of one call over all rows.
 constexpr int64_t kFitBlock = 512;
 constexpr int64_t kFitMinBlock = 128;
+// The same for the Gram kernel: one of its blocks of steps (kGramKc).
+constexpr int64_t kFitBlockOwn = 256;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 template <ffi::DataType DT>
 ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Buffer<DT> win,
@@ -1411,22 +1438,40 @@ ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Bu
     return ffi::Error::Success();
   }
 
-  // Gram rows [0, split) of the rows left at the end go to this thread,
-  // [split, f) to the helper.
-  const int64_t split = GramSplit(f);
+  // The helper takes blocks of finished rows [start, h) whole; it claims a
+  // block by moving `claimed` from its first row to its end, and this thread
+  // closes the claims when the run ends (claimed = -1). The rows [h, stop)
+  // left then are split by Gram rows: [0, split) here, [split, f) on the
+  // helper once it has finished its last block. Meanwhile this thread puts
+  // its rows into `early` (its part of the Gram, zeroed), since the block
+  // in progress writes all of G; `early` is added in once that block is done.
+  const int64_t block = own_gram ? kFitBlockOwn : kFitBlock;
+  const double tri = 0.5 * static_cast<double>(f) * static_cast<double>(f + 1) * chunks;
   GramWork mine, theirs;
   std::atomic<int64_t> forced{0};
-  std::atomic<bool> run_done{false};
-  std::atomic<int64_t> handed_over{-1};  // first row the helper left to the split
+  std::atomic<int64_t> claimed{start};  // end of the helper's claimed rows, -1 once closed
+  std::atomic<int64_t> finished{start};  // end of the helper's finished rows
+  std::atomic<int64_t> block_began{0};  // steady-clock ns when the claimed block began
+  std::atomic<double> ns_per_row{0.0};  // the helper's time per Gram row (whole width)
+  std::atomic<int64_t> split_at{-1};
   auto helper_work = [&]() {
     int64_t next = start, spins = 0;
-    while (!run_done.load(std::memory_order_acquire)) {
+    for (;;) {
       const int64_t avail = std::min(forced.load(std::memory_order_acquire), stop);
       if (avail - next >= kFitMinBlock) {
-        const int64_t end = std::min(avail, next + kFitBlock);
+        const int64_t end = std::min(avail, next + block);
+        block_began.store(NowNs(), std::memory_order_relaxed);
+        int64_t expected = next;
+        if (!claimed.compare_exchange_strong(expected, end, std::memory_order_acq_rel)) break;
+        const int64_t t0 = NowNs();
         AddRows(blas, G, Cr, X, Yv, chunks, f, o, next, end, 0, f, theirs);
+        ns_per_row.store(static_cast<double>(NowNs() - t0) / static_cast<double>(end - next),
+                         std::memory_order_relaxed);
         next = end;
+        finished.store(next, std::memory_order_release);
         spins = 0;
+      } else if (claimed.load(std::memory_order_acquire) < 0) {
+        break;
       } else {
         SpinPause();
         if (++spins > (1 << 10)) {
@@ -1435,8 +1480,9 @@ ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Bu
         }
       }
     }
-    handed_over.store(next, std::memory_order_release);
-    AddRows(blas, G, Cr, X, Yv, chunks, f, o, next, stop, split, f, theirs);
+    int64_t at;
+    while ((at = split_at.load(std::memory_order_acquire)) < 0) SpinPause();
+    AddRows(blas, G, Cr, X, Yv, chunks, f, o, next, stop, at, f, theirs);
   };
   const int saved = control.set != nullptr ? control.get() : 0;
   if (control.set != nullptr) control.set(1);
@@ -1446,19 +1492,57 @@ ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Bu
   } catch (const std::system_error&) {
     // no thread to be had: run and statistics one after the other
   }
-  if (helper.joinable()) {
-    RunEsn<T>(V, I, n, k, chunks, steps, drive, R0, X, leak, 1, &forced);
-    run_done.store(true, std::memory_order_release);
-    int64_t rest;
-    while ((rest = handed_over.load(std::memory_order_acquire)) < 0) SpinPause();
-    AddRows(blas, G, Cr, X, Yv, chunks, f, o, rest, stop, 0, split, mine);
-    helper.join();
-    if (control.set != nullptr) control.set(saved);
-  } else {
+  if (!helper.joinable()) {
     if (control.set != nullptr) control.set(saved);
     RunEsn<T>(V, I, n, k, chunks, steps, drive, R0, X, leak, ForceThreads());
     AddAllRows(blas, G, Cr, X, Yv, chunks, f, o, start, stop);
+    return ffi::Error::Success();
   }
+  RunEsn<T>(V, I, n, k, chunks, steps, drive, R0, X, leak, 1, &forced);
+  const int64_t h = claimed.exchange(-1, std::memory_order_acq_rel);
+  const int64_t rows = stop - h;
+  // With two blocks or more left, this thread starts at once (into `early`
+  // while the helper's block lasts) and takes half of the triangle plus half
+  // of what the helper still has of its block (from its measured time per
+  // row), so that both end together; with less, it waits for the block and
+  // the rows are split in halves.
+  const bool early_start = rows >= 2 * block && finished.load(std::memory_order_acquire) < h;
+  double ahead = 0.0;  // triangle rows (all chunks) the helper has left of its block
+  if (early_start) {
+    const double per_row = ns_per_row.load(std::memory_order_relaxed);
+    const double left =
+        static_cast<double>(h - finished.load(std::memory_order_relaxed)) * per_row -
+        static_cast<double>(NowNs() - block_began.load(std::memory_order_relaxed));
+    if (per_row > 0.0 && left > 0.0) ahead = left / per_row * tri;
+  }
+  const int64_t split =
+      rows > 0 ? SplitForShare(f, 0.5 + 0.5 * ahead / (static_cast<double>(rows) * tri)) : 0;
+  split_at.store(split, std::memory_order_release);
+  int64_t a = h;  // rows [h, a) went into `early`
+  std::vector<T> early;
+  if (early_start && split > 0) {
+    early.assign(static_cast<size_t>(chunks * split * f), T(0));
+    while (a < stop && finished.load(std::memory_order_acquire) < h) {
+      const int64_t b = std::min(stop, a + block);
+      AddRows(blas, early.data(), Cr, X, Yv, chunks, f, o, a, b, 0, split, mine, Part::kGram,
+              split * f);
+      a = b;
+    }
+  }
+  while (finished.load(std::memory_order_acquire) < h) SpinPause();
+  AddRows(blas, G, Cr, X, Yv, chunks, f, o, a, stop, 0, split, mine);
+  if (a > h) {
+    for (int64_t ci = 0; ci < chunks; ++ci) {
+      T* Gc = G + ci * f * f;
+      const T* Ec = early.data() + ci * split * f;
+      for (int64_t i = 0; i < split; ++i) {
+        for (int64_t l = i; l < f; ++l) Gc[i * f + l] += Ec[i * f + l];
+      }
+    }
+    AddRows(blas, G, Cr, X, Yv, chunks, f, o, h, a, 0, split, mine, Part::kCross);
+  }
+  helper.join();
+  if (control.set != nullptr) control.set(saved);
   return ffi::Error::Success();
 }
 
