@@ -1446,7 +1446,6 @@ ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Bu
   // its rows into `early` (its part of the Gram, zeroed), since the block
   // in progress writes all of G; `early` is added in once that block is done.
   const int64_t block = own_gram ? kFitBlockOwn : kFitBlock;
-  const double tri = 0.5 * static_cast<double>(f) * static_cast<double>(f + 1) * chunks;
   GramWork mine, theirs;
   std::atomic<int64_t> forced{0};
   std::atomic<int64_t> claimed{start};  // end of the helper's claimed rows, -1 once closed
@@ -1507,16 +1506,16 @@ ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Bu
   // row), so that both end together; with less, it waits for the block and
   // the rows are split in halves.
   const bool early_start = rows >= 2 * block && finished.load(std::memory_order_acquire) < h;
-  double ahead = 0.0;  // triangle rows (all chunks) the helper has left of its block
+  double ahead = 0.0;  // rows (whole width) the helper has left of its block
   if (early_start) {
     const double per_row = ns_per_row.load(std::memory_order_relaxed);
     const double left =
         static_cast<double>(h - finished.load(std::memory_order_relaxed)) * per_row -
         static_cast<double>(NowNs() - block_began.load(std::memory_order_relaxed));
-    if (per_row > 0.0 && left > 0.0) ahead = left / per_row * tri;
+    if (per_row > 0.0 && left > 0.0) ahead = left / per_row;
   }
   const int64_t split =
-      rows > 0 ? SplitForShare(f, 0.5 + 0.5 * ahead / (static_cast<double>(rows) * tri)) : 0;
+      rows > 0 ? SplitForShare(f, 0.5 + 0.5 * ahead / static_cast<double>(rows)) : 0;
   split_at.store(split, std::memory_order_release);
   int64_t a = h;  // rows [h, a) went into `early`
   std::vector<T> early;
