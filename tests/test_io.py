@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 
@@ -114,9 +115,9 @@ def _rewrite_header(path, edit):
     header = json.loads(data[start + 8 : start + 8 + n])
     edit(header)
     blob = json.dumps(header).encode()
-    path.write_bytes(
-        MAGIC + struct.pack("<Q", len(blob)) + blob + data[start + 8 + n :]
-    )
+    head = MAGIC + struct.pack("<Q", len(blob)) + blob
+    # a valid header checksum (format 2), so the edit itself is what is judged
+    path.write_bytes(head + hashlib.sha256(head).digest() + data[start + 8 + n + 32 :])
 
 
 def test_unknown_format_version(tmp_path):

@@ -9,7 +9,58 @@ from __future__ import annotations
 
 import jax
 
-__all__ = ["check_pipeline"]
+__all__ = ["check_pipeline", "check_model", "check_esn_sizes"]
+
+
+def check_esn_sizes(model) -> None:
+    """The ESN models' own sizes agree with their components: ORC's
+    ``data_dim`` is the model's input size, and a model's ``chunks`` (where it
+    has one) is its driver's."""
+    owner = type(model).__name__
+    if model.data_dim != model.in_dim:
+        raise ValueError(
+            f"{owner}: data_dim ({model.data_dim!r}) must equal the input size "
+            f"{model.in_dim}"
+        )
+    chunks = getattr(model, "chunks", None)
+    if chunks is not None and chunks != model.driver.chunks:
+        raise ValueError(
+            f"{owner}: chunks ({chunks!r}) must equal driver.chunks "
+            f"({model.driver.chunks})"
+        )
+
+
+def check_model(model, embedding_in_dim: int, feedback_dim: int | None) -> None:
+    """A model's invariants (its ``__check_init__``): components of the three
+    base classes, the model's sizes equal to its components', and a pipeline
+    that fits together (:func:`check_pipeline`). ``embedding_in_dim`` is what
+    the embedding must accept; ``feedback_dim`` as for :func:`check_pipeline`."""
+    from ._validation import check_dtype_field
+    from .drivers import DriverBase
+    from .embeddings import EmbedBase
+    from .readouts import ReadoutBase
+
+    owner = type(model).__name__
+    for name, base in (
+        ("driver", DriverBase),
+        ("readout", ReadoutBase),
+        ("embedding", EmbedBase),
+    ):
+        if not isinstance(getattr(model, name), base):
+            raise TypeError(
+                f"{owner}: {name} must be a {base.__name__}, got "
+                f"{type(getattr(model, name)).__name__}"
+            )
+    sizes = (
+        ("embedding.in_dim", model.embedding.in_dim, embedding_in_dim),
+        ("out_dim", model.out_dim, model.readout.out_dim),
+        ("res_dim", model.res_dim, model.driver.res_dim),
+    )
+    for name, have, want in sizes:
+        if have != want:
+            raise ValueError(f"{owner}: {name} is {have!r} but must be {want!r}")
+    check_dtype_field(owner, model.dtype)
+    check_pipeline(owner, model.embedding, model.driver, model.readout, feedback_dim)
 
 
 def check_pipeline(

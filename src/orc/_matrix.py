@@ -27,6 +27,7 @@ from jaxtyping import Array, Float, Int
 
 from . import _native
 from ._ridge import RidgeStats, stats_update
+from ._validation import check_index_bounds
 from .utils.numerics import spectral_radius_np
 
 __all__ = [
@@ -54,7 +55,24 @@ def set_native(enabled: bool) -> bool:
 
 
 def _gather_matvec(values, indices, x):
-    return jnp.sum(values * x[indices], axis=-1)
+    # An index outside [0, n) reads NaN instead of being clamped to the edge
+    # (XLA's default) or wrapped (a negative one), so a corrupted matrix cannot
+    # give a plausible result: unsigned, a negative index is out of range too.
+    gathered = x.at[indices.astype(jnp.uint32)].get(mode="fill", fill_value=jnp.nan)
+    return jnp.sum(values * gathered, axis=-1)
+
+
+def checked_columns(indices, n: int):
+    """``indices`` with a run-time error if any lies outside ``[0, n)``: what
+    the native kernels refuse, refused on the XLA path as well (one pass over
+    the indices per call, not per step)."""
+    bad = jnp.any((indices < 0) | (indices >= n))
+    return eqx.error_if(
+        indices,
+        bad,
+        "reservoir matrix: a column index lies outside [0, res_dim) (a corrupted or "
+        "edited matrix); nothing was computed.",
+    )
 
 
 @jax.custom_jvp
@@ -98,6 +116,7 @@ def ell_matvec(values, indices, x, native: bool | None = None):
 
 def _esn_run_scan(values, indices, drive, r0, leak):
     """Reference of :func:`esn_run`: one ``lax.scan`` step per input."""
+    indices = checked_columns(indices, values.shape[-2])
     if values.ndim == 3:  # chunks: one reservoir per chunk, mapped
         return jax.vmap(_esn_run_scan, in_axes=(0, 0, 1, 0, None), out_axes=1)(
             values, indices, drive, r0, leak
@@ -292,6 +311,7 @@ def esn_run_stats(
 
 def _esn_forecast_scan(values, indices, win, window, bias, wout, r0, leak, length):
     """Reference of :func:`esn_forecast`: one ``lax.scan`` step per output."""
+    indices = checked_columns(indices, values.shape[-2])
 
     def readout(r):
         return jnp.einsum("con,cn->co", wout, r).reshape(-1)
@@ -381,6 +401,29 @@ class ReservoirMatrix(eqx.Module):
 
     values: Float[Array, "n k"]
     indices: Int[Array, "n k"]
+
+    def __check_init__(self):
+        owner = "ReservoirMatrix"
+        values, indices = self.values, self.indices
+        if not hasattr(values, "dtype") or not hasattr(indices, "dtype"):
+            raise TypeError(f"{owner}: values and indices must be arrays")
+        if not jnp.issubdtype(values.dtype, jnp.floating):
+            raise TypeError(f"{owner}: values must be floating, got {values.dtype}")
+        if jnp.dtype(indices.dtype) != jnp.dtype(jnp.int32):
+            raise TypeError(f"{owner}: indices must be int32, got {indices.dtype}")
+        if values.ndim not in (2, 3) or tuple(indices.shape) != tuple(values.shape):
+            raise ValueError(
+                f"{owner}: values and indices must share one shape (n, k) or "
+                f"(chunks, n, k), got {tuple(values.shape)} and {tuple(indices.shape)}"
+            )
+        n, k = values.shape[-2:]
+        if not 1 <= k <= n:
+            raise ValueError(
+                f"{owner}: need 1 <= k <= n entries per row, got {k}, n={n}"
+            )
+        # a column outside [0, n) would be read out of bounds (native path) or
+        # clamped (XLA's gather): refuse it wherever the matrix is made
+        check_index_bounds(owner, "indices (columns)", indices, n)
 
     @property
     def shape(self) -> tuple[int, int]:

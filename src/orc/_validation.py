@@ -25,6 +25,9 @@ __all__ = [
     "check_static_int",
     "check_finite",
     "default_float_dtype",
+    "check_leaf",
+    "check_dtype_field",
+    "check_index_bounds",
 ]
 
 
@@ -177,3 +180,58 @@ def check_esn_arguments(
         check_float("leak_rate", leak_rate, owner, low=0.0, high=1.0, low_open=True)
     if time_const is not None:
         check_float("time_const", time_const, owner, low=0.0, low_open=True)
+
+
+# --------------------------------------------------------------------------- #
+# Invariants of built components
+# --------------------------------------------------------------------------- #
+# A component's ``__check_init__`` states what its fields must satisfy. Equinox
+# runs it after every constructor, and ``orc.load`` runs it on every module it
+# rebuilds from a file, so a file can only describe a model its constructor
+# could have built (shapes, dtypes and indices consistent with the static
+# fields). These checks never convert or warn: they only refuse.
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def check_dtype_field(owner: str, dtype) -> None:
+    """A component's ``dtype`` field is float32 or float64."""
+    try:
+        resolved = np.dtype(dtype)
+    except TypeError as err:
+        raise TypeError(
+            f"{owner}: dtype must be float32 or float64, got {dtype!r}"
+        ) from err
+    if resolved not in _FLOATS:
+        raise TypeError(f"{owner}: dtype must be float32 or float64, got {dtype!r}")
+
+
+def check_leaf(owner: str, name: str, value, shape, dtype=None) -> None:
+    """The array field ``name`` has exactly ``shape`` (and ``dtype``)."""
+    if not isinstance(value, (jax.Array, np.ndarray)):
+        raise TypeError(f"{owner}: {name} must be an array, got {type(value).__name__}")
+    if tuple(value.shape) != tuple(shape):
+        raise ValueError(
+            f"{owner}: {name} must have shape {tuple(shape)}, got {tuple(value.shape)}"
+        )
+    if dtype is not None and np.dtype(value.dtype) != np.dtype(dtype):
+        raise TypeError(
+            f"{owner}: {name} must have dtype {np.dtype(dtype)}, got {value.dtype}"
+        )
+
+
+def check_index_bounds(owner: str, name: str, indices, size: int) -> None:
+    """Every entry of the integer array ``indices`` lies in ``[0, size)``.
+
+    A traced array (a component built inside ``jax.jit``/``vmap``) cannot be
+    read here; the compute paths then refuse out-of-range indices themselves.
+    """
+    if isinstance(indices, jax.core.Tracer):
+        return
+    idx = np.asarray(indices)
+    if idx.size == 0:
+        return
+    low, high = int(idx.min()), int(idx.max())
+    if low < 0 or high >= size:
+        bad = low if low < 0 else high
+        raise ValueError(f"{owner}: {name} must lie in [0, {size}), found {bad}")

@@ -37,10 +37,17 @@ from ._matrix import (
     esn_forecast,
     esn_run,
     esn_run_stats,
+    nonzeros_per_row,
     random_reservoir_matrices,
 )
 from ._random import jax_key, numpy_rng, spawn
-from ._validation import check_dtype, check_float, check_int
+from ._validation import (
+    check_dtype,
+    check_dtype_field,
+    check_float,
+    check_int,
+    check_leaf,
+)
 from .embeddings import EmbedBase, LinearEmbedding
 
 __all__ = [
@@ -88,6 +95,12 @@ class DriverBase(eqx.Module):
         name = type(self).__name__
         self.res_dim = check_int("res_dim", res_dim, name, minimum=1)
         self.dtype = check_dtype(dtype, name)
+
+    def __check_init__(self):
+        name = type(self).__name__
+        check_int("res_dim", self.res_dim, name, minimum=1)
+        check_int("chunks", self.chunks, name, minimum=0)
+        check_dtype_field(name, self.dtype)
 
     @abc.abstractmethod
     def advance(self, proj_vars: Array, res_state: Array) -> Array:
@@ -200,6 +213,19 @@ class _SparseReservoirDriver(DriverBase):
     spectral_radius: Array
     density: float = eqx.field(static=True)
 
+    def __check_init__(self):
+        name = type(self).__name__
+        if not isinstance(self.wr, ReservoirMatrix):
+            raise TypeError(f"{name}: wr must be a ReservoirMatrix")
+        check_float("density", self.density, name, low=0.0, high=1.0, low_open=True)
+        lead = (self.chunks,) if self.chunks > 0 else ()
+        k = nonzeros_per_row(self.res_dim, self.density)
+        shape = lead + (self.res_dim, k)
+        check_leaf(name, "wr.values", self.wr.values, shape, self.dtype)
+        check_leaf(name, "wr.indices", self.wr.indices, shape)
+        check_leaf(name, "bias", self.bias, (), self.dtype)
+        check_leaf(name, "spectral_radius", self.spectral_radius, (), self.dtype)
+
     def _init_reservoir(
         self,
         res_dim,
@@ -248,6 +274,15 @@ class _ESNDriverCore(_SparseReservoirDriver):
     leak: Array
     time_const: Array
     mode: str = eqx.field(static=True)
+
+    def __check_init__(self):
+        name = type(self).__name__
+        if self.mode not in ("discrete", "continuous"):
+            raise ValueError(
+                f"{name}: mode must be 'discrete' or 'continuous', got {self.mode!r}"
+            )
+        check_leaf(name, "leak", self.leak, (), self.dtype)
+        check_leaf(name, "time_const", self.time_const, (), self.dtype)
 
     def _init(
         self,
@@ -620,6 +655,12 @@ class _TaylorDriverCore(_SparseReservoirDriver):
 
     n_terms: int = eqx.field(static=True)
 
+    def __check_init__(self):
+        name = type(self).__name__
+        n_terms = check_int("n_terms", self.n_terms, name, minimum=0)
+        if n_terms > 5:
+            raise ValueError(f"{name}: n_terms must be at most 5, got {n_terms}")
+
     def _init(
         self,
         n_terms,
@@ -633,10 +674,6 @@ class _TaylorDriverCore(_SparseReservoirDriver):
         use_sparse_eigs,
         eigenval_batch_size,
     ):
-        name = type(self).__name__
-        n_terms = check_int("n_terms", n_terms, name, minimum=0)
-        if n_terms > 5:
-            raise ValueError(f"{name}: n_terms must be at most 5, got {n_terms}")
         self._init_reservoir(
             res_dim,
             spectral_radius,
@@ -648,7 +685,7 @@ class _TaylorDriverCore(_SparseReservoirDriver):
             use_sparse_eigs,
             eigenval_batch_size,
         )
-        self.n_terms = n_terms
+        self.n_terms = check_int("n_terms", n_terms, type(self).__name__, minimum=0)
 
     def _update(self, W, proj, state):
         dz = W.matvec(state) + proj
@@ -763,6 +800,18 @@ class GRUDriver(DriverBase):
 
     gru: eqx.nn.GRUCell
 
+    def __check_init__(self):
+        name = type(self).__name__
+        if not isinstance(self.gru, eqx.nn.GRUCell):
+            raise TypeError(f"{name}: gru must be an equinox.nn.GRUCell")
+        n = self.res_dim
+        if self.chunks != 0 or (self.gru.input_size, self.gru.hidden_size) != (n, n):
+            raise ValueError(
+                f"{name}: the GRU cell must map ({n}, {n}) -> {n} without chunks"
+            )
+        check_leaf(name, "gru.weight_ih", self.gru.weight_ih, (3 * n, n), self.dtype)
+        check_leaf(name, "gru.weight_hh", self.gru.weight_hh, (3 * n, n), self.dtype)
+
     def __init__(
         self, res_dim: int, input_rescaling: float = 15.0, *, seed, dtype=jnp.float64
     ):
@@ -825,6 +874,15 @@ class StackedDriver(DriverBase):
         layers, couplings = tuple(layers), tuple(couplings)
         if not layers or not all(isinstance(d, DriverBase) for d in layers):
             raise TypeError(f"{name}: layers must be a non-empty sequence of drivers")
+        self.sizes = tuple(d.res_dim for d in layers)
+        super().__init__(sum(self.sizes), layers[0].dtype)
+        self.layers, self.couplings = layers, couplings
+
+    def __check_init__(self):
+        name = type(self).__name__
+        layers, couplings = self.layers, self.couplings
+        if not layers or not all(isinstance(d, DriverBase) for d in layers):
+            raise TypeError(f"{name}: layers must be a non-empty sequence of drivers")
         if not all(isinstance(c, EmbedBase) for c in couplings):
             raise TypeError(f"{name}: couplings must be embeddings (EmbedBase)")
         if len(couplings) != len(layers) - 1:
@@ -848,9 +906,12 @@ class StackedDriver(DriverBase):
                     f"{name}: couplings[{i}] must map {below} -> {above} features "
                     f"without chunks, got {c.in_dim} -> {c.res_dim}"
                 )
-        self.sizes = tuple(d.res_dim for d in layers)
-        super().__init__(sum(self.sizes), layers[0].dtype)
-        self.layers, self.couplings = layers, couplings
+        sizes = tuple(d.res_dim for d in layers)
+        if self.sizes != sizes or self.res_dim != sum(sizes) or self.chunks != 0:
+            raise ValueError(
+                f"{name}: sizes {self.sizes} and res_dim {self.res_dim} must be the "
+                f"layers' sizes {sizes} and their sum"
+            )
 
     def split(self, res_state: Array) -> list[Array]:
         """The per-layer states of a concatenated state."""

@@ -29,7 +29,13 @@ from jaxtyping import Array, Float
 
 from ._matrix import linear_drive
 from ._random import numpy_rng
-from ._validation import check_dtype, check_float, check_int
+from ._validation import (
+    check_dtype,
+    check_dtype_field,
+    check_float,
+    check_int,
+    check_leaf,
+)
 
 __all__ = [
     "EmbedBase",
@@ -56,6 +62,13 @@ class EmbedBase(eqx.Module):
         self.in_dim = check_int("in_dim", in_dim, name, minimum=1)
         self.res_dim = check_int("res_dim", res_dim, name, minimum=1)
         self.dtype = check_dtype(dtype, name)
+
+    def __check_init__(self):
+        name = type(self).__name__
+        check_int("in_dim", self.in_dim, name, minimum=1)
+        check_int("res_dim", self.res_dim, name, minimum=1)
+        check_int("chunks", self.chunks, name, minimum=0)
+        check_dtype_field(name, self.dtype)
 
     @abc.abstractmethod
     def embed(self, in_state: Array) -> Array:
@@ -104,6 +117,28 @@ class _LinearEmbeddingCore(EmbedBase):
     periodic: bool = eqx.field(static=True)
     ensemble: bool = eqx.field(static=True)
     chunk_size: int = eqx.field(static=True)
+
+    def __check_init__(self):
+        name = type(self).__name__
+        check_int("locality", self.locality, name, minimum=0)
+        for flag in ("periodic", "ensemble"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"{name}: {flag} must be a bool")
+        n_chunks = max(self.chunks, 1)
+        if not self.ensemble and self.in_dim % n_chunks:
+            raise ValueError(
+                f"{name}: chunks ({n_chunks}) must evenly divide in_dim ({self.in_dim})"
+            )
+        size = self.in_dim if self.ensemble else self.in_dim // n_chunks
+        if self.chunk_size != size:
+            raise ValueError(
+                f"{name}: chunk_size must be {size} for in_dim {self.in_dim} and "
+                f"{n_chunks} chunks, got {self.chunk_size}"
+            )
+        width = size + (0 if self.ensemble else 2 * self.locality)
+        lead = (self.chunks,) if self.chunks > 0 else ()
+        check_leaf(name, "win", self.win, lead + (self.res_dim, width), self.dtype)
+        check_leaf(name, "scaling", self.scaling, (), self.dtype)
 
     def _init(
         self,

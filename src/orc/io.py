@@ -1,39 +1,63 @@
 """Saving and loading models: ``orc.save(path, model)`` and ``orc.load(path)``.
 
-A model file is one file:
+A model file is data, never code. Loading rebuilds only classes and functions
+from an allowlist (:func:`registered`): orc's own model and component classes,
+the diffrax/optimistix/lineax/``equinox.nn`` classes a model may hold (ODE
+solvers, step-size controllers, root finders), and element-wise functions of
+``jax.numpy`` and ``jax.nn`` (readout feature functions). Nothing named in a
+file is imported, called or executed; a name outside the allowlist is a
+:class:`ModelFileError` that names the field. Your own classes and functions
+(an ORC-style custom driver, a feature function of your module) are allowed
+by registering them in the calling code, ``orc.io.register(MyDriver)``, or
+for one call, ``orc.load(path, allow=[MyDriver])``.
+
+Layout (format version 2):
 
 1. the magic line ``ORC-MODEL\\n``;
 2. an 8-byte little-endian length and a UTF-8 JSON header: format version,
    library version, the model's class, a readable summary of its
-   hyperparameters, the structure of the model (every Equinox module with its
-   class and fields: plain values inline, arrays as numbered leaves, nested
-   modules recursively, functions by their import path), the shape and dtype
-   of every leaf, and the SHA-256 and size of the payload;
-3. the payload: the array leaves in Equinox's leaf serialisation
-   (``eqx.tree_serialise_leaves``).
+   hyperparameters, the structure of the model (every Equinox module by its
+   registered class name with its fields: plain values inline, arrays as
+   numbered leaves, nested modules recursively, functions by registered
+   name), the shape and dtype of every leaf, and the SHA-256 and size of the
+   payload;
+3. the SHA-256 of everything before it (magic, length and header);
+4. the payload: each leaf in NumPy's ``.npy`` format, in order.
 
-Loading rebuilds the same classes with the same fields without calling their
-constructors (so no random draws or eigen-solves), then reads the leaves into
-them: a round trip is bit-exact, for every model family and for custom
-subclasses whose fields are arrays, plain data, Equinox modules or importable
-functions (a lambda is refused at save time). Truncated or corrupted files,
-unknown format versions and class mismatches are refused with an error that
-says which. Saving writes a temporary file next to the target and renames it,
-so an existing file is never left half-written.
+Loading checks, before using anything: both checksums, the header's schema
+(every entry of a known kind and type), every leaf's declared size against
+the file's own byte count (no allocation beyond what the file holds), each
+``.npy`` record against the declared shape and dtype, and then every rebuilt
+module against its own invariants (the checks its constructor runs: shapes
+against ``res_dim``/``chunks``/``data_dim``, dtypes, reservoir column indices
+within bounds, ...), and the header's summary against the model. Every
+failure is a :class:`ModelFileError` (a ``ValueError``) saying which field
+and why. Files of format version 1 (orc 0.5 development versions) still load,
+through the same checks (they carry no header checksum).
 
-Only load files you trust: loading imports the modules named in the header.
+A round trip is bit-exact, for every model family and for registered custom
+subclasses whose fields are arrays, plain data, Equinox modules or registered
+functions (a lambda cannot be saved). Saving writes a temporary file next to
+the target and renames it over the target, so an existing file is only ever
+replaced by a complete one; temporaries left by a killed process are swept on
+the next save into the same directory; the new file's permissions follow the
+umask (or stay those of the file it replaces); saving to a symbolic link
+writes the file it points to.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib
+import inspect
 import io
 import json
+import math
 import os
+import re
+import secrets
+import socket
 import struct
-import tempfile
 import time
 from pathlib import Path
 
@@ -42,11 +66,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["save", "load", "read_header", "ModelFileError", "FORMAT_VERSION"]
+__all__ = [
+    "save",
+    "load",
+    "read_header",
+    "register",
+    "registered",
+    "ModelFileError",
+    "FORMAT_VERSION",
+]
 
 MAGIC = b"ORC-MODEL\n"
-FORMAT_VERSION = 1
-"""Version of the model-file layout written by :func:`save`; :func:`load` refuses others."""
+FORMAT_VERSION = 2
+"""Version of the model-file layout written by :func:`save`; :func:`load` reads 1 and 2."""
+_READABLE = (1, 2)
+_DIGEST = 32  # bytes of the header's SHA-256 (format 2)
+_MAX_DEPTH = 64  # nesting of the model structure in a header
+_MAX_NDIM = 32
 _SUMMARY_FIELDS = (
     "in_dim",
     "out_dim",
@@ -58,50 +94,346 @@ _SUMMARY_FIELDS = (
     "state_repr",
     "seed",
 )
+# dtypes a leaf may have (no object, string, void or datetime arrays)
+_LEAF_DTYPES = {
+    name: np.dtype(name)
+    for name in (
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    )
+}
+# dtypes a static field may name (a component's ``dtype``)
+_FIELD_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
 
 
 class ModelFileError(ValueError):
-    """A model file that cannot be loaded (truncated, corrupted, wrong version or class)."""
+    """A model file that cannot be loaded: truncated, corrupted, of an unknown
+    version, naming something outside the allowlist, or describing an
+    inconsistent model. The message names the field and the reason."""
 
 
-def _path_of(obj) -> str:
-    return f"{obj.__module__}:{obj.__qualname__}"
+# --------------------------------------------------------------------------- #
+# The allowlist
+# --------------------------------------------------------------------------- #
+
+# Element-wise functions a file may name (readout feature functions and the
+# like), by module.
+_JNP_FUNCTIONS = (
+    "abs absolute arccos arccosh arcsin arcsinh arctan arctanh cbrt ceil cos "
+    "cosh exp exp2 expm1 fabs floor log log10 log1p log2 negative positive "
+    "reciprocal rint sign sin sinc sinh sqrt square tan tanh"
+).split()
+_JAX_NN_FUNCTIONS = (
+    "celu elu gelu glu hard_sigmoid hard_silu hard_swish hard_tanh leaky_relu "
+    "log_sigmoid mish relu relu6 selu sigmoid silu soft_sign softplus sparse_plus "
+    "sparse_sigmoid squareplus swish tanh"
+).split()
+_OPTX_FUNCTIONS = ("rms_norm", "max_norm", "two_norm")
+# The orc modules whose classes a model may hold, in the order their public
+# names are taken (a class re-exported by several gets the first).
+_ORC_MODULES = (
+    "orc.forecaster",
+    "orc.classifier",
+    "orc.control",
+    "orc.regression",
+    "orc.drivers",
+    "orc.embeddings",
+    "orc.readouts",
+    "orc.online",
+    "orc._matrix",
+    "orc._ridge",
+    "orc._training",
+    "orc.forecaster.base",
+    "orc.forecaster.models",
+    "orc.forecaster.nvar",
+    "orc.classifier.base",
+    "orc.classifier.models",
+    "orc.control.base",
+    "orc.control.models",
+)
+# Where format-1 files named orc's classes (``module:qualname`` at the time):
+# kept as data so that moving a class never breaks an old file.
+_V1_ORC_NAMES = {
+    "orc._matrix:ReservoirMatrix": "orc.drivers.ReservoirMatrix",
+    "orc.classifier.models:ESNClassifier": "orc.classifier.ESNClassifier",
+    "orc.classifier.base:RCClassifierBase": "orc.classifier.RCClassifierBase",
+    "orc.control.models:ESNController": "orc.control.ESNController",
+    "orc.control.base:RCControllerBase": "orc.control.RCControllerBase",
+    "orc.drivers:ESNDriver": "orc.drivers.ESNDriver",
+    "orc.drivers:ParallelESNDriver": "orc.drivers.ParallelESNDriver",
+    "orc.drivers:TaylorDriver": "orc.drivers.TaylorDriver",
+    "orc.drivers:ParallelTaylorDriver": "orc.drivers.ParallelTaylorDriver",
+    "orc.drivers:GRUDriver": "orc.drivers.GRUDriver",
+    "orc.drivers:StackedDriver": "orc.drivers.StackedDriver",
+    "orc.drivers:DeepESNDriver": "orc.drivers.DeepESNDriver",
+    "orc.embeddings:LinearEmbedding": "orc.embeddings.LinearEmbedding",
+    "orc.embeddings:ParallelLinearEmbedding": "orc.embeddings.ParallelLinearEmbedding",
+    "orc.embeddings:EnsembleLinearEmbedding": "orc.embeddings.EnsembleLinearEmbedding",
+    "orc.forecaster.base:RCForecasterBase": "orc.forecaster.RCForecasterBase",
+    "orc.forecaster.base:CRCForecasterBase": "orc.forecaster.CRCForecasterBase",
+    "orc.forecaster.models:ESNForecaster": "orc.forecaster.ESNForecaster",
+    "orc.forecaster.models:CESNForecaster": "orc.forecaster.CESNForecaster",
+    "orc.forecaster.models:EnsembleESNForecaster": "orc.forecaster.EnsembleESNForecaster",
+    "orc.forecaster.models:DeepESNForecaster": "orc.forecaster.DeepESNForecaster",
+    "orc.forecaster.nvar:NVARForecaster": "orc.forecaster.NVARForecaster",
+    "orc.readouts:LinearReadout": "orc.readouts.LinearReadout",
+    "orc.readouts:ParallelLinearReadout": "orc.readouts.ParallelLinearReadout",
+    "orc.readouts:NonlinearReadout": "orc.readouts.NonlinearReadout",
+    "orc.readouts:ParallelNonlinearReadout": "orc.readouts.ParallelNonlinearReadout",
+    "orc.readouts:QuadraticReadout": "orc.readouts.QuadraticReadout",
+    "orc.readouts:ParallelQuadraticReadout": "orc.readouts.ParallelQuadraticReadout",
+    "orc.readouts:EnsembleLinearReadout": "orc.readouts.EnsembleLinearReadout",
+    "orc.regression:ESNRegressor": "orc.regression.ESNRegressor",
+    "orc.regression:RCRegressorBase": "orc.regression.RCRegressorBase",
+}
 
 
-def _import(path: str):
-    module, _, qualname = path.partition(":")
-    try:
-        obj = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as err:
+class _Registry:
+    """Names <-> classes and functions, both ways (by identity)."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, object] = {}
+        self.name_of: dict[int, str] = {}
+        self.keep: list = []  # keeps registered objects alive (ids stay valid)
+
+    def add(self, obj, name: str, *aliases: str) -> None:
+        for key in (name, *aliases):
+            other = self.by_name.get(key)
+            if other is not None and other is not obj:
+                raise ValueError(
+                    f"orc.io.register: the name {key!r} is already registered for "
+                    f"{other!r}; pass another name="
+                )
+        for key in (name, *aliases):
+            self.by_name[key] = obj
+        self.name_of.setdefault(id(obj), name)
+        self.keep.append(obj)
+
+    def lookup(self, name: str):
+        return self.by_name.get(name)
+
+
+_REGISTRY: _Registry | None = None
+
+
+def _default_name(obj) -> str | None:
+    module, qualname = (
+        getattr(obj, "__module__", None),
+        getattr(obj, "__qualname__", None),
+    )
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        return None
+    if "<lambda>" in qualname or "<locals>" in qualname:
+        return None
+    return f"{module}.{qualname}"
+
+
+def _v1_name(obj) -> str | None:
+    """How format 1 wrote ``obj``: ``module:qualname``."""
+    module, qualname = (
+        getattr(obj, "__module__", None),
+        getattr(obj, "__qualname__", None),
+    )
+    if isinstance(module, str) and isinstance(qualname, str):
+        return f"{module}:{qualname}"
+    return None
+
+
+def _concrete_module_class(obj) -> bool:
+    return (
+        isinstance(obj, type)
+        and issubclass(obj, eqx.Module)
+        and not inspect.isabstract(obj)
+        and not getattr(obj, "__abstractvars__", None)
+    )
+
+
+def _library_classes(module, bases=None):
+    """Concrete public Equinox classes of a library namespace (optionally only
+    subclasses of ``bases``)."""
+    for attr in sorted(getattr(module, "__all__", None) or dir(module)):
+        if attr.startswith("_"):
+            continue
+        obj = getattr(module, attr, None)
+        if _concrete_module_class(obj) and (bases is None or issubclass(obj, bases)):
+            yield f"{module.__name__}.{attr}", obj
+
+
+def _builtin() -> _Registry:
+    """The allowlist of orc and the libraries its models hold (built once,
+    from modules orc has already imported: nothing is imported because a
+    file names it)."""
+    import importlib
+
+    import diffrax
+    import lineax
+    import optimistix
+
+    reg = _Registry()
+
+    def add(name, obj):
+        if reg.name_of.get(id(obj)) is not None:
+            return
+        aliases = [a for a in (_v1_name(obj),) if a and a != name]
+        reg.add(obj, name, *aliases)
+
+    for modname in _ORC_MODULES:
+        module = importlib.import_module(modname)
+        public = set(getattr(module, "__all__", ()))
+        for attr, obj in sorted(vars(module).items()):
+            if not _concrete_module_class(obj) or not obj.__module__.startswith("orc"):
+                continue
+            if attr in public:
+                add(f"{modname}.{attr}", obj)
+    for modname in _ORC_MODULES:  # classes no public module exports
+        module = importlib.import_module(modname)
+        for _, obj in sorted(vars(module).items()):
+            if _concrete_module_class(obj) and obj.__module__.startswith("orc"):
+                add(f"{obj.__module__}.{obj.__qualname__}", obj)
+    for old, new in _V1_ORC_NAMES.items():
+        obj = reg.lookup(new)
+        if obj is not None and reg.lookup(old) is None:
+            reg.by_name[old] = obj
+    ode_parts = (
+        diffrax.AbstractSolver,
+        diffrax.AbstractStepSizeController,
+        diffrax.AbstractAdjoint,
+    )
+    for name, obj in _library_classes(diffrax, ode_parts):
+        add(name, obj)
+    for lib in (optimistix, lineax, eqx.nn):
+        for name, obj in _library_classes(lib):
+            add(name, obj)
+    for prefix, module, names in (
+        ("jax.numpy", jnp, _JNP_FUNCTIONS),
+        ("jax.nn", jax.nn, _JAX_NN_FUNCTIONS),
+        ("optimistix", optimistix, _OPTX_FUNCTIONS),
+    ):
+        for attr in names:
+            fn = getattr(module, attr, None)
+            if fn is not None and callable(fn) and not isinstance(fn, type):
+                add(f"{prefix}.{attr}", fn)
+    return reg
+
+
+def _registry() -> _Registry:
+    global _REGISTRY
+    if _REGISTRY is None:
+        _REGISTRY = _builtin()
+    return _REGISTRY
+
+
+def register(obj=None, *, name: str | None = None):
+    """Allow :func:`load` to rebuild ``obj`` from files that name it.
+
+    ``obj`` is a class of yours (an Equinox module, e.g. a custom driver
+    subclassing :class:`orc.drivers.DriverBase`) or a module-level function
+    (e.g. a readout feature function). Files name it ``name`` (default
+    ``"module.qualname"``, the name :func:`save` writes for it). Usable as a
+    decorator, with or without ``name``. Registration lasts for the process;
+    for one call use ``orc.load(path, allow=[...])`` instead.
+
+    Example
+    -------
+    >>> @orc.io.register
+    ... class MyDriver(orc.drivers.DriverBase): ...
+    """
+
+    def add(target):
+        _registry().add(target, _name_for(target, name))
+        return target
+
+    return add if obj is None else add(obj)
+
+
+def registered() -> dict[str, object]:
+    """A copy of the allowlist: every name a model file may use, and what it rebuilds."""
+    return dict(_registry().by_name)
+
+
+def _name_for(obj, name: str | None) -> str:
+    if not (callable(obj) or isinstance(obj, type)):
+        raise TypeError(f"orc.io.register: {obj!r} is neither a class nor a function")
+    if isinstance(obj, type) and not issubclass(obj, eqx.Module):
+        raise TypeError(
+            f"orc.io.register: {obj.__name__} is not an Equinox module; only modules "
+            "and functions can be rebuilt from a file"
+        )
+    if name is None:
+        name = _default_name(obj)
+        if name is None:
+            raise TypeError(
+                f"orc.io.register: {obj!r} has no module-level name (a lambda or a "
+                "local definition); define it at module level or pass name="
+            )
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"orc.io.register: name must be a non-empty str, got {name!r}")
+    return name
+
+
+def _lookup(name, allow: dict, where: str, kind: str):
+    obj = allow.get(name)
+    if obj is None:
+        obj = _registry().lookup(name)
+    if obj is None:
         raise ModelFileError(
-            f"cannot import {path!r} named in the model file: {err}"
-        ) from err
+            f"{where}: the file names the {kind} {name!r}, which is not in orc's "
+            "allowlist; nothing named in a file is imported. If it is a class or "
+            "function of yours, register it first: orc.io.register(obj) or "
+            "orc.load(path, allow=[obj])"
+        )
     return obj
 
 
+# --------------------------------------------------------------------------- #
+# Encoding
+# --------------------------------------------------------------------------- #
+
+
+def _save_name(obj, where: str) -> str:
+    name = _registry().name_of.get(id(obj))
+    if name is not None:
+        return name
+    name = _default_name(obj)
+    if name is None:
+        raise TypeError(
+            f"orc.save: {where} is {obj!r}, which cannot be saved by name; use a "
+            "function or class defined at module level (e.g. jnp.square, not "
+            "lambda x: x**2)"
+        )
+    return name
+
+
 def _encode(value, leaves: list, where: str):
-    if isinstance(value, (jax.Array, np.ndarray)) and not isinstance(
-        value, jax.core.Tracer
-    ):
-        leaves.append(value)
-        return {"leaf": len(leaves) - 1}
     if isinstance(value, jax.core.Tracer):
         raise TypeError(f"orc.save: {where} is traced; save models outside jax.jit")
-    if value is None or isinstance(value, (bool, int, float, str)):
-        if isinstance(value, float) and not np.isfinite(value):
-            return {"float": repr(value)}
+    if isinstance(value, (jax.Array, np.ndarray)):
+        leaves.append(value)
+        return {"leaf": len(leaves) - 1}
+    if value is None or isinstance(value, (bool, int, str)):
         return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"float": repr(value)}
     if isinstance(value, (np.dtype, type)) and _is_dtype(value):
         return {"dtype": str(jnp.dtype(value))}
     if isinstance(value, eqx.Module):
-        cls = type(value)
         fields = {
             f.name: _encode(getattr(value, f.name), leaves, f"{where}.{f.name}")
             for f in dataclasses.fields(value)
         }
-        return {"module": _path_of(cls), "fields": fields}
+        return {"module": _save_name(type(value), where), "fields": fields}
     if isinstance(value, (tuple, list)):
         kind = "tuple" if isinstance(value, tuple) else "list"
         return {
@@ -113,22 +445,8 @@ def _encode(value, leaves: list, where: str):
         return {
             "dict": {k: _encode(v, leaves, f"{where}[{k!r}]") for k, v in value.items()}
         }
-    if callable(value):
-        path = _path_of(value) if hasattr(value, "__qualname__") else None
-        if path is None or "<lambda>" in path or "<locals>" in path:
-            raise TypeError(
-                f"orc.save: {where} is {value!r}, which cannot be saved by reference; use a "
-                "function defined at module level (e.g. jnp.square, not lambda x: x**2)"
-            )
-        try:
-            same = _import(path) is value
-        except ModelFileError:
-            same = False
-        if not same:
-            raise TypeError(
-                f"orc.save: {where} ({value!r}) is not importable as {path}"
-            )
-        return {"function": path}
+    if callable(value) and not isinstance(value, type):
+        return {"function": _save_name(value, where)}
     raise TypeError(
         f"orc.save: {where} has type {type(value).__name__}, which cannot be saved"
     )
@@ -140,43 +458,6 @@ def _is_dtype(value) -> bool:
         return True
     except TypeError:
         return False
-
-
-def _decode(node, leaves):
-    if not isinstance(node, dict):
-        return node
-    if "leaf" in node:
-        return leaves[node["leaf"]]
-    if "float" in node:
-        return float(node["float"])
-    if "dtype" in node:
-        return jnp.dtype(node["dtype"])
-    if "tuple" in node:
-        return tuple(_decode(v, leaves) for v in node["tuple"])
-    if "list" in node:
-        return [_decode(v, leaves) for v in node["list"]]
-    if "dict" in node:
-        return {k: _decode(v, leaves) for k, v in node["dict"].items()}
-    if "function" in node:
-        return _import(node["function"])
-    if "module" in node:
-        cls = _import(node["module"])
-        if not (isinstance(cls, type) and issubclass(cls, eqx.Module)):
-            raise ModelFileError(
-                f"{node['module']} in the model file is not an Equinox module"
-            )
-        expected = {f.name for f in dataclasses.fields(cls)}
-        stored = set(node["fields"])
-        if expected != stored:
-            raise ModelFileError(
-                f"{node['module']}: the installed class has fields {sorted(expected)} but the "
-                f"file stores {sorted(stored)}; it was written by an incompatible version"
-            )
-        obj = object.__new__(cls)
-        for name, value in node["fields"].items():
-            object.__setattr__(obj, name, _decode(value, leaves))
-        return obj
-    raise ModelFileError(f"unrecognised entry in the model file: {sorted(node)}")
 
 
 def _summary(model) -> dict:
@@ -191,14 +472,78 @@ def _summary(model) -> dict:
     return out
 
 
+# --------------------------------------------------------------------------- #
+# Saving
+# --------------------------------------------------------------------------- #
+
+_PARTIAL = ".orc-partial"
+_HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40] or "host"
+_STALE_FOREIGN_S = 24 * 3600  # temporaries of other hosts (shared file systems)
+_STALE_V1_S = 3600  # temporaries of format-1 writers (no owner in the name)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def _sweep(directory: Path) -> None:
+    """Remove temporaries that earlier saves into ``directory`` left behind
+    when they were killed: ours (``.<name>.<host>-<pid>.<hex>.orc-partial``)
+    whose process no longer runs on this host (or, from another host, older
+    than a day), and format-1 writers' (``.<name>.<random>.tmp`` next to an
+    ``.orc`` file) older than an hour."""
+    now = time.time()
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        name = entry.name
+        if not name.startswith("."):
+            continue
+        stale = False
+        try:
+            if name.endswith(_PARTIAL):
+                owner = name[: -len(_PARTIAL)].rsplit(".", 2)
+                host, _, pid = (
+                    owner[1].rpartition("-") if len(owner) == 3 else ("", "", "")
+                )
+                if host == _HOST and pid.isdigit():
+                    stale = not _pid_alive(int(pid))
+                else:
+                    stale = (
+                        now - entry.stat(follow_symlinks=False).st_mtime
+                        > _STALE_FOREIGN_S
+                    )
+            elif re.fullmatch(r"\..+\.orc\.[A-Za-z0-9_]{8}\.tmp", name):
+                stale = now - entry.stat(follow_symlinks=False).st_mtime > _STALE_V1_S
+            if stale and entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
+        except OSError:
+            continue
+
+
 def save(path, model, extras: dict | None = None) -> Path:
     """Write ``model`` (any Equinox module, e.g. a trained orc model) to ``path``.
 
     ``extras`` optionally stores named arrays with the model, e.g. the last
     training state to forecast from (``orc.load(path, return_extras=True)``
-    gives them back). The file is written next to ``path`` under a temporary
-    name and renamed over it, so an existing file is replaced only by a
-    complete one.
+    gives them back). The file is written next to its target under a
+    temporary name and renamed over it, so an existing file is replaced only
+    by a complete one; a temporary is removed on every failure, and those of
+    killed processes are swept on the next save into the directory. A new
+    file's permissions follow the umask; an overwritten file keeps its own.
+    When ``path`` is a symbolic link, the file it points to is written.
+
+    Classes and functions the model holds are written by name; loading
+    rebuilds only registered ones (orc's own, or yours via
+    :func:`register`).
 
     Returns the path written. Example: ``orc.save("esn.orc", esn)``.
     """
@@ -217,8 +562,14 @@ def save(path, model, extras: dict | None = None) -> Path:
             raise TypeError(f"orc.save: extras[{name!r}] must be an array")
         extra_index[str(name)] = _encode(value, leaves, f"extras[{name!r}]")["leaf"]
     arrays = [np.asarray(x) for x in leaves]
+    for i, a in enumerate(arrays):
+        if str(a.dtype) not in _LEAF_DTYPES:
+            raise TypeError(
+                f"orc.save: leaf {i} has dtype {a.dtype}, which is not saved"
+            )
     buf = io.BytesIO()
-    eqx.tree_serialise_leaves(buf, arrays)
+    for a in arrays:
+        np.lib.format.write_array(buf, a, allow_pickle=False)
     payload = buf.getvalue()
     header = {
         "format": "orc-model",
@@ -226,7 +577,7 @@ def save(path, model, extras: dict | None = None) -> Path:
         "orc_version": __version__,
         "jax_version": jax.__version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "model_class": _path_of(type(model)),
+        "model_class": tree["module"],
         "hyperparameters": _summary(model),
         "tree": tree,
         "extras": extra_index,
@@ -234,25 +585,150 @@ def save(path, model, extras: dict | None = None) -> Path:
         "payload_nbytes": len(payload),
         "payload_sha256": hashlib.sha256(payload).hexdigest(),
     }
-    blob = json.dumps(header, indent=1).encode()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    blob = json.dumps(header, indent=1, allow_nan=False).encode()
+    head = MAGIC + struct.pack("<Q", len(blob)) + blob
+    target = Path(os.path.realpath(path))  # through a symlink: write its target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _sweep(target.parent)
     try:
+        mode = os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        mode = None
+    tmp = target.parent / (
+        f".{target.name}.{_HOST}-{os.getpid()}.{secrets.token_hex(4)}{_PARTIAL}"
+    )
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(tmp, flags, 0o666)  # the umask applies
+    try:
+        if mode is not None:
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
-            f.write(MAGIC)
-            f.write(struct.pack("<Q", len(blob)))
-            f.write(blob)
+            fd = None
+            f.write(head)
+            f.write(hashlib.sha256(head).digest())
             f.write(payload)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if fd is not None:
+            os.close(fd)
+        tmp.unlink(missing_ok=True)
         raise
+    try:  # make the rename itself durable
+        dfd = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
     return path
 
 
+# --------------------------------------------------------------------------- #
+# Loading
+# --------------------------------------------------------------------------- #
+
+
+def _no_duplicates(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise ModelFileError(f"the header repeats the key {k!r}")
+        out[k] = v
+    return out
+
+
+def _refuse_constant(name):
+    raise ModelFileError(f"the header holds the non-JSON constant {name}")
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+_V1_KEYS = {
+    "format",
+    "format_version",
+    "orc_version",
+    "jax_version",
+    "created",
+    "model_class",
+    "hyperparameters",
+    "tree",
+    "extras",
+    "leaves",
+    "payload_nbytes",
+    "payload_sha256",
+}
+
+
+def _check_header(header) -> None:
+    """The header's schema: every top-level entry present and of its type."""
+    if not isinstance(header, dict):
+        raise ModelFileError("the header is not a JSON object")
+    missing = sorted(_V1_KEYS - set(header))
+    extra = sorted(set(header) - _V1_KEYS)
+    if missing or extra:
+        raise ModelFileError(
+            "the header "
+            + (f"lacks {missing}" if missing else "")
+            + (" and " if missing and extra else "")
+            + (f"has unknown entries {extra}" if extra else "")
+        )
+    for key in ("orc_version", "jax_version", "created", "model_class"):
+        if not isinstance(header[key], str):
+            raise ModelFileError(f"header field {key!r} must be a string")
+    for key in ("tree", "hyperparameters", "extras"):
+        if not isinstance(header[key], dict):
+            raise ModelFileError(f"header field {key!r} must be an object")
+    nbytes = header["payload_nbytes"]
+    if not _is_int(nbytes) or nbytes < 0:
+        raise ModelFileError("header field 'payload_nbytes' must be an integer >= 0")
+    digest = header["payload_sha256"]
+    if not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
+        raise ModelFileError("header field 'payload_sha256' must be 64 hex digits")
+    leaves = header["leaves"]
+    if not isinstance(leaves, list):
+        raise ModelFileError("header field 'leaves' must be a list")
+    total = 0
+    for i, leaf in enumerate(leaves):
+        where = f"header field leaves[{i}]"
+        if not (isinstance(leaf, dict) and set(leaf) == {"shape", "dtype"}):
+            raise ModelFileError(f"{where} must be {{'shape': [...], 'dtype': ...}}")
+        shape, dtype = leaf["shape"], leaf["dtype"]
+        if (
+            not isinstance(shape, list)
+            or len(shape) > _MAX_NDIM
+            or not all(_is_int(d) and d >= 0 for d in shape)
+        ):
+            raise ModelFileError(
+                f"{where}: shape must be a list of at most {_MAX_NDIM} integers >= 0, "
+                f"got {shape!r}"
+            )
+        if dtype not in _LEAF_DTYPES:
+            raise ModelFileError(
+                f"{where}: dtype {dtype!r} is not one of {sorted(_LEAF_DTYPES)}"
+            )
+        total += math.prod(shape) * _LEAF_DTYPES[dtype].itemsize
+    # Sizes before any allocation: the leaves must fit in the payload.
+    if total > nbytes:
+        raise ModelFileError(
+            f"the header declares {total} bytes of arrays but a payload of only "
+            f"{nbytes} bytes"
+        )
+    for name, index in header["extras"].items():
+        if not (_is_int(index) and 0 <= index < len(leaves)):
+            raise ModelFileError(
+                f"header field extras[{name!r}] must be a leaf number in "
+                f"[0, {len(leaves)}), got {index!r}"
+            )
+
+
 def _read(path):
+    """``(path, header, payload)`` of a model file, its framing, checksums and
+    header schema checked."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"orc.load: no such file: {path}")
@@ -265,21 +741,190 @@ def _read(path):
     if len(data) < start + 8:
         raise ModelFileError(f"orc.load: {path} is truncated (no header)")
     (n,) = struct.unpack("<Q", data[start : start + 8])
-    if len(data) < start + 8 + n:
+    end = start + 8 + n
+    if len(data) < end:
         raise ModelFileError(f"orc.load: {path} is truncated (header incomplete)")
     try:
-        header = json.loads(data[start + 8 : start + 8 + n])
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        header = json.loads(
+            data[start + 8 : end],
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_refuse_constant,
+        )
+    except ModelFileError as err:
         raise ModelFileError(f"orc.load: {path} has a corrupted header: {err}") from err
-    return path, header, data[start + 8 + n :]
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise ModelFileError(f"orc.load: {path} has a corrupted header: {err}") from err
+    version = header.get("format_version") if isinstance(header, dict) else None
+    if not isinstance(header, dict) or header.get("format") != "orc-model":
+        raise ModelFileError(f"orc.load: {path} has a corrupted header (no format)")
+    if not _is_int(version) or version not in _READABLE:
+        raise ModelFileError(
+            f"orc.load: {path} has format version {version!r}; this orc reads versions "
+            f"{list(_READABLE)} (upgrade orc to read newer files)"
+        )
+    if version >= 2:
+        if len(data) < end + _DIGEST:
+            raise ModelFileError(f"orc.load: {path} is truncated (no header checksum)")
+        if hashlib.sha256(data[:end]).digest() != data[end : end + _DIGEST]:
+            raise ModelFileError(
+                f"orc.load: {path} is corrupted (header checksum mismatch)"
+            )
+        end += _DIGEST
+    try:
+        _check_header(header)
+    except ModelFileError as err:
+        raise ModelFileError(f"orc.load: {path}: {err}") from err
+    return path, header, data[end:]
 
 
 def read_header(path) -> dict:
-    """The JSON header of a model file (class, versions, hyperparameters), without loading it."""
+    """The JSON header of a model file (class, versions, hyperparameters), without
+    rebuilding the model (checksum and schema checked)."""
     return _read(path)[1]
 
 
-def load(path, cls: type | None = None, return_extras: bool = False):
+def _read_leaves(payload: bytes, declared: list) -> list[np.ndarray]:
+    """The ``.npy`` records of the payload, each checked against its declared
+    shape and dtype before its data is read."""
+    f = io.BytesIO(payload)
+    out = []
+    for i, leaf in enumerate(declared):
+        where = f"payload leaf {i}"
+        try:
+            major, _ = np.lib.format.read_magic(f)
+            if major == 1:
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            elif major in (2, 3):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                raise ValueError(f"unknown .npy version {major}")
+        except (ValueError, SyntaxError, TypeError, KeyError) as err:
+            raise ModelFileError(f"{where}: bad array record ({err})") from err
+        expected = _LEAF_DTYPES[leaf["dtype"]]
+        if (
+            tuple(shape) != tuple(leaf["shape"])
+            or dtype.hasobject
+            or (dtype.kind, dtype.itemsize) != (expected.kind, expected.itemsize)
+        ):
+            raise ModelFileError(
+                f"{where}: the record holds {dtype} {tuple(shape)}, the header "
+                f"declares {leaf['dtype']} {tuple(leaf['shape'])}"
+            )
+        nbytes = math.prod(shape) * dtype.itemsize
+        raw = f.read(nbytes)
+        if len(raw) != nbytes:
+            raise ModelFileError(f"{where}: the payload ends inside the record")
+        a = np.frombuffer(raw, dtype=dtype).astype(expected, copy=True)
+        out.append(a.reshape(shape, order="F" if fortran else "C"))
+    if f.read(1):
+        raise ModelFileError("the payload has bytes after its last declared leaf")
+    return out
+
+
+def _check_module(obj, where: str) -> None:
+    """Run the invariants a module's constructor checks (its classes'
+    ``__check_init__``, in Equinox's order) on a rebuilt module."""
+    for klass in type(obj).__mro__:
+        check = klass.__dict__.get("__check_init__")
+        if check is None:
+            continue
+        try:
+            check(obj)
+        except ModelFileError:
+            raise
+        except Exception as err:  # noqa: BLE001 - any failed invariant
+            raise ModelFileError(f"{where} ({type(obj).__name__}): {err}") from err
+
+
+class _Decoder:
+    def __init__(self, leaves, allow: dict):
+        self.leaves = leaves
+        self.allow = allow
+
+    def __call__(self, node, where: str, depth: int = 0):
+        if depth > _MAX_DEPTH:
+            raise ModelFileError(f"{where}: nested more than {_MAX_DEPTH} levels")
+        if node is None or isinstance(node, (bool, int, float, str)):
+            return node
+        if not isinstance(node, dict) or not node:
+            raise ModelFileError(f"{where}: unrecognised entry {node!r:.80}")
+        keys = set(node)
+        kind = next(iter(sorted(keys - {"fields"})), None)
+        expected = {"module", "fields"} if kind == "module" else {kind}
+        if keys != expected:
+            raise ModelFileError(
+                f"{where}: unrecognised entry with keys {sorted(keys)}"
+            )
+        value = node[kind]
+        if kind == "leaf":
+            if not (_is_int(value) and 0 <= value < len(self.leaves)):
+                raise ModelFileError(f"{where}: leaf number {value!r} out of range")
+            return self.leaves[value]
+        if kind == "float":
+            if value not in ("nan", "inf", "-inf"):
+                raise ModelFileError(f"{where}: {value!r} is not nan, inf or -inf")
+            return float(value)
+        if kind == "dtype":
+            if value not in _FIELD_DTYPES:
+                raise ModelFileError(
+                    f"{where}: dtype {value!r} is not one of {list(_FIELD_DTYPES)}"
+                )
+            return jnp.dtype(value)
+        if kind in ("tuple", "list"):
+            if not isinstance(value, list):
+                raise ModelFileError(f"{where}: a {kind} must be a JSON list")
+            items = [self(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+            return tuple(items) if kind == "tuple" else items
+        if kind == "dict":
+            if not isinstance(value, dict):
+                raise ModelFileError(f"{where}: a dict must be a JSON object")
+            return {k: self(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}
+        if kind == "function":
+            if not isinstance(value, str):
+                raise ModelFileError(f"{where}: a function name must be a string")
+            fn = _lookup(value, self.allow, where, "function")
+            if isinstance(fn, type) or not callable(fn):
+                raise ModelFileError(f"{where}: {value!r} is not a function")
+            return fn
+        if kind == "module":
+            return self.module(node, where, depth)
+        raise ModelFileError(f"{where}: unrecognised entry kind {kind!r}")
+
+    def module(self, node, where, depth):
+        name, fields = node["module"], node["fields"]
+        if not isinstance(name, str) or not isinstance(fields, dict):
+            raise ModelFileError(f"{where}: a module needs a class name and fields")
+        cls = _lookup(name, self.allow, where, "class")
+        if not _concrete_module_class(cls):
+            raise ModelFileError(f"{where}: {name!r} is not a concrete Equinox module")
+        declared = {f.name: f for f in dataclasses.fields(cls)}
+        if set(declared) != set(fields):
+            raise ModelFileError(
+                f"{where}: {name} has fields {sorted(declared)} but the file stores "
+                f"{sorted(fields)}; it was written by an incompatible version"
+            )
+        obj = object.__new__(cls)
+        for fname, value in fields.items():
+            decoded = self(value, f"{where}.{fname}", depth + 1)
+            if declared[fname].metadata.get("static", False) and any(
+                isinstance(x, (jax.Array, np.ndarray)) for x in jax.tree.leaves(decoded)
+            ):
+                raise ModelFileError(
+                    f"{where}.{fname}: a static field cannot hold an array"
+                )
+            object.__setattr__(obj, fname, decoded)
+        _check_module(obj, where)
+        return obj
+
+
+def _allowed(allow) -> dict:
+    out = {}
+    for obj in allow or ():
+        out[_name_for(obj, None)] = obj
+    return out
+
+
+def load(path, cls: type | None = None, return_extras: bool = False, allow=()):
     """Read a model written by :func:`save`.
 
     Parameters
@@ -289,20 +934,18 @@ def load(path, cls: type | None = None, return_extras: bool = False):
         Refuse the file unless it holds an instance of ``cls`` (or a subclass).
     return_extras : bool, default False
         Return ``(model, extras)`` with the named arrays saved alongside.
+    allow : sequence of classes and functions, optional
+        Your own classes and functions the file may name (custom components,
+        feature functions), for this call; see :func:`register`.
 
     Raises
     ------
     FileNotFoundError, or ModelFileError (a ``ValueError``) for a file that is
-    not a model file, truncated, corrupted (checksum), of an unknown format
-    version, or of the wrong class.
+    not a model file, truncated, corrupted (checksums), of an unknown format
+    version, naming a class or function outside the allowlist, inconsistent
+    (a value that does not fit the leaves it describes), or of the wrong class.
     """
     path, header, payload = _read(path)
-    version = header.get("format_version")
-    if header.get("format") != "orc-model" or version != FORMAT_VERSION:
-        raise ModelFileError(
-            f"orc.load: {path} has format version {version!r}; this orc reads version "
-            f"{FORMAT_VERSION} (upgrade orc to read newer files)"
-        )
     if len(payload) < header["payload_nbytes"]:
         raise ModelFileError(
             f"orc.load: {path} is truncated: {len(payload)} of {header['payload_nbytes']} "
@@ -315,30 +958,56 @@ def load(path, cls: type | None = None, return_extras: bool = False):
             f"orc.load: {path} is corrupted (payload checksum mismatch)"
         )
     if not jax.config.jax_enable_x64 and any(
-        x["dtype"] == "float64" for x in header["leaves"]
+        x["dtype"] in ("float64", "int64", "uint64", "complex128")
+        for x in header["leaves"]
     ):
         raise ModelFileError(
-            f"orc.load: {path} holds a float64 model but jax_enable_x64 is off; enable it "
+            f"orc.load: {path} holds 64-bit arrays but jax_enable_x64 is off; enable it "
             "first (jax.config.update('jax_enable_x64', True)) to load it exactly"
         )
-    model_cls = _import(header["model_class"])
+    allowed = _allowed(allow)
+    try:
+        model_cls = _lookup(header["model_class"], allowed, "model_class", "class")
+    except ModelFileError as err:
+        raise ModelFileError(f"orc.load: {path}: {err}") from err
     if cls is not None and not (
         isinstance(model_cls, type) and issubclass(model_cls, cls)
     ):
         raise ModelFileError(
             f"orc.load: {path} holds a {header['model_class']}, not a "
             + " or ".join(
-                _path_of(c) for c in (cls if isinstance(cls, tuple) else (cls,))
+                f"{c.__module__}.{c.__qualname__}"
+                for c in (cls if isinstance(cls, tuple) else (cls,))
             )
         )
-    like = [jnp.zeros(tuple(x["shape"]), dtype=x["dtype"]) for x in header["leaves"]]
-    arrays = eqx.tree_deserialise_leaves(io.BytesIO(payload), like)
-    arrays = [jnp.asarray(a) for a in arrays]
-    model = _decode(header["tree"], arrays)
-    if type(model) is not model_cls:
-        raise ModelFileError(
-            f"orc.load: {path}: header and structure disagree on the class"
-        )
+    try:
+        arrays = [jnp.asarray(a) for a in _read_leaves(payload, header["leaves"])]
+        extra_leaves = set(header["extras"].values())
+        for i, a in enumerate(arrays):
+            if (
+                i not in extra_leaves
+                and jnp.issubdtype(a.dtype, jnp.inexact)
+                and not bool(jnp.all(jnp.isfinite(a)))
+            ):
+                raise ModelFileError(
+                    f"leaf {i} {tuple(a.shape)} holds NaN or inf; no model orc "
+                    "trains has non-finite weights"
+                )
+        model = _Decoder(arrays, allowed)(header["tree"], "model")
+        if type(model) is not model_cls:
+            raise ModelFileError(
+                "header field 'model_class' and the stored structure disagree on the "
+                "class"
+            )
+        summary = _summary(model)
+        for key, value in header["hyperparameters"].items():
+            if key not in summary or summary[key] != value:
+                raise ModelFileError(
+                    f"header field hyperparameters[{key!r}] is {value!r} but the model "
+                    f"has {summary.get(key, '(no such attribute)')!r}"
+                )
+    except ModelFileError as err:
+        raise ModelFileError(f"orc.load: {path}: {err}") from err
     if return_extras:
-        return model, {k: arrays[i] for k, i in header.get("extras", {}).items()}
+        return model, {k: arrays[i] for k, i in header["extras"].items()}
     return model

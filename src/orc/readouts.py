@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ._validation import check_dtype, check_int
+from ._validation import check_dtype, check_dtype_field, check_int, check_leaf
 
 __all__ = [
     "ReadoutBase",
@@ -62,6 +62,13 @@ class ReadoutBase(eqx.Module):
         self.out_dim = check_int("out_dim", out_dim, name, minimum=1)
         self.res_dim = check_int("res_dim", res_dim, name, minimum=1)
         self.dtype = check_dtype(dtype, name)
+
+    def __check_init__(self):
+        name = type(self).__name__
+        check_int("out_dim", self.out_dim, name, minimum=1)
+        check_int("res_dim", self.res_dim, name, minimum=1)
+        check_int("chunks", self.chunks, name, minimum=0)
+        check_dtype_field(name, self.dtype)
 
     @abc.abstractmethod
     def readout(self, res_state: Array) -> Array:
@@ -102,6 +109,25 @@ class _LinearReadoutCore(ReadoutBase):
     wout: Array
     nonlin_list: tuple[Callable, ...] = eqx.field(static=True)
     ensemble: bool = eqx.field(static=True)
+
+    def __check_init__(self):
+        name = type(self).__name__
+        if not isinstance(self.nonlin_list, tuple) or not all(
+            callable(f) for f in self.nonlin_list
+        ):
+            raise TypeError(f"{name}: nonlin_list must be a tuple of callables")
+        if not isinstance(self.ensemble, bool):
+            raise TypeError(f"{name}: ensemble must be a bool")
+        n_chunks = max(self.chunks, 1)
+        if not self.ensemble and self.out_dim % n_chunks:
+            raise ValueError(
+                f"{name}: chunks ({n_chunks}) must evenly divide out_dim ({self.out_dim})"
+            )
+        per_chunk = self.out_dim if self.ensemble else self.out_dim // n_chunks
+        lead = (self.chunks,) if self.chunks > 0 else ()
+        check_leaf(
+            name, "wout", self.wout, lead + (per_chunk, self.res_dim), self.dtype
+        )
 
     def _init(self, out_dim, res_dim, chunks, dtype, nonlin_list, ensemble):
         name = type(self).__name__

@@ -29,7 +29,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from . import _progress
-from ._compose import check_pipeline
+from ._compose import check_model
 from ._esn import esn_components
 from ._random import seed_field
 from ._ridge import solve
@@ -44,6 +44,7 @@ from ._validation import (
     check_finite,
     check_float,
     check_int,
+    check_leaf,
     check_rank,
 )
 from .drivers import DriverBase, drive_sequence
@@ -105,7 +106,6 @@ class RCRegressorBase(eqx.Module):
                 f"{name}: regressors use one reservoir (chunks == 0); got driver "
                 f"chunks {driver.chunks} and readout chunks {readout.chunks}"
             )
-        check_pipeline(name, embedding, driver, readout, None)
         self.driver, self.readout, self.embedding = driver, readout, embedding
         self.in_dim = embedding.in_dim
         self.out_dim = readout.out_dim
@@ -120,6 +120,26 @@ class RCRegressorBase(eqx.Module):
             else None
         )
         self.b_out = jnp.zeros((self.out_dim,), self.dtype) if readout_bias else None
+
+    def __check_init__(self):
+        name = type(self).__name__
+        if self.driver.chunks != 0 or self.readout.chunks != 0:
+            raise ValueError(
+                f"{name}: regressors use one reservoir (chunks == 0); got driver "
+                f"chunks {self.driver.chunks} and readout chunks {self.readout.chunks}"
+            )
+        check_model(self, self.in_dim, None)
+        for flag, field, shape in (
+            ("input_passthrough", "w_input", (self.out_dim, self.in_dim)),
+            ("readout_bias", "b_out", (self.out_dim,)),
+        ):
+            value = getattr(self, field)
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"{name}: {flag} must be a bool")
+            if getattr(self, flag):
+                check_leaf(name, field, value, shape, self.dtype)
+            elif value is not None:
+                raise ValueError(f"{name}: {field} must be None without {flag}")
 
     # -- running ------------------------------------------------------------ #
     def _check_input(self, in_seq, res_state, name="in_seq"):

@@ -122,6 +122,9 @@ _SOLVE_TARGETS = {
     ),
 }
 _FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-fno-trapping-math")
+# ORC_NATIVE_DEBUG=1 builds (and caches separately) a library whose kernels
+# also assert their index bounds on every block of rows (-DORC_DEBUG).
+_DEBUG_FLAGS = ("-DORC_DEBUG", "-g")
 # after the source: dladdr/dlopen (in libc itself from glibc 2.34 on)
 _LIBS = ("-ldl",) if sys.platform.startswith("linux") else ()
 _lock = threading.Lock()
@@ -149,9 +152,10 @@ def _build() -> Path:
     if cxx is None:
         raise RuntimeError("no C++ compiler found (set CXX)")
     include = jax.ffi.include_dir()
+    flags = _FLAGS + (_DEBUG_FLAGS if os.environ.get("ORC_NATIVE_DEBUG") == "1" else ())
     key = hashlib.sha256(
         _SOURCE.read_bytes()
-        + " ".join(_FLAGS + _LIBS).encode()
+        + " ".join(flags + _LIBS).encode()
         + jaxlib.__version__.encode()
         + cxx.encode()
         + sys.platform.encode()
@@ -162,7 +166,7 @@ def _build() -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         out = Path(tmp) / target.name
-        cmd = [cxx, *_FLAGS, f"-I{include}", str(_SOURCE), "-o", str(out), *_LIBS]
+        cmd = [cxx, *flags, f"-I{include}", str(_SOURCE), "-o", str(out), *_LIBS]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:  # e.g. a toolchain without target_clones
             proc = subprocess.run(

@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <system_error>
 #include <type_traits>
 #include <thread>
@@ -41,6 +42,52 @@
 #endif
 
 namespace ffi = xla::ffi;
+
+// ---------------------------------------------------------------------------
+// Index safety. The kernels gather x[idx] with column indices that come from
+// the caller: a model built by orc has them in range, but a file, a user's
+// edit of the arrays or a traced construction could carry anything. Every
+// kernel that gathers checks its whole index buffer once per call with
+// ColumnsInRange (one vectorised pass, a few microseconds at res_dim 2000
+// against milliseconds of work) and returns an error instead of reading
+// outside its buffers. Debug builds (-DORC_DEBUG) also assert it on every
+// block of rows they compute.
+#ifdef ORC_DEBUG
+#include <cstdio>
+#define ORC_DEBUG_ASSERT(cond)                                              \
+  do {                                                                      \
+    if (!(cond)) {                                                          \
+      std::fprintf(stderr, "orc native: assertion failed: %s (%s:%d)\n", \
+                   #cond, __FILE__, __LINE__);                              \
+      std::abort();                                                         \
+    }                                                                       \
+  } while (0)
+#else
+#define ORC_DEBUG_ASSERT(cond) ((void)0)
+#endif
+
+namespace {
+
+// Whether every one of the count indices lies in [0, n).
+inline bool ColumnsInRange(const int32_t* idx, int64_t count, int64_t n) {
+  uint32_t bad = 0;
+  if (n > static_cast<int64_t>(std::numeric_limits<int32_t>::max())) {
+    for (int64_t i = 0; i < count; ++i) bad |= static_cast<uint32_t>(idx[i] < 0);
+  } else {
+    const uint32_t bound = static_cast<uint32_t>(n);
+    for (int64_t i = 0; i < count; ++i) bad |= static_cast<uint32_t>(idx[i]) >= bound;
+  }
+  return bad == 0;
+}
+
+ffi::Error IndexError(const char* kernel) {
+  return ffi::Error::InvalidArgument(
+      std::string("orc ") + kernel +
+      ": a reservoir column index lies outside [0, res_dim) (a corrupted or edited "
+      "matrix); nothing was computed");
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------------------
 // Row dot products of an ELL matrix: z[i - i0] = sum_j v[i][j] x[idx[i][j]]
@@ -306,6 +353,7 @@ ffi::Error EllMatvec(ffi::ThreadPool pool, ffi::Buffer<DT> values,
   const int32_t* I = indices.typed_data();
   const T* X = x.typed_data();
   T* Y = y->typed_data();
+  if (!ColumnsInRange(I, indices.element_count(), n)) return IndexError("ell_matvec");
   // rows [lo, hi) of the flattened (batch x n) output
   auto rows = [&](int64_t lo, int64_t hi) {
     for (int64_t b = lo / n; b * n < hi; ++b) {
@@ -320,6 +368,7 @@ ffi::Error EllMatvec(ffi::ThreadPool pool, ffi::Buffer<DT> values,
       const T* xb = X + ox;
       const int64_t i0 = lo > b * n ? lo - b * n : 0;
       const int64_t i1 = hi < (b + 1) * n ? hi - b * n : n;
+      ORC_DEBUG_ASSERT(ColumnsInRange(I + oi + i0 * k, (i1 - i0) * k, n));
       if (i1 > i0) EllRows<T>(V + ov, I + oi, k, xb, Y + b * n + i0, i0, i1);
     }
   };
@@ -1105,6 +1154,7 @@ void EsnStepRows(const T* V, const int32_t* I, int64_t n, int64_t k, int64_t chu
   for (int64_t g = lo; g < hi;) {
     const int64_t c = g / n, i0 = g % n;
     const int64_t i1 = std::min({n, i0 + kUnitRows, hi - c * n});
+    ORC_DEBUG_ASSERT(ColumnsInRange(I + (c * n + i0) * k, (i1 - i0) * k, n));
     EsnRows<T>(V + c * n * k, I + c * n * k, k, xs + c * n, drive.At(t, c, n, chunks), y + c * n,
                i0, i1, leak);
     g = c * n + i1;
@@ -1269,6 +1319,9 @@ ffi::Error EsnRun(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices,
   }
   ffi::Error shapes = EsnShapes(values, indices, drive, r0, n, k, chunks, steps);
   if (shapes.failure()) return shapes;
+  if (!ColumnsInRange(indices.typed_data(), indices.element_count(), n)) {
+    return IndexError("esn_run");
+  }
   Drive<T> d;
   d.p = drive.typed_data();
   RunEsn<T>(values.typed_data(), indices.typed_data(), n, k, chunks, steps, d, r0.typed_data(),
@@ -1377,6 +1430,7 @@ int64_t NowNs() {
       .count();
 }
 
+
 template <ffi::DataType DT>
 ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Buffer<DT> win,
                   ffi::Buffer<DT> u, ffi::Buffer<DT> bias_buf, ffi::Buffer<DT> r0,
@@ -1408,6 +1462,9 @@ ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Bu
   }
   if (start < 0 || stop < start || stop > steps) {
     return ffi::Error::InvalidArgument("orc esn_fit: rows [start, stop) out of range");
+  }
+  if (!ColumnsInRange(indices.typed_data(), indices.element_count(), n)) {
+    return IndexError("esn_fit");
   }
   const int64_t f = n, width = chunks * n;
   T* X = out->typed_data();
@@ -1633,6 +1690,9 @@ ffi::Error EsnForecast(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ff
   if (wd[0] != chunks || wd[1] != n || xd[0] != chunks || xd[1] != w || od[0] != chunks ||
       od[2] != n || rd[0] != chunks || rd[1] != n || yd[1] != out_dim) {
     return ffi::Error::InvalidArgument("orc esn_forecast: operand sizes differ");
+  }
+  if (!ColumnsInRange(indices.typed_data(), indices.element_count(), n)) {
+    return IndexError("esn_forecast");
   }
   const int32_t* window_idx = window.typed_data();
   for (int64_t e = 0; e < chunks * w; ++e) {

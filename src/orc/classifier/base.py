@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._compose import check_pipeline
+from .._compose import check_model
 from .._random import seed_field
 from .._validation import check_dtype, check_int, check_rank
 from ..drivers import DriverBase, drive_sequence
@@ -71,7 +71,6 @@ class RCClassifierBase(eqx.Module):
                 f"{name}: readout.out_dim ({readout.out_dim}) must equal n_classes "
                 f"({self.n_classes})"
             )
-        check_pipeline(type(self).__name__, embedding, driver, readout, None)
         self.driver = driver
         self.readout = readout
         self.embedding = embedding
@@ -81,6 +80,20 @@ class RCClassifierBase(eqx.Module):
         self.state_repr = state_repr
         self.dtype = check_dtype(dtype, name)
         self.seed = seed_field(seed, type(self).__name__)
+
+    def __check_init__(self):
+        name = type(self).__name__
+        if self.state_repr not in STATE_REPRS:
+            raise ValueError(
+                f"{name}: state_repr must be 'final' or 'mean', got {self.state_repr!r}"
+            )
+        check_int("n_classes", self.n_classes, name, minimum=2)
+        if self.readout.out_dim != self.n_classes:
+            raise ValueError(
+                f"{name}: readout.out_dim ({self.readout.out_dim}) must equal "
+                f"n_classes ({self.n_classes})"
+            )
+        check_model(self, self.in_dim, None)
 
     def _check_seq(self, in_seq, name="in_seq"):
         in_seq = check_rank(name, in_seq, 2, type(self).__name__, "(seq_len, data_dim)")

@@ -23,9 +23,9 @@ import jax.numpy as jnp
 import optimistix as optx
 from jaxtyping import Array, Float
 
-from .._compose import check_pipeline
+from .._compose import check_model
 from .._random import seed_field
-from .._validation import check_dtype, check_float, check_int, check_rank
+from .._validation import check_dtype, check_float, check_int, check_leaf, check_rank
 from ..drivers import DriverBase, drive_sequence
 from ..embeddings import EmbedBase
 from ..readouts import ReadoutBase
@@ -101,7 +101,6 @@ class RCControllerBase(eqx.Module):
                 f"{name}: embedding.in_dim ({embedding.in_dim}) must equal in_dim + "
                 f"control_dim ({self.in_dim + self.control_dim})"
             )
-        check_pipeline(type(self).__name__, embedding, driver, readout, self.in_dim)
         self.driver = driver
         self.readout = readout
         self.embedding = embedding
@@ -114,6 +113,14 @@ class RCControllerBase(eqx.Module):
         self.alpha_2 = jnp.asarray(alpha_2, self.dtype)
         self.alpha_3 = jnp.asarray(alpha_3, self.dtype)
         self.seed = seed_field(seed, type(self).__name__)
+
+    def __check_init__(self):
+        name = type(self).__name__
+        check_int("in_dim", self.in_dim, name, minimum=1)
+        check_int("control_dim", self.control_dim, name, minimum=1)
+        check_model(self, self.in_dim + self.control_dim, self.in_dim)
+        for n in ("alpha_1", "alpha_2", "alpha_3"):
+            check_leaf(name, n, getattr(self, n), (), self.dtype)
 
     # ------------------------------------------------------------------ checks
     def _check_control(self, control_seq, name="control_seq"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 
+from .._compose import check_esn_sizes
 from .._esn import esn_components
 from .._validation import check_int
 from .base import RCControllerBase
@@ -39,6 +40,9 @@ class ESNController(RCControllerBase):
     """
 
     data_dim: int = eqx.field(static=True)
+
+    def __check_init__(self):
+        check_esn_sizes(self)
 
     def __init__(
         self,

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._compose import check_pipeline
+from .._compose import check_model
 from .._random import seed_field
 from .._validation import check_dtype, check_rank, check_static_int
 from ..drivers import (
@@ -103,9 +103,6 @@ class RCForecasterBase(eqx.Module):
         dtype=jnp.float64,
         seed=0,
     ) -> None:
-        check_pipeline(
-            type(self).__name__, embedding, driver, readout, embedding.in_dim
-        )
         self.driver = driver
         self.readout = readout
         self.embedding = embedding
@@ -115,6 +112,9 @@ class RCForecasterBase(eqx.Module):
         self.chunks = chunks
         self.dtype = check_dtype(dtype, type(self).__name__)
         self.seed = seed_field(seed, type(self).__name__)
+
+    def __check_init__(self):
+        check_model(self, self.in_dim, self.in_dim)
 
     def _advance_seq(self, in_seq, res_state):
         return drive_sequence(self.driver, self.embedding, in_seq, res_state)

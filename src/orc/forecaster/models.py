@@ -6,6 +6,7 @@ import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 
+from .._compose import check_esn_sizes
 from .._esn import esn_components
 from .._validation import check_int
 from .base import CRCForecasterBase, RCForecasterBase
@@ -55,6 +56,9 @@ class ESNForecaster(RCForecasterBase):
     """
 
     data_dim: int = eqx.field(static=True)
+
+    def __check_init__(self):
+        check_esn_sizes(self)
 
     def __init__(
         self,
@@ -112,6 +116,9 @@ class CESNForecaster(CRCForecasterBase):
     """
 
     data_dim: int = eqx.field(static=True)
+
+    def __check_init__(self):
+        check_esn_sizes(self)
 
     def __init__(
         self,
@@ -181,6 +188,9 @@ class EnsembleESNForecaster(RCForecasterBase):
 
     data_dim: int = eqx.field(static=True)
 
+    def __check_init__(self):
+        check_esn_sizes(self)
+
     def __init__(
         self,
         data_dim: int,
@@ -246,6 +256,14 @@ class DeepESNForecaster(RCForecasterBase):
 
     data_dim: int = eqx.field(static=True)
     n_layers: int = eqx.field(static=True)
+
+    def __check_init__(self):
+        check_esn_sizes(self)
+        if self.n_layers != len(self.driver.layers):
+            raise ValueError(
+                f"DeepESNForecaster: n_layers ({self.n_layers!r}) must equal the "
+                f"driver's {len(self.driver.layers)} layers"
+            )
 
     def __init__(
         self,
