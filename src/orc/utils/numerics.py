@@ -1,18 +1,22 @@
 """Numerical utilities: Arnoldi iteration and spectral radius.
 
-``max_eig_arnoldi`` keeps ORC's name and signature and accepts a dense matrix,
-a ``jax.experimental.sparse.BCOO`` matrix or an :class:`orc.drivers.ReservoirMatrix`.
-The iteration runs on the host in numpy (it is a one-off, matrix-vector bound
-computation with nothing to gain from compilation); under ``jax.jit`` it is
+``max_eig_arnoldi`` and ``_arnoldi_iteration`` keep ORC's names, signatures and
+start vector (``jax.random.normal(jax.random.PRNGKey(seed), (n,))``), and accept
+a dense matrix, a ``jax.experimental.sparse.BCOO`` matrix or an
+:class:`orc.drivers.ReservoirMatrix`. The iteration itself is :func:`arnoldi`,
+run on the host in numpy (a one-off, matrix-vector bound computation with
+nothing to gain from compilation); under ``jax.jit`` or ``jax.vmap`` it is
 reached through ``jax.pure_callback``.
 """
 
 from __future__ import annotations
 
+import operator
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Complex
+from jaxtyping import Array, Complex, Float
 
 __all__ = ["arnoldi", "max_eig_arnoldi", "spectral_radius_np"]
 
@@ -55,9 +59,9 @@ def _ell_matvec(values, indices):
     return lambda v: np.sum(values * v[indices], axis=1)
 
 
-def _max_eig_np(matvec, n: int, max_iters: int, seed: int) -> complex:
-    v0 = np.random.default_rng(seed).standard_normal(n)
-    _, H = arnoldi(matvec, n, min(int(max_iters), n), v0)
+def _max_eig_np(matvec, n: int, max_iters: int, v0: np.ndarray) -> complex:
+    """Ritz value of largest modulus of a ``min(max_iters, n)``-step Arnoldi."""
+    _, H = arnoldi(matvec, n, min(int(max_iters), n), np.asarray(v0, np.float64))
     eigs = np.linalg.eigvals(H)
     return complex(eigs[np.argmax(np.abs(eigs))])
 
@@ -77,7 +81,8 @@ def spectral_radius_np(
         np.add.at(dense, (np.arange(n)[:, None], indices), values)
         return float(np.max(np.abs(np.linalg.eigvals(dense))))
     if method == "arnoldi":
-        return abs(_max_eig_np(_ell_matvec(values, indices), n, 200, 0))
+        v0 = np.random.default_rng(0).standard_normal(n)
+        return abs(_max_eig_np(_ell_matvec(values, indices), n, 200, v0))
     raise ValueError(
         f"spectral_radius_np: method must be 'arnoldi' or 'dense', got {method!r}"
     )
@@ -102,36 +107,102 @@ def _host_operator(A):
     return (lambda v: dense @ v), dense.shape[-1]
 
 
+def _check_operator(A, name: str):
+    """Size and real floating dtype of the square operator ``A``."""
+    shape = tuple(A.shape)
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise ValueError(f"{name}: A must be a square matrix, got shape {shape}")
+    dtype = jnp.dtype(getattr(A, "dtype", jnp.float32))
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        raise TypeError(f"{name}: A must be real, got dtype {dtype}")
+    if not jnp.issubdtype(dtype, jnp.floating):  # integer or bool entries
+        dtype = jnp.dtype(jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+    return shape[0], dtype
+
+
+def _start_vector(n: int, seed) -> Array:
+    """ORC's Krylov start vector (normalised by :func:`arnoldi`)."""
+    return jax.random.normal(jax.random.PRNGKey(seed), (n,))
+
+
+def _on_host(host, out_shape, A, v0):
+    """``host(A, v0)`` directly, or through ``jax.pure_callback`` when traced."""
+    if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((A, v0))):
+        return jax.pure_callback(host, out_shape, A, v0, vmap_method="sequential")
+    return jax.tree.map(jnp.asarray, host(A, v0))
+
+
+def _arnoldi_iteration(
+    A, max_iters: int = 200, seed: int = 0
+) -> tuple[Float[Array, "n max_iters"], Float[Array, "max_iters max_iters"]]:
+    """Krylov basis and Hessenberg matrix of ``max_iters`` Arnoldi steps (ORC's API).
+
+    Parameters
+    ----------
+    A : Array | BCOO | ReservoirMatrix, shape ``(n, n)``, real.
+    max_iters : int, default 200
+        Krylov dimension ``k`` (a Python int; static under ``jax.jit``).
+    seed : int, default 0
+        Seed of the start vector ``jax.random.normal(PRNGKey(seed), (n,))``;
+        may be traced.
+
+    Returns
+    -------
+    Q : ``(n, k)`` orthonormal Krylov basis, H : ``(k, k)`` upper Hessenberg
+    ``Q^T A Q``, both in ``A``'s dtype. Where the Krylov space is exhausted
+    before ``k`` steps (always when ``k > n``), the remaining columns of ``Q``
+    and rows/columns of ``H`` are zero, so ``eig(H)`` is the exact spectrum of
+    ``A`` restricted to that space, padded with zeros.
+
+    Example
+    -------
+    >>> Q, H = _arnoldi_iteration(jnp.diag(jnp.arange(1.0, 6.0)), max_iters=3)
+    """
+    n, dtype = _check_operator(A, "_arnoldi_iteration")
+    k = operator.index(max_iters)
+    if k < 1:
+        raise ValueError(f"_arnoldi_iteration: max_iters must be >= 1, got {k}")
+
+    def host(A, v0):
+        matvec, _ = _host_operator(A)
+        Qs, Hs = arnoldi(matvec, n, min(k, n), np.asarray(v0, np.float64))
+        Q, H = np.zeros((n, k), dtype), np.zeros((k, k), dtype)
+        Q[:, : Qs.shape[1]] = Qs
+        H[: Hs.shape[0], : Hs.shape[1]] = Hs
+        return Q, H
+
+    out = (jax.ShapeDtypeStruct((n, k), dtype), jax.ShapeDtypeStruct((k, k), dtype))
+    return _on_host(host, out, A, _start_vector(n, seed))
+
+
 def max_eig_arnoldi(A, max_iters: int = 200, seed: int = 0) -> Complex[Array, ""]:
     """Eigenvalue of largest modulus, from an Arnoldi projection.
 
     Parameters
     ----------
-    A : Array | BCOO | ReservoirMatrix, shape ``(n, n)``
+    A : Array | BCOO | ReservoirMatrix, shape ``(n, n)``, real.
     max_iters : int, default 200
         Krylov dimension (capped at ``n``; ``>= n`` gives the exact eigenvalue).
     seed : int, default 0
-        Seed of the random start vector.
+        Seed of the start vector ``jax.random.normal(PRNGKey(seed), (n,))``
+        (as ORC's); may be traced.
 
     Returns
     -------
-    Complex scalar: the Ritz value of largest modulus.
+    Complex scalar (complex64 for a float32 ``A``, else complex128): the Ritz
+    value of largest modulus.
 
     Example
     -------
     >>> max_eig_arnoldi(jnp.diag(jnp.arange(1.0, 5.0)))  # 4+0j
     """
-    if len(A.shape) != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(
-            f"max_eig_arnoldi: A must be a square matrix, got shape {A.shape}"
-        )
-    ctype = jnp.complex128 if jax.config.jax_enable_x64 else jnp.complex64
+    n, dtype = _check_operator(A, "max_eig_arnoldi")
+    ctype = jax.dtypes.canonicalize_dtype(
+        jnp.complex128 if dtype.itemsize >= 8 else jnp.complex64
+    )
 
-    def host(A):
-        matvec, n = _host_operator(A)
-        return np.asarray(_max_eig_np(matvec, n, max_iters, seed), dtype=ctype)
+    def host(A, v0):
+        matvec, _ = _host_operator(A)
+        return np.asarray(_max_eig_np(matvec, n, max_iters, v0), dtype=ctype)
 
-    leaves = jax.tree.leaves(A)
-    if any(isinstance(x, jax.core.Tracer) for x in leaves):
-        return jax.pure_callback(host, jax.ShapeDtypeStruct((), ctype), A)
-    return jnp.asarray(host(A))
+    return _on_host(host, jax.ShapeDtypeStruct((), ctype), A, _start_vector(n, seed))

@@ -1,6 +1,12 @@
-"""Ridge regression (ORC's ``ridge_regression``), on the shared ridge engine."""
+"""Ridge regressions (ORC's ``orc.utils.regressions``), on the shared ridge engine.
+
+Every function here builds :class:`orc._ridge.RidgeStats` from its arrays and
+calls :func:`orc._ridge.solve`; none is a solver of its own.
+"""
 
 from __future__ import annotations
+
+import operator
 
 import jax.numpy as jnp
 from jaxtyping import Array, Float
@@ -8,6 +14,38 @@ from jaxtyping import Array, Float
 from .._ridge import RidgeStats, solve, stats_update
 
 __all__ = ["ridge_regression"]
+
+
+def _checked(
+    name: str, res_seq, target_seq, chunked: bool, res_name: str = "res_seq"
+) -> tuple[Array, Array]:
+    """The two arrays, once their shapes ``(T, [C,] F)`` and ``(T, [C,] O)`` agree."""
+    res_seq = jnp.asarray(res_seq)
+    target_seq = jnp.asarray(target_seq)
+    ndim, layout = (3, "(seq_len, chunks, dim)") if chunked else (2, "(seq_len, dim)")
+    if res_seq.ndim != ndim or target_seq.ndim != ndim:
+        raise ValueError(
+            f"{name}: {res_name} and target_seq must be {ndim}-D {layout}, got "
+            f"{tuple(res_seq.shape)} and {tuple(target_seq.shape)}"
+        )
+    if res_seq.shape[:-1] != target_seq.shape[:-1]:
+        what = "rows and chunks" if chunked else "rows"
+        raise ValueError(
+            f"{name}: {res_name} and target_seq must have the same number of {what}, "
+            f"got {tuple(res_seq.shape)} and {tuple(target_seq.shape)}"
+        )
+    return res_seq, target_seq
+
+
+def _fit(name: str, res_seq, target_seq, beta, chunked: bool) -> Array:
+    """Ridge weights of ``res_seq`` ``(T, [C,] F)`` onto ``target_seq``
+    ``(T, [C,] O)``: ``(O, F)``, or ``(C, O, F)`` when ``chunked``."""
+    res_seq, target_seq = _checked(name, res_seq, target_seq, chunked)
+    dtype = jnp.result_type(res_seq.dtype, target_seq.dtype)
+    chunks = res_seq.shape[1] if chunked else None
+    stats = RidgeStats.zeros(res_seq.shape[-1], target_seq.shape[-1], chunks, dtype)
+    stats = stats_update(stats, res_seq.astype(dtype), target_seq.astype(dtype))
+    return solve(stats, beta)
 
 
 def ridge_regression(
@@ -38,19 +76,82 @@ def ridge_regression(
     -------
     >>> C = ridge_regression(jnp.eye(3), 2 * jnp.eye(3), beta=0.0)  # ≈ 2 I
     """
-    res_seq = jnp.asarray(res_seq)
-    target_seq = jnp.asarray(target_seq)
-    if res_seq.ndim != 2 or target_seq.ndim != 2:
+    return _fit("ridge_regression", res_seq, target_seq, beta, chunked=False)
+
+
+def _solve_all_ridge_reg(
+    res_seq: Float[Array, "seq_len chunks res_dim"],
+    target_seq: Float[Array, "seq_len chunks out_dim"],
+    beta: float = 1e-7,
+) -> Float[Array, "chunks out_dim res_dim"]:
+    """One ridge regression per chunk (parallel reservoirs), ORC's helper.
+
+    Parameters
+    ----------
+    res_seq : Array, shape ``(seq_len, chunks, res_dim)``
+    target_seq : Array, shape ``(seq_len, chunks, out_dim)``
+    beta : float, default 1e-7
+        Tikhonov regularisation, shared by all chunks (may be traced).
+
+    Returns
+    -------
+    Array, shape ``(chunks, out_dim, res_dim)``: entry ``c`` is
+    :func:`ridge_regression` of ``res_seq[:, c]`` onto ``target_seq[:, c]``.
+
+    Example
+    -------
+    >>> W = _solve_all_ridge_reg(jnp.ones((10, 3, 4)), jnp.ones((10, 3, 2)), 1e-3)
+    >>> W.shape
+    (3, 2, 4)
+    """
+    return _fit("_solve_all_ridge_reg", res_seq, target_seq, beta, chunked=True)
+
+
+def _solve_all_ridge_reg_batched(
+    res_seq_train: Float[Array, "seq_len chunks res_dim"],
+    target_seq: Float[Array, "seq_len chunks out_dim"],
+    beta: float,
+    batch_size: int,
+) -> Float[Array, "chunks out_dim res_dim"]:
+    """:func:`_solve_all_ridge_reg`, ``batch_size`` chunks at a time (ORC's helper).
+
+    Only one batch of Gram matrices (``batch_size x res_dim x res_dim``) is
+    formed at a time; the result is the same as solving all chunks at once.
+
+    Parameters
+    ----------
+    res_seq_train : Array, shape ``(seq_len, chunks, res_dim)``
+    target_seq : Array, shape ``(seq_len, chunks, out_dim)``
+    beta : float
+        Tikhonov regularisation (may be traced).
+    batch_size : int
+        Chunks per batch, ``>= 1`` (a Python int; static under ``jax.jit``).
+
+    Returns
+    -------
+    Array, shape ``(chunks, out_dim, res_dim)``.
+    """
+    res_seq_train, target_seq = _checked(
+        "_solve_all_ridge_reg_batched",
+        res_seq_train,
+        target_seq,
+        chunked=True,
+        res_name="res_seq_train",
+    )
+    batch_size = operator.index(batch_size)
+    if batch_size < 1:
         raise ValueError(
-            "ridge_regression: res_seq and target_seq must be 2-D (seq_len, dim), got "
-            f"{tuple(res_seq.shape)} and {tuple(target_seq.shape)}"
+            f"_solve_all_ridge_reg_batched: batch_size must be >= 1, got {batch_size}"
         )
-    if res_seq.shape[0] != target_seq.shape[0]:
-        raise ValueError(
-            "ridge_regression: res_seq and target_seq must have the same number of "
-            f"rows, got {res_seq.shape[0]} and {target_seq.shape[0]}"
+    chunks = res_seq_train.shape[1]
+    if batch_size >= chunks:
+        return _solve_all_ridge_reg(res_seq_train, target_seq, beta)
+    parts = [
+        _solve_all_ridge_reg(
+            res_seq_train[:, i : i + batch_size],
+            target_seq[:, i : i + batch_size],
+            beta,
         )
-    dtype = jnp.result_type(res_seq.dtype, target_seq.dtype)
-    stats = RidgeStats.zeros(res_seq.shape[1], target_seq.shape[1], None, dtype)
-    stats = stats_update(stats, res_seq.astype(dtype), target_seq.astype(dtype))
-    return solve(stats, beta)
+        for i in range(0, chunks, batch_size)
+    ]
+    return jnp.concatenate(parts, axis=0)
