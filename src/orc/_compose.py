@@ -35,6 +35,7 @@ def check_model(model, embedding_in_dim: int, feedback_dim: int | None) -> None:
     base classes, the model's sizes equal to its components', and a pipeline
     that fits together (:func:`check_pipeline`). ``embedding_in_dim`` is what
     the embedding must accept; ``feedback_dim`` as for :func:`check_pipeline`."""
+    from ._random import check_seed_field
     from ._validation import check_dtype_field
     from .drivers import DriverBase
     from .embeddings import EmbedBase
@@ -60,6 +61,7 @@ def check_model(model, embedding_in_dim: int, feedback_dim: int | None) -> None:
         if have != want:
             raise ValueError(f"{owner}: {name} is {have!r} but must be {want!r}")
     check_dtype_field(owner, model.dtype)
+    check_seed_field(getattr(model, "seed", None), owner)
     check_pipeline(owner, model.embedding, model.driver, model.readout, feedback_dim)
 
 

@@ -59,8 +59,43 @@ def jax_key(seed, owner: str):
 
 
 def seed_field(seed, owner: str):
-    """The value a model stores as its ``seed`` attribute: the int, or None for keys."""
+    """The value a model stores as its ``seed`` attribute: data, not metadata.
+
+    An int seed (ORC's convention) becomes a 0-d ``int32`` array (``uint32``
+    words from 2**31 on), a JAX key its key data, so models that differ only
+    in their seed have one pytree structure: they stack
+    (``jax.tree.map(jnp.stack, *models)``), ``vmap`` together and share every
+    compiled program. A numpy ``SeedSequence``/``Generator`` gives ``None``.
+    """
     if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
-        return int(seed)
+        seed = int(seed)
+        if seed < 0:
+            raise ValueError(f"{owner}: seed must be non-negative, got {seed}")
+        if seed < 2**31:
+            return jnp.asarray(seed, jnp.int32)
+        words = []
+        while seed:
+            words.append(seed & 0xFFFFFFFF)
+            seed >>= 32
+        return jnp.asarray(words, jnp.uint32)
+    if isinstance(seed, (jax.Array, np.ndarray)) and not isinstance(
+        seed, jax.core.Tracer
+    ):
+        seed_sequence(seed, owner)  # checks it is a key or integer key data
+        if jnp.issubdtype(seed.dtype, jax.dtypes.prng_key):
+            return jax.random.key_data(seed)
+        return jnp.asarray(seed)
     seed_sequence(seed, owner)  # raises TypeError for anything that is not a seed
     return None
+
+
+def check_seed_field(value, owner: str) -> None:
+    """A model's ``seed`` attribute is ``None`` or an integer array."""
+    if value is None:
+        return
+    if not isinstance(value, (jax.Array, np.ndarray)) or not jnp.issubdtype(
+        value.dtype, jnp.integer
+    ):
+        raise TypeError(
+            f"{owner}: seed must be None or an integer array, got {value!r}"
+        )

@@ -465,6 +465,12 @@ def _summary(model) -> dict:
     for name in _SUMMARY_FIELDS:
         if hasattr(model, name):
             value = getattr(model, name)
+            if (
+                isinstance(value, (jax.Array, np.ndarray))
+                and value.ndim == 0
+                and jnp.issubdtype(value.dtype, jnp.integer)
+            ):
+                value = int(value)  # e.g. an int seed, stored as a 0-d array
             if value is None or isinstance(value, (bool, int, float, str)):
                 out[name] = value
     if hasattr(model, "dtype"):
@@ -837,9 +843,10 @@ def _check_module(obj, where: str) -> None:
 
 
 class _Decoder:
-    def __init__(self, leaves, allow: dict):
+    def __init__(self, leaves, allow: dict, version: int):
         self.leaves = leaves
         self.allow = allow
+        self.version = version
 
     def __call__(self, node, where: str, depth: int = 0):
         if depth > _MAX_DEPTH:
@@ -906,6 +913,12 @@ class _Decoder:
         obj = object.__new__(cls)
         for fname, value in fields.items():
             decoded = self(value, f"{where}.{fname}", depth + 1)
+            if self.version == 1 and fname == "seed" and _is_int(decoded):
+                # format 1 stored a model's seed as static metadata (an int);
+                # it is data now (orc._random.seed_field)
+                from ._random import seed_field
+
+                decoded = seed_field(decoded, where)
             if declared[fname].metadata.get("static", False) and any(
                 isinstance(x, (jax.Array, np.ndarray)) for x in jax.tree.leaves(decoded)
             ):
@@ -993,7 +1006,9 @@ def load(path, cls: type | None = None, return_extras: bool = False, allow=()):
                     f"leaf {i} {tuple(a.shape)} holds NaN or inf; no model orc "
                     "trains has non-finite weights"
                 )
-        model = _Decoder(arrays, allowed)(header["tree"], "model")
+        model = _Decoder(arrays, allowed, header["format_version"])(
+            header["tree"], "model"
+        )
         if type(model) is not model_cls:
             raise ModelFileError(
                 "header field 'model_class' and the stored structure disagree on the "

@@ -88,7 +88,7 @@ class RCRegressorBase(eqx.Module):
     input_passthrough: bool = eqx.field(static=True)
     readout_bias: bool = eqx.field(static=True)
     dtype: object = eqx.field(default=jnp.float64, static=True)
-    seed: object = eqx.field(default=0, static=True)
+    seed: Array | None = None
 
     def __init__(
         self,

@@ -1420,15 +1420,8 @@ BlasThreads FindBlasThreads(const void* routine) {
 // Rows per statistics update of the helper while the run goes on: syrk's
 // throughput at 512 rows is within 3% of one call over all rows.
 constexpr int64_t kFitBlock = 512;
-constexpr int64_t kFitMinBlock = 128;
 // The same for the Gram kernel: one of its blocks of steps (kGramKc).
 constexpr int64_t kFitBlockOwn = 256;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 
 template <ffi::DataType DT>
@@ -1485,119 +1478,90 @@ ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Bu
   drive.bias = bias_buf.typed_data()[0];
   const Blas<T> blas{reinterpret_cast<SyrkFn<T>>(syrk_fn), reinterpret_cast<GemmFn<T>>(gemm_fn)};
 
-  const BlasThreads control =
-      ForceThreads() > 1 ? FindBlasThreads(reinterpret_cast<const void*>(syrk_fn)) : BlasThreads{};
-  const bool own_gram = UsesGramKernel<T>(f);
-  const double work = static_cast<double>(stop - start) * static_cast<double>(f * f) * chunks;
-  if (ForceThreads() < 2 || (control.set == nullptr && !own_gram) || work < kOverlapWork) {
-    RunEsn<T>(V, I, n, k, chunks, steps, drive, R0, X, leak, ForceThreads());
-    AddAllRows(blas, G, Cr, X, Yv, chunks, f, o, start, stop);
-    return ffi::Error::Success();
-  }
-
-  // The helper takes blocks of finished rows [start, h) whole; it claims a
-  // block by moving `claimed` from its first row to its end, and this thread
-  // closes the claims when the run ends (claimed = -1). The rows [h, stop)
-  // left then are split by Gram rows: [0, split) here, [split, f) on the
-  // helper once it has finished its last block. Meanwhile this thread puts
-  // its rows into `early` (its part of the Gram, zeroed), since the block
-  // in progress writes all of G; `early` is added in once that block is done.
-  const int64_t block = own_gram ? kFitBlockOwn : kFitBlock;
+  // The statistics are summed in one fixed order whatever the threads and
+  // their timing: rows [start, stop) in blocks of `block` rows counted from
+  // start, each block's contribution computed separately for the Gram rows
+  // (and cross-product rows) [0, split) -- panel 0 -- and [split, f) --
+  // panel 1 --, and each panel's blocks added in row order. Which thread
+  // computes a (block, panel) pair is then free: the result is the same bit
+  // for bit run to run, on one thread or two, and for each chunk whatever
+  // the number of chunks (an ensemble equals its members trained alone).
+  const int64_t block = UsesGramKernel<T>(f) ? kFitBlockOwn : kFitBlock;
+  const int64_t split = SplitForShare(f, 0.5);
+  const int64_t nblocks = (stop - start + block - 1) / block;
+  auto add_panel = [&](int64_t j, int p, GramWork& work) {
+    const int64_t a = start + j * block, b = std::min(stop, a + block);
+    AddRows(blas, G, Cr, X, Yv, chunks, f, o, a, b, p == 0 ? 0 : split, p == 0 ? split : f,
+            work);
+  };
+  // BLAS runs on one thread during the fit (its own threads would take the
+  // cores of the run, and a fixed thread count keeps its sums in one order).
+  const BlasThreads control = FindBlasThreads(reinterpret_cast<const void*>(syrk_fn));
+  const int saved = control.set != nullptr ? control.get() : 0;
+  if (control.set != nullptr) control.set(1);
   GramWork mine, theirs;
-  std::atomic<int64_t> forced{0};
-  std::atomic<int64_t> claimed{start};  // end of the helper's claimed rows, -1 once closed
-  std::atomic<int64_t> finished{start};  // end of the helper's finished rows
-  std::atomic<int64_t> block_began{0};  // steady-clock ns when the claimed block began
-  std::atomic<double> ns_per_row{0.0};  // the helper's time per Gram row (whole width)
-  std::atomic<int64_t> split_at{-1};
+  auto one_thread = [&]() {
+    RunEsn<T>(V, I, n, k, chunks, steps, drive, R0, X, leak, ForceThreads());
+    for (int64_t j = 0; j < nblocks; ++j) {
+      add_panel(j, 0, mine);
+      add_panel(j, 1, mine);
+    }
+  };
+  const double work = static_cast<double>(stop - start) * static_cast<double>(f * f) * chunks;
+  std::thread helper;
+  std::atomic<int64_t> forced{0};    // steps the run has finished
+  std::atomic<int64_t> claim0{0};    // next block of panel 0 to claim
+  std::atomic<int64_t> done0{0};     // blocks of panel 0 added
+  std::atomic<bool> ended{false};    // the run is over: panel 0 goes to this thread
+  // The helper adds finished blocks (panel 0 then panel 1) while the run goes
+  // on; once it is over, this thread takes the panel-0 blocks left, in order,
+  // and the helper the panel-1 blocks left (panel 1 is the helper's alone).
   auto helper_work = [&]() {
-    int64_t next = start, spins = 0;
-    for (;;) {
-      const int64_t avail = std::min(forced.load(std::memory_order_acquire), stop);
-      if (avail - next >= kFitMinBlock) {
-        const int64_t end = std::min(avail, next + block);
-        block_began.store(NowNs(), std::memory_order_relaxed);
-        int64_t expected = next;
-        if (!claimed.compare_exchange_strong(expected, end, std::memory_order_acq_rel)) break;
-        const int64_t t0 = NowNs();
-        AddRows(blas, G, Cr, X, Yv, chunks, f, o, next, end, 0, f, theirs);
-        ns_per_row.store(static_cast<double>(NowNs() - t0) / static_cast<double>(end - next),
-                         std::memory_order_relaxed);
-        next = end;
-        finished.store(next, std::memory_order_release);
-        spins = 0;
-      } else if (claimed.load(std::memory_order_acquire) < 0) {
-        break;
-      } else {
+    int64_t j = 0, spins = 0;
+    while (j < nblocks && !ended.load(std::memory_order_acquire)) {
+      const int64_t end = std::min(stop, start + (j + 1) * block);
+      if (forced.load(std::memory_order_acquire) < end) {
         SpinPause();
         if (++spins > (1 << 10)) {
           std::this_thread::yield();
           spins = 0;
         }
+        continue;
       }
+      int64_t expected = j;
+      if (!claim0.compare_exchange_strong(expected, j + 1, std::memory_order_acq_rel)) break;
+      add_panel(j, 0, theirs);
+      done0.store(j + 1, std::memory_order_release);
+      add_panel(j, 1, theirs);
+      ++j;
+      spins = 0;
     }
-    int64_t at;
-    while ((at = split_at.load(std::memory_order_acquire)) < 0) SpinPause();
-    AddRows(blas, G, Cr, X, Yv, chunks, f, o, next, stop, at, f, theirs);
+    for (; j < nblocks; ++j) add_panel(j, 1, theirs);
   };
-  const int saved = control.set != nullptr ? control.get() : 0;
-  if (control.set != nullptr) control.set(1);
-  std::thread helper;
-  try {
-    helper = std::thread(helper_work);
-  } catch (const std::system_error&) {
-    // no thread to be had: run and statistics one after the other
+  const bool overlap = ForceThreads() > 1 && work >= kOverlapWork && nblocks > 0 &&
+                       (control.set != nullptr || UsesGramKernel<T>(f));
+  if (overlap) {
+    try {
+      helper = std::thread(helper_work);
+    } catch (const std::system_error&) {
+      // no thread to be had: run and statistics one after the other
+    }
   }
   if (!helper.joinable()) {
-    if (control.set != nullptr) control.set(saved);
-    RunEsn<T>(V, I, n, k, chunks, steps, drive, R0, X, leak, ForceThreads());
-    AddAllRows(blas, G, Cr, X, Yv, chunks, f, o, start, stop);
-    return ffi::Error::Success();
-  }
-  RunEsn<T>(V, I, n, k, chunks, steps, drive, R0, X, leak, 1, &forced);
-  const int64_t h = claimed.exchange(-1, std::memory_order_acq_rel);
-  const int64_t rows = stop - h;
-  // With two blocks or more left, this thread starts at once (into `early`
-  // while the helper's block lasts) and takes half of the triangle plus half
-  // of what the helper still has of its block (from its measured time per
-  // row), so that both end together; with less, it waits for the block and
-  // the rows are split in halves.
-  const bool early_start = rows >= 2 * block && finished.load(std::memory_order_acquire) < h;
-  double ahead = 0.0;  // rows (whole width) the helper has left of its block
-  if (early_start) {
-    const double per_row = ns_per_row.load(std::memory_order_relaxed);
-    const double left =
-        static_cast<double>(h - finished.load(std::memory_order_relaxed)) * per_row -
-        static_cast<double>(NowNs() - block_began.load(std::memory_order_relaxed));
-    if (per_row > 0.0 && left > 0.0) ahead = left / per_row;
-  }
-  const int64_t split =
-      rows > 0 ? SplitForShare(f, 0.5 + 0.5 * ahead / static_cast<double>(rows)) : 0;
-  split_at.store(split, std::memory_order_release);
-  int64_t a = h;  // rows [h, a) went into `early`
-  std::vector<T> early;
-  if (early_start && split > 0) {
-    early.assign(static_cast<size_t>(chunks * split * f), T(0));
-    while (a < stop && finished.load(std::memory_order_acquire) < h) {
-      const int64_t b = std::min(stop, a + block);
-      AddRows(blas, early.data(), Cr, X, Yv, chunks, f, o, a, b, 0, split, mine, Part::kGram,
-              split * f);
-      a = b;
+    one_thread();
+  } else {
+    RunEsn<T>(V, I, n, k, chunks, steps, drive, R0, X, leak, 1, &forced);
+    ended.store(true, std::memory_order_release);
+    for (;;) {
+      int64_t j = claim0.load(std::memory_order_acquire);
+      if (j >= nblocks) break;
+      if (!claim0.compare_exchange_weak(j, j + 1, std::memory_order_acq_rel)) continue;
+      while (done0.load(std::memory_order_acquire) < j) SpinPause();
+      add_panel(j, 0, mine);
+      done0.store(j + 1, std::memory_order_release);
     }
+    helper.join();
   }
-  while (finished.load(std::memory_order_acquire) < h) SpinPause();
-  AddRows(blas, G, Cr, X, Yv, chunks, f, o, a, stop, 0, split, mine);
-  if (a > h) {
-    for (int64_t ci = 0; ci < chunks; ++ci) {
-      T* Gc = G + ci * f * f;
-      const T* Ec = early.data() + ci * split * f;
-      for (int64_t i = 0; i < split; ++i) {
-        for (int64_t l = i; l < f; ++l) Gc[i * f + l] += Ec[i * f + l];
-      }
-    }
-    AddRows(blas, G, Cr, X, Yv, chunks, f, o, h, a, 0, split, mine, Part::kCross);
-  }
-  helper.join();
   if (control.set != nullptr) control.set(saved);
   return ffi::Error::Success();
 }

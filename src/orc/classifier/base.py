@@ -48,7 +48,7 @@ class RCClassifierBase(eqx.Module):
     n_classes: int = eqx.field(static=True)
     state_repr: str = eqx.field(default="final", static=True)
     dtype: object = eqx.field(default=jnp.float64, static=True)
-    seed: object = eqx.field(default=0, static=True)
+    seed: Array | None = None
 
     def __init__(
         self,

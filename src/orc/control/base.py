@@ -78,7 +78,7 @@ class RCControllerBase(eqx.Module):
     alpha_1: Array = 100.0
     alpha_2: Array = 1.0
     alpha_3: Array = 5.0
-    seed: object = eqx.field(default=0, static=True)
+    seed: Array | None = None
 
     def __init__(
         self,

@@ -92,7 +92,7 @@ class RCForecasterBase(eqx.Module):
     res_dim: int = eqx.field(static=True)
     chunks: int = eqx.field(default=0, static=True)
     dtype: object = eqx.field(default=jnp.float64, static=True)
-    seed: object = eqx.field(default=0, static=True)
+    seed: Array | None = None
 
     def __init__(
         self,
