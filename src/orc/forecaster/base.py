@@ -226,12 +226,34 @@ class RCForecasterBase(eqx.Module):
 class CRCForecasterBase(RCForecasterBase):
     """Continuous-time reservoir forecaster; the driver returns ``dr/dt``.
 
-    Teacher forcing integrates ``dr/dt = driver(embed(u(t)), r)`` with ``u(t)``
-    the backward-Hermite cubic interpolation of the samples at ``ts``, saving the
-    state at ``ts + dt`` (``dt = ts[1] - ts[0]``): the state saved one step after
-    sample ``t`` is regressed onto the next sample, as in discrete time. A
-    forecast integrates ``dr/dt = driver(embed(readout(r)), r)`` from ``ts[0]``
-    and reads out at ``ts``.
+    Time alignment, with ``dt = ts[1] - ts[0]``:
+
+    - ``force(in_seq, r0, ts)``: ``r0`` is the state at ``ts[0]``; it integrates
+      ``dr/dt = driver(embed(u(t)), r)``, ``u(t)`` the backward-Hermite cubic
+      interpolation of the samples ``(ts[k], in_seq[k])`` (extrapolated past
+      ``ts[-1]``), from ``ts[0]`` to ``ts[-1] + dt`` and returns
+      ``R[k] = r(ts[k] + dt)``. On a uniform grid that is the time of sample
+      ``k + 1``: ``R[k]`` is the state reached after the input over
+      ``[ts[k], ts[k + 1]]`` and training regresses it onto ``in_seq[k + 1]``, as
+      in discrete time; ``R[-1]`` is the state at the time of the first sample
+      after the window. (An explicit Euler step uses only ``in_seq[k]``; a
+      higher-order solver also evaluates the cubic inside the interval, which
+      passes through ``in_seq[k + 1]``.)
+    - ``forecast(ts, r)``: ``r`` is the state at ``ts[0]``; it integrates
+      ``dr/dt = driver(embed(readout(r)), r)`` from ``ts[0]`` to ``ts[-1]`` and
+      returns ``out[k] = readout(r(ts[k]))``, so ``out[0] = readout(r)``. The
+      system is autonomous, so only ``ts - ts[0]`` matters: ``forecast(ts, R[-1])``
+      with ``ts = jnp.arange(L) * dt`` (as in ORC 0.4, which always starts at
+      ``t = 0``) or with the absolute times of the samples that follow the
+      window predicts those samples, ``out[0]`` the first of them.
+    - Steps: an adaptive controller starts from ``dt0 = dt``. Under
+      ``diffrax.ConstantStepSize`` the step is ``span / round(span / dt)``
+      (``span`` the length of the solve), a whole number of steps of about ``dt``
+      that on a uniform grid land on the sample times whatever the rounding of
+      ``ts`` (``dt`` itself may come out one ulp short, and diffrax would then
+      spread one step more over the span). With ``Euler`` a CESN step is then one
+      step of a discrete ESN with leak ``time_const * dt``, in training and
+      forecast alike.
 
     Extra parameters: ``solver`` (default ``diffrax.Tsit5()``),
     ``stepsize_controller`` (default ``PIDController(rtol=1e-3, atol=1e-6, icoeff=1)``),
@@ -288,6 +310,21 @@ class CRCForecasterBase(RCForecasterBase):
         )
         return sol.ys
 
+    def _dt0(self, t0, t1, dt):
+        """``dt0`` of a solve over ``[t0, t1]`` on samples spaced ``dt``.
+
+        An adaptive controller gets ``dt`` as its first guess. A constant step
+        is fitted to the span, ``(t1 - t0) / round((t1 - t0) / dt)``: diffrax
+        takes ``ceil((t1 - t0) / dt0)`` equal steps, so a ``dt`` that came out
+        one ulp short (``20.5 - 20.48 = 0.019999999999999574``) would add a step
+        and shrink every step by ``n / (n + 1)``, off the sample times. With
+        the fitted step, the steps of a uniform grid land on its samples.
+        """
+        if not isinstance(self.stepsize_controller, diffrax.ConstantStepSize):
+            return dt
+        span = t1 - t0
+        return span / jnp.maximum(jnp.round(span / dt), 1)
+
     def _check_ts(self, ts, length, name):
         ts = check_rank(name, ts, 1, type(self).__name__, "(seq_len,)")
         if ts.shape[0] != length:
@@ -316,9 +353,10 @@ class CRCForecasterBase(RCForecasterBase):
         def field(t, r, _):
             return self.driver.advance(self.embedding.embed(interp.evaluate(t)), r)
 
-        dt0 = ts[1] - ts[0]
+        dt = ts[1] - ts[0]
+        dt0 = self._dt0(ts[0], ts[-1] + dt, dt)
         return self._solve(
-            field, ts[0], ts + dt0, dt0, jnp.asarray(res_state, self.dtype)
+            field, ts[0], ts + dt, dt0, jnp.asarray(res_state, self.dtype)
         )
 
     def __call__(self, in_seq: Array, res_state: Array, ts: Array) -> Array:  # type: ignore[override]
@@ -328,7 +366,8 @@ class CRCForecasterBase(RCForecasterBase):
         def field(t, r, _):
             return self.driver.advance(self.embedding.embed(self.readout.readout(r)), r)
 
-        ys = self._solve(field, ts[0], ts, ts[1] - ts[0], res_state)
+        dt0 = self._dt0(ts[0], ts[-1], ts[1] - ts[0])
+        ys = self._solve(field, ts[0], ts, dt0, res_state)
         return jax.vmap(self.readout.readout)(ys)
 
     @eqx.filter_jit
