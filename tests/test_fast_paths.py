@@ -37,7 +37,6 @@ from orc._matrix import (
     esn_forecast,
     esn_run,
     esn_run_stats,
-    set_native,
 )
 from orc._ridge import (
     RidgeStats,
@@ -113,28 +112,27 @@ def test_native_matvec_derivatives():
 def test_models_agree_with_and_without_native_kernel():
     U, _ = orc.data.lorenz63(tN=12, dt=0.01)
     esn = orc.forecaster.ESNForecaster(3, 120, chunks=3, locality=1)
-    previous = set_native(False)
-    try:
-        # fresh closures so the plain path is traced anew
+    # the backend is resolved when an entry point is called (here while the
+    # user's jax.jit traces) and is a static argument of the compiled program
+    with orc.use_backend("xla"):
         slow_model, slow_R = jax.jit(
             lambda m, u: orc.forecaster.train_RCForecaster(m, u)
         )(esn, U)
         slow_fc = jax.jit(lambda m, r: m.forecast(50, r))(slow_model, slow_R[-1])
-    finally:
-        set_native(previous)
-    fast_model, fast_R = jax.jit(lambda m, u: orc.forecaster.train_RCForecaster(m, u))(
-        esn, U
-    )
-    fast_fc = jax.jit(lambda m, r: m.forecast(50, r))(fast_model, fast_R[-1])
+    fast_model, fast_R = orc.forecaster.train_RCForecaster(esn, U, backend="native")
+    fast_fc = fast_model.forecast(50, fast_R[-1])
+    # the two really are different programs (no cache hit across backends)
+    assert not np.array_equal(fast_R, slow_R) or not np.array_equal(fast_fc, slow_fc)
     np.testing.assert_allclose(fast_R, slow_R, rtol=1e-11, atol=1e-12)
     np.testing.assert_allclose(fast_fc, slow_fc, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("path", ["native", "callback"])
+@pytest.mark.parametrize("path", ["native", "callback", "xla"])
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
-def test_cpu_stats_update_equals_numpy(path, dtype):
-    """The in-place update of the ridge statistics (native FFI call, or the
-    host callback without the native kernels) adds exactly rows start:stop:
+def test_cpu_stats_update_equals_numpy(path, dtype, monkeypatch):
+    """The update of the ridge statistics (native FFI call in place, the host
+    callback the native backend falls back to without the kernels, or XLA's
+    products) adds exactly rows start:stop:
     the Gram's upper triangle and the cross term equal numpy's products of
     those rows, with and without chunks (whose rows are strided in memory),
     batched under vmap and jit, and it differentiates like the plain
@@ -142,9 +140,10 @@ def test_cpu_stats_update_equals_numpy(path, dtype):
     Gram kernel (CPUs with AVX2 and FMA) to split the rows of the Gram between
     two threads, over several blocks of steps, with sizes that are multiples
     of neither tile side (6 x 8)."""
-    previous = set_native(path == "native")
     tol = 1e-12 if dtype == jnp.float64 else 1e-4
-    try:
+    if path == "callback":  # the native backend without its kernels
+        monkeypatch.setattr(_native, "stats_update_target", lambda dtype: None)
+    with orc.use_backend("xla" if path == "xla" else "native"):
         for shape, out, (start, stop) in [
             ((257, 30), 3, (0, 257)),
             ((257, 30), 2, (17, 200)),
@@ -165,8 +164,9 @@ def test_cpu_stats_update_equals_numpy(path, dtype):
             stats = RidgeStats(
                 jnp.asarray(g0, dtype), jnp.asarray(c0, dtype), jnp.asarray(2.0, dtype)
             )
-            got = jax.jit(stats_update, static_argnums=(3, 4))(
-                stats, jnp.asarray(x, dtype), jnp.asarray(y, dtype), start, stop
+            # a fresh function per call: traced under this test's backend
+            got = jax.jit(lambda s, x, y: stats_update(s, x, y, start, stop))(  # noqa: B023
+                stats, jnp.asarray(x, dtype), jnp.asarray(y, dtype)
             )
             assert got.gram.dtype == dtype and got.cross.dtype == dtype
             assert float(got.count) == 2 + stop - start
@@ -208,8 +208,6 @@ def test_cpu_stats_update_equals_numpy(path, dtype):
         np.testing.assert_allclose(
             batched.cross[2], xs[2, 1:39].T @ ys[2, 1:39], rtol=tol, atol=tol * 30
         )
-    finally:
-        set_native(previous)
 
 
 def _stats(x, y, stale=True):
@@ -528,13 +526,9 @@ def test_training_restores_blas_threads_and_matches_plain_path():
     fast_model, fast_R = train(esn, U)
     if control is not None:
         assert control[0]() == 2
-    previous = set_native(False)
-    try:
-        slow_model, slow_R = jax.jit(
-            lambda m, u: orc.forecaster.train_RCForecaster(m, u, beta=1e-6)
-        )(esn, U)
-    finally:
-        set_native(previous)
+    slow_model, slow_R = orc.forecaster.train_RCForecaster(
+        esn, U, beta=1e-6, backend="xla"
+    )
     np.testing.assert_allclose(fast_R, slow_R, rtol=1e-11, atol=1e-12)
     # the weights of this ill-conditioned fit differ at 1e-5 between Gram and
     # solve implementations; the fitted one-step predictions agree closely
@@ -580,20 +574,17 @@ def test_models_force_with_fused_run_equals_per_step():
     ]
     for model in models:
         r0 = model.driver.default_state()
-        fast = model.force(u, r0)
-        previous = set_native(False)
-        try:
+        fast = model.force(u, r0, backend="native")
 
-            def per_step(model, u, r0):
-                def step(r, x):
-                    r = model.driver.advance(model.embedding.embed(x), r)
-                    return r, r
+        def per_step(model, u, r0):
+            def step(r, x):
+                r = model.driver.advance(model.embedding.embed(x), r)
+                return r, r
 
-                return jax.lax.scan(step, r0, u)[1]
+            return jax.lax.scan(step, r0, u)[1]
 
+        with orc.use_backend("xla"):
             slow = eqx.filter_jit(per_step)(model, u, r0)
-        finally:
-            set_native(previous)
         np.testing.assert_allclose(fast, slow, rtol=1e-12, atol=1e-13)
 
 

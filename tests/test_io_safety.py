@@ -585,8 +585,7 @@ def test_native_and_xla_paths_refuse_out_of_range_indices():
         import sys, equinox as eqx, jax, jax.numpy as jnp
         jax.config.update("jax_enable_x64", True)
         import orc
-        from orc import _matrix
-        _matrix.set_native(sys.argv[1] == "1")
+        orc_backend = "native" if sys.argv[1] == "1" else "xla"
         U = jnp.asarray(orc.data.lorenz63(tN=10, dt=0.01)[0])
         for n, bad in ((50, 51), (700, 2**30), (700, -3)):
             m = orc.forecaster.ESNForecaster(3, n, seed=1)
@@ -595,7 +594,8 @@ def test_native_and_xla_paths_refuse_out_of_range_indices():
             for fn in (lambda: orc.forecaster.train_RCForecaster(m, U)[0].readout.wout,
                        lambda: m.forecast(20, jnp.zeros((1, n)))):
                 try:
-                    jax.block_until_ready(fn())
+                    with orc.use_backend(orc_backend):
+                        jax.block_until_ready(fn())
                     print("COMPUTED")
                 except Exception as e:
                     print("REFUSED" if "outside [0, res_dim)" in str(e) else repr(e))

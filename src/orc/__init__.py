@@ -27,6 +27,7 @@ from . import (
     regression,
     utils,
 )
+from ._strategy import use_backend
 from .io import load, save
 
 __version__ = "0.5.0.dev0"
@@ -46,5 +47,6 @@ __all__ = [
     "readouts",
     "regression",
     "utils",
+    "use_backend",
     "__version__",
 ]

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from . import _native
+from . import _native, _strategy
 from ._ridge import RidgeStats, stats_update
 from ._validation import check_index_bounds
 from .utils.numerics import spectral_radius_np
@@ -40,18 +40,6 @@ __all__ = [
     "esn_forecast",
     "linear_drive",
 ]
-
-_USE_NATIVE = _native.SWITCH  # one switch for every native kernel
-
-
-def set_native(enabled: bool) -> bool:
-    """Switch the native CPU kernel on or off for functions traced from now on.
-
-    Returns the previous setting. Already compiled functions keep their path.
-    """
-    previous = _USE_NATIVE["enabled"]
-    _USE_NATIVE["enabled"] = bool(enabled)
-    return previous
 
 
 def _gather_matvec(values, indices, x):
@@ -102,7 +90,7 @@ def ell_matvec(values, indices, x, native: bool | None = None):
     custom call; elsewhere, or with ``native=False``, the JAX gather. Both give
     the same values; derivatives always go through the JAX expression.
     """
-    use = _USE_NATIVE["enabled"] if native is None else native
+    use = _strategy.native() if native is None else native
     if use and values.dtype == x.dtype and _native.ffi_target(values.dtype) is not None:
         return jax.lax.platform_dependent(
             values,
@@ -164,7 +152,7 @@ def esn_run(values, indices, drive, r0, leak):
     """
     leak = jnp.asarray(leak, drive.dtype)
     if (
-        _USE_NATIVE["enabled"]
+        _strategy.native()
         and values.dtype == drive.dtype == r0.dtype
         and _native.esn_run_target(values.dtype) is not None
     ):
@@ -289,7 +277,7 @@ def esn_run_stats(
     args = (values, indices, win, windows, bias, r0, leak, stats.gram, stats.cross)
     args = args + (targets,)
     fusable = (
-        _USE_NATIVE["enabled"]
+        _strategy.native()
         and values.ndim == 3
         and stats.gram.ndim == 3
         and targets.ndim == 3
@@ -373,7 +361,7 @@ def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int
     window = jnp.asarray(window, jnp.int32)
     args = (values, indices, win, window, bias, wout, r0, leak)
     if (
-        _USE_NATIVE["enabled"]
+        _strategy.native()
         and values.ndim == 3
         and values.size >= _FORECAST_MIN_NONZEROS
         and bias.ndim == 0

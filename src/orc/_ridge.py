@@ -34,7 +34,7 @@ import numpy as np
 import scipy.linalg.blas
 from jaxtyping import Array, Float
 
-from . import _native
+from . import _native, _strategy
 
 __all__ = [
     "RidgeStats",
@@ -153,7 +153,11 @@ def _stats_update_native(g, c, x, y, start, stop, target, routines):
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(4, 5))
 def _stats_update_cpu(g, c, x, y, start, stop):
-    native = _native.stats_update_target(g.dtype) if _native.SWITCH["enabled"] else None
+    # backend "xla": XLA's products; "native": the FFI kernel, or SciPy's BLAS
+    # through a host callback where the kernels could not be built
+    if not _strategy.native():
+        return _stats_update_xla(g, c, x, y, start, stop)
+    native = _native.stats_update_target(g.dtype)
     if native is not None and x.dtype == y.dtype == g.dtype == c.dtype:
         return _stats_update_native(g, c, x, y, start, stop, *native)
     return _stats_update_host(g, c, x, y, start, stop)
@@ -302,8 +306,10 @@ def _min_norm_host(gram: Array, cross: Array, beta) -> Array:
 def _min_norm(gram: Array, cross: Array, beta) -> Array:
     # The fallback rarely runs, but a branch of lax.cond reserves its memory
     # whether taken or not: XLA's eigh would double the solve's footprint
-    # (61 -> 122 MiB at 2000 features), so on CPU it runs in numpy, only when
-    # needed. Derivatives go through the XLA version.
+    # (61 -> 122 MiB at 2000 features), so with the native backend on CPU it
+    # runs in numpy, only when needed. Derivatives go through the XLA version.
+    if not _strategy.native():
+        return _min_norm_xla(gram, cross, beta)
     return jax.lax.platform_dependent(
         gram, cross, beta, cpu=_min_norm_host, default=_min_norm_xla
     )
@@ -359,9 +365,7 @@ def _over_stack(fn, gram):
 
 @jax.custom_jvp
 def _solve_cpu(gram: Array, cross: Array, beta) -> tuple[Array, Array]:
-    native = (
-        _native.ridge_solve_target(gram.dtype) if _native.SWITCH["enabled"] else None
-    )
+    native = _native.ridge_solve_target(gram.dtype) if _strategy.native() else None
     if native is not None and cross.dtype == gram.dtype:
         return _solve_native(gram, cross, jnp.asarray(beta, gram.dtype), *native)
     return _over_stack(_solve_default, gram)(gram, cross, beta)

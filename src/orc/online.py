@@ -89,6 +89,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ._strategy import compiled
 from ._training import check_initial_state, initial_states
 from ._validation import (
     check_dtype,
@@ -468,7 +469,7 @@ def lms_init(
     return LMSState(W, mu, jnp.zeros((), jnp.int32), normalized, float(eps))
 
 
-@eqx.filter_jit
+@compiled
 def _update(state, f, y, owner):
     state = state._guard(owner)
     f = check_finite(f, "f", owner, _NAN_HINT)
@@ -480,7 +481,7 @@ def _update(state, f, y, owner):
     return new, e
 
 
-@eqx.filter_jit
+@compiled
 def _fit(state, feats, targets, owner, return_errors):
     state = state._guard(owner)
     feats = check_finite(feats, "feats", owner, _NAN_HINT)
@@ -767,7 +768,7 @@ def _learner(
     return state
 
 
-@eqx.filter_jit
+@compiled
 def _run(
     model,
     seq,

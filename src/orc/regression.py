@@ -33,6 +33,7 @@ from ._compose import check_model
 from ._esn import esn_components
 from ._random import seed_field
 from ._ridge import solve
+from ._strategy import compiled
 from ._training import (
     check_initial_state,
     initial_states,
@@ -163,7 +164,7 @@ class RCRegressorBase(eqx.Module):
     def _run(self, in_seq, res_state):
         return drive_sequence(self.driver, self.embedding, in_seq, res_state)
 
-    @eqx.filter_jit
+    @compiled
     def force(
         self, in_seq: Float[Array, "seq_len in_dim"], res_state: Array | None = None
     ) -> Array:
@@ -181,7 +182,7 @@ class RCRegressorBase(eqx.Module):
             y = y + self.b_out
         return y
 
-    @eqx.filter_jit
+    @compiled
     def predict(
         self, in_seq: Float[Array, "seq_len in_dim"], res_state: Array | None = None
     ) -> Float[Array, "seq_len out_dim"]:
@@ -316,7 +317,7 @@ class ESNRegressor(RCRegressorBase):
 _NAN_HINT = "Remove or interpolate missing samples before training."
 
 
-@eqx.filter_jit
+@compiled
 def _train(model, in_seq, target_seq, init, beta, spinup, multi, keep, show, noise):
     owner = "train_RCRegressor"
     in_seq = check_finite(in_seq.astype(model.dtype), "in_seq", owner, _NAN_HINT)

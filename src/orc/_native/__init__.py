@@ -128,8 +128,6 @@ _DEBUG_FLAGS = ("-DORC_DEBUG", "-g")
 # after the source: dladdr/dlopen (in libc itself from glibc 2.34 on)
 _LIBS = ("-ldl",) if sys.platform.startswith("linux") else ()
 _lock = threading.Lock()
-# Whether traced functions use the native kernels (``orc._matrix.set_native``).
-SWITCH = {"enabled": True}
 _state: dict[str, object] = {}
 
 

@@ -17,6 +17,7 @@ from jaxtyping import Array, Float
 
 from .._compose import check_model
 from .._random import seed_field
+from .._strategy import compiled
 from .._validation import check_dtype, check_int, check_rank
 from ..drivers import DriverBase, drive_sequence
 from ..embeddings import EmbedBase
@@ -115,7 +116,7 @@ class RCClassifierBase(eqx.Module):
             )
         return jnp.asarray(res_state, self.dtype)
 
-    @eqx.filter_jit
+    @compiled
     def force(
         self, in_seq: Float[Array, "seq_len data_dim"], res_state: Array
     ) -> Array:
@@ -161,7 +162,7 @@ class RCClassifierBase(eqx.Module):
         (_, total), _ = jax.lax.scan(step, (r0, jnp.zeros_like(r0)), (in_seq, keep))
         return total / (in_seq.shape[0] - spinup)
 
-    @eqx.filter_jit
+    @compiled
     def classify(
         self,
         in_seq: Float[Array, "seq_len data_dim"],

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Int
 
+from .._strategy import compiled
 from .._training import fit_readout
 from .._validation import check_finite, check_float, check_int, check_rank
 from .base import RCClassifierBase
@@ -19,7 +20,7 @@ __all__ = ["train_RCClassifier", "train_ESNClassifier"]
 Model = TypeVar("Model", bound=RCClassifierBase)
 
 
-@eqx.filter_jit
+@compiled
 def _train(model, train_seqs, labels, beta, spinup, batch_size):
     owner = "train_RCClassifier"
     train_seqs = check_finite(

@@ -25,6 +25,7 @@ from jaxtyping import Array, Float
 
 from .._compose import check_model
 from .._random import seed_field
+from .._strategy import compiled
 from .._validation import check_dtype, check_float, check_int, check_leaf, check_rank
 from ..drivers import DriverBase, drive_sequence
 from ..embeddings import EmbedBase
@@ -145,7 +146,7 @@ class RCControllerBase(eqx.Module):
         return jnp.asarray(res_state, self.dtype)
 
     # ---------------------------------------------------------------- dynamics
-    @eqx.filter_jit
+    @compiled
     def force(
         self,
         in_seq: Float[Array, "seq_len in_dim"],
@@ -187,7 +188,7 @@ class RCControllerBase(eqx.Module):
 
         return jax.lax.scan(step, res_state, control_seq)[1]
 
-    @eqx.filter_jit
+    @compiled
     def apply_control(
         self, control_seq: Float[Array, "horizon control_dim"], res_state: Array
     ) -> Float[Array, "horizon out_dim"]:
@@ -219,7 +220,7 @@ class RCControllerBase(eqx.Module):
             )
         return ref_traj.astype(self.dtype)
 
-    @eqx.filter_jit
+    @compiled
     def compute_penalty(
         self,
         control_seq: Float[Array, "horizon control_dim"],
@@ -231,7 +232,7 @@ class RCControllerBase(eqx.Module):
         ref_traj = self._check_ref(ref_traj, control_seq.shape[0])
         return self._penalty(control_seq, self._check_state(res_state), ref_traj)
 
-    @eqx.filter_jit
+    @compiled
     def compute_control(
         self,
         control_seq: Float[Array, "horizon control_dim"],

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
 from .. import _progress
+from .._strategy import compiled
 from .._training import (
     check_training_args,
     initial_states,
@@ -25,7 +25,7 @@ __all__ = ["train_RCController", "train_ESNController"]
 Model = TypeVar("Model", bound=RCControllerBase)
 
 
-@eqx.filter_jit
+@compiled
 def _train(
     model,
     train_seq,

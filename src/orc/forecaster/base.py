@@ -24,6 +24,7 @@ from jaxtyping import Array, Float
 
 from .._compose import check_model
 from .._random import seed_field
+from .._strategy import compiled
 from .._validation import check_dtype, check_rank, check_static_int
 from ..drivers import (
     DriverBase,
@@ -140,7 +141,7 @@ class RCForecasterBase(eqx.Module):
             stop,
         )
 
-    @eqx.filter_jit
+    @compiled
     def force(
         self, in_seq: Float[Array, "seq_len data_dim"], res_state: Array
     ) -> Array:
@@ -200,7 +201,7 @@ class RCForecasterBase(eqx.Module):
         _check_state(self, res_state)
         return self._forecast(fcast_len, res_state)
 
-    @eqx.filter_jit
+    @compiled
     def _forecast(self, fcast_len: int, res_state: Array) -> Array:
         return self._closed_loop(fcast_len, jnp.asarray(res_state, self.dtype))
 
@@ -217,7 +218,7 @@ class RCForecasterBase(eqx.Module):
         spinup_data = _check_sequence(self, spinup_data, "spinup_data")
         return self._forecast_from_IC(fcast_len, spinup_data)
 
-    @eqx.filter_jit
+    @compiled
     def _forecast_from_IC(self, fcast_len: int, spinup_data: Array) -> Array:
         states = self.force(spinup_data, self.driver.default_state())
         return self._closed_loop(fcast_len, states[-1])
@@ -341,7 +342,7 @@ class CRCForecasterBase(RCForecasterBase):
             f"{type(self).__name__}: {name} must be finite and strictly increasing.",
         )
 
-    @eqx.filter_jit
+    @compiled
     def force(self, in_seq: Array, res_state: Array, ts: Array) -> Array:  # type: ignore[override]
         """Teacher-force along the interpolated input; states at ``ts + dt``."""
         in_seq = _check_sequence(self, in_seq, "in_seq").astype(self.dtype)
@@ -370,7 +371,7 @@ class CRCForecasterBase(RCForecasterBase):
         ys = self._solve(field, ts[0], ts, dt0, res_state)
         return jax.vmap(self.readout.readout)(ys)
 
-    @eqx.filter_jit
+    @compiled
     def forecast(self, ts: Array, res_state: Array) -> Array:  # type: ignore[override]
         """Closed-loop forecast read out at the times ``ts`` (``ts[0]`` is the start)."""
         ts = check_rank("ts", ts, 1, type(self).__name__, "(fcast_len,)")
@@ -378,7 +379,7 @@ class CRCForecasterBase(RCForecasterBase):
         _check_state(self, res_state)
         return self._autonomous(ts, jnp.asarray(res_state, self.dtype))
 
-    @eqx.filter_jit
+    @compiled
     def forecast_from_IC(  # type: ignore[override]
         self, ts: Array, spinup_data: Array, spinup_ts: Array | None = None
     ) -> Array:

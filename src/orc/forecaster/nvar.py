@@ -30,6 +30,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._ridge import sequence_stats, solve
+from .._strategy import compiled
 from .._training import (
     check_training_args,
     teacher_forced_sequences,
@@ -260,7 +261,7 @@ class NVARForecaster(eqx.Module):
             )
         return jnp.asarray(res_state).astype(self.dtype)
 
-    @eqx.filter_jit
+    @compiled
     def features(
         self, in_seq: Float[Array, "seq_len data_dim"]
     ) -> Float[Array, "n_windows n_features"]:
@@ -285,7 +286,7 @@ class NVARForecaster(eqx.Module):
         seq = self._check_seq(in_seq, "in_seq", self.window)
         return self._rows(seq, jnp.arange(self.window - 1, seq.shape[0]))
 
-    @eqx.filter_jit
+    @compiled
     def windows(
         self, in_seq: Float[Array, "seq_len data_dim"]
     ) -> Float[Array, "n_windows window data_dim"]:
@@ -311,7 +312,7 @@ class NVARForecaster(eqx.Module):
         step = feats @ self.wout.T
         return current + step if self.target == "increment" else step
 
-    @eqx.filter_jit
+    @compiled
     def predict(
         self, in_seq: Float[Array, "seq_len data_dim"]
     ) -> Float[Array, "n_windows data_dim"]:
@@ -369,7 +370,7 @@ class NVARForecaster(eqx.Module):
         )
         return self._forecast(fcast_len, self._check_state(res_state))
 
-    @eqx.filter_jit
+    @compiled
     def _forecast(self, fcast_len: int, window: Array) -> Array:
         return self._closed_loop(fcast_len, window)
 
@@ -405,7 +406,7 @@ def _sliding_windows(seq: Array, window: int) -> Array:
     return seq[idx]
 
 
-@eqx.filter_jit
+@compiled
 def _train(
     model, train_seq, target_seq, beta, spinup, multi, return_states, intercept, noise
 ):

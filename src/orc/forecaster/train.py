@@ -5,12 +5,12 @@ from __future__ import annotations
 import inspect
 from typing import TypeVar
 
-import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
 from .. import _progress
+from .._strategy import compiled
 from .._training import (
     check_training_args,
     initial_states,
@@ -31,7 +31,7 @@ __all__ = [
 Model = TypeVar("Model", bound=RCForecasterBase)
 
 
-@eqx.filter_jit
+@compiled
 def _train(
     model,
     train_seq,
@@ -94,6 +94,7 @@ def train_RCForecaster(
     input_noise: float = 0.0,
     state_noise: float = 0.0,
     noise_seed=0,
+    backend: str | None = None,
     **force_kwargs,
 ) -> tuple[Model, Array]:
     """Train any forecaster's readout by teacher forcing and ridge regression.
@@ -144,6 +145,11 @@ def train_RCForecaster(
         enter the regression (the reservoir runs clean). Not part of ORC 0.4's API.
     noise_seed : int or PRNG key, default 0
         Seed of both noises.
+    backend : {"native", "xla"}, optional
+        How training runs: orc's native CPU kernels or XLA only; default the
+        enclosing ``orc.use_backend`` block, else ``"xla"`` when ``ORC_NATIVE=0``
+        is set and ``"native"`` otherwise. Part of the compiled program's
+        identity (see :mod:`orc._strategy`). Not part of ORC 0.4's API.
     **force_kwargs
         Passed to ``model.force`` (``ts=`` for continuous models; with
         ``multi_sequence`` one row per trajectory).
@@ -198,6 +204,7 @@ def train_RCForecaster(
             bool(return_states),
             show,
             noise,
+            backend=backend,
         ),
     )
 
@@ -226,7 +233,14 @@ def _check_force_kwargs(owner, model, force_kwargs, train_seq, has_target, multi
     return checked
 
 
-_OPTIONS = ("return_states", "progress", "input_noise", "state_noise", "noise_seed")
+_OPTIONS = (
+    "return_states",
+    "progress",
+    "input_noise",
+    "state_noise",
+    "noise_seed",
+    "backend",
+)
 
 
 def _options(owner, options):

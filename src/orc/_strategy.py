@@ -1,0 +1,89 @@
+"""How a computation runs: the execution strategy, an argument of every
+compiled entry point.
+
+Two backends compute the same things: ``"native"`` (orc's CPU kernels,
+:mod:`orc._native`, on CPU; XLA elsewhere) and ``"xla"`` (JAX/XLA everywhere,
+the reference). Every compiled entry point of orc (training functions,
+``force``, ``forecast``, ``classify``, ...) is decorated with :func:`compiled`,
+which gives it a keyword ``backend``, resolved when the function is *called*:
+
+1. the ``backend=`` argument, if given;
+2. else the backend of an enclosing :func:`use_backend` block (or of the
+   entry point this call is nested in);
+3. else the environment default: ``"xla"`` with ``ORC_NATIVE=0``, otherwise
+   ``"native"``.
+
+The resolved name is passed to the compiled function as a static argument,
+so it is part of the compiled program's identity: a function traced for one
+backend is never reused for the other, and ``jax.jit``'s cache never hides a
+change. The kernels below consult :func:`native` only while such a call is
+being traced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import os
+
+import equinox as eqx
+
+__all__ = ["BACKENDS", "use_backend", "default_backend", "native", "compiled"]
+
+BACKENDS = ("native", "xla")
+_current: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "orc_backend", default=None
+)
+
+
+def default_backend() -> str:
+    """``"xla"`` when ``ORC_NATIVE=0`` is set, else ``"native"`` (read at each call)."""
+    return "xla" if os.environ.get("ORC_NATIVE", "1") == "0" else "native"
+
+
+def resolve(backend: str | None) -> str:
+    """The backend a call runs with: ``backend``, the enclosing one, or the default."""
+    if backend is None:
+        backend = _current.get() or default_backend()
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    return backend
+
+
+@contextlib.contextmanager
+def use_backend(backend: str):
+    """Run the orc calls inside the block with ``backend`` (``"native"`` or ``"xla"``).
+
+    Example
+    -------
+    >>> with orc.use_backend("xla"):
+    ...     esn, R = orc.forecaster.train_RCForecaster(esn, U)   # XLA only
+    """
+    token = _current.set(resolve(backend))
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def native() -> bool:
+    """Whether the computation being traced may use the native kernels."""
+    return resolve(None) == "native"
+
+
+def compiled(fn):
+    """``eqx.filter_jit`` of ``fn`` with a static keyword ``backend`` (see the
+    module doc). Works on functions and methods (``self`` is traced like any
+    argument, as with ``eqx.filter_jit``)."""
+
+    @eqx.filter_jit
+    def run(*args, _backend, **kwargs):
+        with use_backend(_backend):
+            return fn(*args, **kwargs)
+
+    @functools.wraps(fn)
+    def call(*args, backend: str | None = None, **kwargs):
+        return run(*args, _backend=resolve(backend), **kwargs)
+
+    return call
