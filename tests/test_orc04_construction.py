@@ -1,0 +1,234 @@
+"""ORC 0.4's random construction (``orc._orc04``) against ORC 0.4's own matrices.
+
+The fixtures in ``tests/data/orc04_construction`` were written by ORC 0.4 in its
+own environment (see ``make_fixtures.py`` there); ORC is not needed here. Every
+comparison is bit for bit: SHA-256 digests of the bytes, plus the arrays
+themselves (kept for one seed of most cases) for a readable failure.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import sparse
+
+from orc._orc04 import (
+    orc04_components,
+    orc04_embedding,
+    orc04_ensemble_embedding,
+    orc04_model_seeds,
+    orc04_nse,
+    orc04_reservoir,
+)
+
+DATA = Path(__file__).parent / "data" / "orc04_construction"
+Z = np.load(DATA / "fixtures.npz")
+INDEX = json.loads(str(Z["index"]))
+SEEDS = INDEX["seeds"]
+MODEL_SEEDS = INDEX["model_seeds"]
+DTYPES = {"float64": jnp.float64, "float32": jnp.float32}
+
+
+def digest(arr) -> str:
+    a = np.asarray(arr)
+    if np.issubdtype(a.dtype, np.integer):
+        a = a.astype("<i8")
+    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
+
+
+def case_name(res_dim, chunks, dtype, use_sparse, batch) -> str:
+    return f"r{res_dim}_c{chunks}_{dtype}_{'arn' if use_sparse else 'dense'}_b{batch}"
+
+
+def hyper(kw: dict) -> dict:
+    return {k: (DTYPES[v] if k == "dtype" else v) for k, v in kw.items()}
+
+
+def assert_bits(actual, stored, what: str) -> None:
+    a, s = np.asarray(actual), np.asarray(stored)
+    assert a.shape == s.shape, f"{what}: shape {a.shape} != {s.shape}"
+    if np.array_equal(a.view(np.uint8), s.view(np.uint8)):
+        return
+    diff = np.abs(a.astype(np.float64) - s.astype(np.float64))
+    raise AssertionError(
+        f"{what}: not bit for bit; {np.count_nonzero(diff)} differ, "
+        f"max |diff| {diff.max():.3g}"
+    )
+
+
+def check_wr(prefix: str, data, indices, shape, flags) -> None:
+    meta = INDEX[prefix]["wr"]
+    assert list(shape) == meta["shape"]
+    assert list(data.shape) == meta["data_shape"]
+    assert data.dtype.name == meta["data_dtype"]
+    assert list(indices.shape) == meta["indices_shape"]
+    assert indices.dtype.name == meta["indices_dtype"]
+    assert flags == (meta["indices_sorted"], meta["unique_indices"])
+    if f"{prefix}/wr_data" in Z:
+        assert_bits(data, Z[f"{prefix}/wr_data"], f"{prefix} wr.data")
+        assert_bits(
+            np.asarray(indices).astype(np.int16),
+            Z[f"{prefix}/wr_indices"],
+            f"{prefix} wr.indices",
+        )
+    assert digest(data) == meta["data_sha"], f"{prefix}: wr.data differs"
+    assert digest(indices) == meta["indices_sha"], f"{prefix}: wr.indices differ"
+
+
+def check_win(prefix: str, win) -> None:
+    meta = INDEX[prefix]["win"]
+    assert list(win.shape) == meta["shape"] and win.dtype.name == meta["dtype"]
+    if f"{prefix}/win" in Z:
+        assert_bits(win, Z[f"{prefix}/win"], f"{prefix} win")
+    assert digest(win) == meta["sha"], f"{prefix}: win differs"
+
+
+# Layouts checked through ``jax.jit(jax.vmap(...))`` over the seeds; the others
+# seed by seed, outside any transformation (as ORC runs), which also compiles
+# the layouts the model tests reuse (each layout compiles once, ~1-3 s).
+TRANSFORMED = {case_name(120, 1, "float64", True, None)}
+
+
+def test_fixtures_come_from_orc04():
+    assert INDEX["orc_version"] == "0.4.0"
+    assert INDEX["backend"] == "cpu"
+    cases = INDEX["reservoirs"]
+    assert TRANSFORMED <= {case_name(*c) for c in cases}
+    assert {c[0] for c in cases} == {30, 120}  # both sides of ORC's switch at 100
+    assert {c[1] for c in cases} == {1, 3}
+    assert {c[2] for c in cases} == {"float64", "float32"}
+    assert {c[3] for c in cases} == {True, False}  # Arnoldi and dense above 100
+    assert len(SEEDS) == 2
+
+
+@pytest.mark.parametrize(
+    "case", INDEX["reservoirs"], ids=[case_name(*c) for c in INDEX["reservoirs"]]
+)
+def test_reservoir_bit_for_bit(case):
+    """Both sides of ORC's dense switch (30 < 100 <= 120), the Arnoldi path in
+    float64 and float32, eigen batches, and the dense solver forced."""
+    res_dim, chunks, dtype, use_sparse, batch = case
+    build = functools.partial(
+        orc04_reservoir,
+        res_dim=res_dim,
+        density=INDEX["density"],
+        spectral_radius=INDEX["spectral_radius"],
+        chunks=chunks,
+        dtype=DTYPES[dtype],
+        use_sparse_eigs=use_sparse,
+        eigenval_batch_size=batch,
+    )
+    if case_name(*case) in TRANSFORMED:
+        wr = jax.jit(jax.vmap(build))(jnp.asarray(SEEDS))
+        assert wr.shape == (len(SEEDS), chunks, res_dim, res_dim)
+        got = [(wr.data[i], wr.indices[i], wr.shape[1:]) for i in range(len(SEEDS))]
+    else:
+        built = [build(seed) for seed in SEEDS]
+        assert all(isinstance(w, sparse.BCOO) and w.n_batch == 1 for w in built)
+        got = [(w.data, w.indices, w.shape) for w in built]
+        wr = built[0]
+    assert got[0][0].shape == (chunks, orc04_nse(res_dim, INDEX["density"]))
+    for seed, (data, indices, shape) in zip(SEEDS, got, strict=True):
+        check_wr(
+            f"{case_name(*case)}/s{seed}",
+            data,
+            indices,
+            shape,
+            (wr.indices_sorted, wr.unique_indices),
+        )
+
+
+@pytest.mark.parametrize("name", list(INDEX["embeddings"]))
+def test_embedding_win_bit_for_bit(name):
+    kw = hyper(INDEX["embeddings"][name])
+    dims = {k: kw.pop(k) for k in ("in_dim", "res_dim", "scaling")}
+    make = orc04_ensemble_embedding if name.startswith("Ensemble") else orc04_embedding
+    fn = functools.partial(make, **dims, **kw)
+    for seed in SEEDS:
+        check_win(f"{name}/s{seed}", fn(seed))
+
+
+def check_components(prefix: str, comps: dict, i=None) -> None:
+    pick = (lambda a: a) if i is None else (lambda a: a[i])
+    wr = comps["wr"]
+    shape = wr.shape if i is None else wr.shape[1:]
+    check_wr(
+        prefix,
+        pick(wr.data),
+        pick(wr.indices),
+        shape,
+        (wr.indices_sorted, wr.unique_indices),
+    )
+    check_win(prefix, pick(comps["win"]))
+    wout, meta = pick(comps["wout"]), INDEX[prefix]["wout"]
+    assert list(wout.shape) == meta["shape"] and wout.dtype.name == meta["dtype"]
+    assert meta["all_zero"] and not np.any(wout)
+
+
+@pytest.mark.parametrize("name", list(INDEX["models"]))
+def test_model_components_bit_for_bit(name):
+    """``orc04_components`` reproduces a whole model from the model seed."""
+    model_name, kw = INDEX["models"][name]
+    for seed in MODEL_SEEDS:
+        comps = orc04_components(model_name, seed=seed, **hyper(kw))
+        check_components(f"{name}/s{seed}", comps)
+
+
+def test_model_components_under_jit_and_vmap():
+    """The whole model recipe is a pure function of the model seed."""
+    model_name, kw = INDEX["models"]["ESNClassifier"]
+    build = jax.jit(jax.vmap(lambda s: orc04_components(model_name, seed=s, **kw)))
+    comps = build(jnp.asarray(MODEL_SEEDS))
+    for i, seed in enumerate(MODEL_SEEDS):
+        check_components(f"ESNClassifier/s{seed}", comps, i)
+
+
+def test_model_seeds_feed_the_components():
+    """A model's ``win`` is the embedding built from the derived seed."""
+    seeds = orc04_model_seeds(MODEL_SEEDS[1])
+    assert set(seeds) == {"driver", "readout", "embedding"}
+    assert all(v.dtype == jnp.uint32 and v.shape == () for v in seeds.values())
+    _, kw = INDEX["models"]["ESNClassifier"]
+    win = orc04_embedding(seeds["embedding"], kw["data_dim"], kw["res_dim"], 0.08)
+    check_win(f"ESNClassifier/s{MODEL_SEEDS[1]}", win)
+    # positional and keyword forms agree
+    kw = {k: v for k, v in kw.items() if k not in ("data_dim", "n_classes", "res_dim")}
+    a = orc04_components("ESNClassifier", 3, 4, 30, seed=MODEL_SEEDS[1], **kw)
+    check_win(f"ESNClassifier/s{MODEL_SEEDS[1]}", a["win"])
+
+
+def test_independent_of_threefry_partitionable_flag():
+    """ORC's environment (jax >= 0.5) draws with the partitionable layout; the
+    functions force it, whatever the caller's setting."""
+    with jax.threefry_partitionable(False):
+        win = orc04_embedding(SEEDS[1], 3, 30, 0.1)
+        seeds = orc04_model_seeds(MODEL_SEEDS[1])
+    check_win(f"LinearEmbedding/s{SEEDS[1]}", win)
+    ref = orc04_model_seeds(MODEL_SEEDS[1])
+    assert all(int(seeds[k]) == int(ref[k]) for k in ref)
+
+
+def test_nse_and_argument_errors():
+    assert orc04_nse(30, 0.05) == 45  # ceil(0.05 * 900) in Python floats
+    assert orc04_nse(120, 0.05) == 720
+    assert orc04_nse(50, 0.02) == 50
+    assert orc04_nse(10, 7) == 7
+    with pytest.raises(ValueError):
+        orc04_nse(10, 1.0)
+    with pytest.raises(ValueError):
+        orc04_reservoir(0, 30, spectral_radius=-1.0)
+    with pytest.raises(ValueError):
+        orc04_embedding(0, 5, 30, 0.1, chunks=2)
+    with pytest.raises(ValueError, match="unknown ORC 0.4 model"):
+        orc04_components("NoSuchModel", 3, 30)
+    with pytest.raises(TypeError, match="unexpected"):
+        orc04_components("ESNClassifier", 3, 4, 30, chunks=2)
+    with pytest.raises(TypeError, match="missing"):
+        orc04_components("ESNController", 3, res_dim=30)
