@@ -778,3 +778,30 @@ def test_streaming_controller_equals_stored():
     np.testing.assert_allclose(
         a.readout.batch_readout(R), b.readout.batch_readout(R), rtol=1e-5, atol=1e-6
     )
+
+
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+def test_nan_and_inf_propagate_as_in_xla(dtype):
+    """A NaN fed to the reservoir stays NaN on the native path exactly where it
+    does on XLA's (the native tanh once capped it to +-1, a plausible state),
+    and +-inf saturates the tanh to +-1 on both; through the teacher-forced
+    run, the fused fit's states and the closed-loop forecast from them."""
+    U, _ = orc.data.lorenz63(tN=6, dt=0.01)
+    U = jnp.asarray(U, dtype)
+    bad = U.at[100, 1].set(jnp.nan).at[200, 0].set(jnp.inf).at[300, 2].set(-jnp.inf)
+    # 1000 nodes x 20 per row: the forecast is the native one-call kernel
+    esn = orc.forecaster.ESNForecaster(3, 1000, dtype=dtype, seed=4)
+    r0 = esn.driver.default_state()
+    got = {b: esn.force(bad, r0, backend=b) for b in ("native", "xla")}
+    nan = {b: np.isnan(np.asarray(x)) for b, x in got.items()}
+    assert nan["native"][100:].all() and not nan["native"][:100].any()
+    np.testing.assert_array_equal(nan["native"], nan["xla"])
+    # inf alone (no NaN before it): saturated, finite states on both paths
+    inf = U.at[50, 0].set(jnp.inf)
+    for b in ("native", "xla"):
+        states = np.asarray(esn.force(inf, r0, backend=b))
+        assert np.isfinite(states).all()
+    # the forecast from a NaN state is NaN on both paths
+    fc = {b: esn.forecast(20, got[b][-1], backend=b) for b in ("native", "xla")}
+    assert np.isnan(np.asarray(fc["native"])).all()
+    assert np.isnan(np.asarray(fc["xla"])).all()

@@ -1042,12 +1042,15 @@ __attribute__((always_inline)) inline double Expm1NonPositive(double y) {
 }
 
 // tanh(x) = -sign(x) m / (2 + m) with m = expm1(-2|x|); |x| is capped at 20,
-// where tanh is 1 to double precision. Relative error a few ulp.
+// where tanh is 1 to double precision. Relative error a few ulp. A NaN stays
+// NaN, as in XLA's tanh: the cap alone would turn it into +-1, a plausible
+// state that hides a diverged or corrupted input (the select vectorises).
 __attribute__((always_inline)) inline double TanhFast(double x) {
   const double ax = std::fabs(x);
   const double a = ax < 20.0 ? ax : 20.0;
   const double m = Expm1NonPositive(-2.0 * a);
-  return std::copysign(-m / (2.0 + m), x);
+  const double t = std::copysign(-m / (2.0 + m), x);
+  return x == x ? t : x;
 }
 
 // The activation pass vectorises: on x86-64 it is compiled for AVX-512 and

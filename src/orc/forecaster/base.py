@@ -188,35 +188,42 @@ class RCForecasterBase(eqx.Module):
         return jnp.concatenate([first[None], rest], axis=0)
 
     def forecast(
-        self, fcast_len: int, res_state: Array
+        self, fcast_len: int, res_state: Array, *, backend: str | None = None
     ) -> Float[Array, "fcast_len out_dim"]:
         """Closed-loop forecast of ``fcast_len`` samples from ``res_state``.
 
         ``out[0] = readout(res_state)``; each output is embedded and fed back.
-        ``fcast_len`` is a Python int (static under ``jax.jit``).
+        ``fcast_len`` is a Python int (static under ``jax.jit``). ``backend``
+        (``"native"``/``"xla"``, default the enclosing ``orc.use_backend`` or
+        the environment's) chooses how it runs; not part of ORC 0.4's API.
         """
         fcast_len = check_static_int(
             "fcast_len", fcast_len, type(self).__name__, minimum=1
         )
         _check_state(self, res_state)
-        return self._forecast(fcast_len, res_state)
+        return self._forecast(fcast_len, res_state, backend=backend)
 
     @compiled
     def _forecast(self, fcast_len: int, res_state: Array) -> Array:
         return self._closed_loop(fcast_len, jnp.asarray(res_state, self.dtype))
 
     def forecast_from_IC(
-        self, fcast_len: int, spinup_data: Float[Array, "seq_len data_dim"]
+        self,
+        fcast_len: int,
+        spinup_data: Float[Array, "seq_len data_dim"],
+        *,
+        backend: str | None = None,
     ) -> Float[Array, "fcast_len out_dim"]:
         """Warm up on ``spinup_data`` from the default state, then forecast.
 
         ``out[0]`` predicts the sample right after ``spinup_data``.
+        ``backend`` as for :meth:`forecast`.
         """
         fcast_len = check_static_int(
             "fcast_len", fcast_len, type(self).__name__, minimum=1
         )
         spinup_data = _check_sequence(self, spinup_data, "spinup_data")
-        return self._forecast_from_IC(fcast_len, spinup_data)
+        return self._forecast_from_IC(fcast_len, spinup_data, backend=backend)
 
     @compiled
     def _forecast_from_IC(self, fcast_len: int, spinup_data: Array) -> Array:
