@@ -414,9 +414,16 @@ class ReservoirMatrix(eqx.Module):
         check_index_bounds(owner, "indices (columns)", indices, n)
 
     @property
-    def shape(self) -> tuple[int, int]:
+    def shape(self) -> tuple[int, ...]:
+        """``(n, n)``, or ``(chunks, n, n)`` for the stacked matrices of
+        parallel reservoirs (as ORC's ``BCOO`` reports them)."""
         n = self.values.shape[-2]
-        return (n, n)
+        return tuple(self.values.shape[:-2]) + (n, n)
+
+    @property
+    def nse(self) -> int:
+        """Stored entries per matrix, ``n * k`` (BCOO's name)."""
+        return self.values.shape[-2] * self.values.shape[-1]
 
     @property
     def dtype(self):
@@ -431,7 +438,12 @@ class ReservoirMatrix(eqx.Module):
             return self.matvec(x)
         return jax.vmap(self.matvec, in_axes=-1, out_axes=-1)(x)
 
-    def todense(self) -> Float[Array, "n n"]:
+    def todense(self) -> Array:
+        """The dense matrix ``(n, n)``, or every chunk's, ``(chunks, n, n)``."""
+        if self.values.ndim > 2:
+            return jax.vmap(lambda v, c: ReservoirMatrix(v, c).todense())(
+                self.values, self.indices
+            )
         n = self.values.shape[-2]
         rows = jnp.broadcast_to(jnp.arange(n)[:, None], self.indices.shape)
         return (
