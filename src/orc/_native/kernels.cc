@@ -1043,14 +1043,16 @@ __attribute__((always_inline)) inline double Expm1NonPositive(double y) {
 
 // tanh(x) = -sign(x) m / (2 + m) with m = expm1(-2|x|); |x| is capped at 20,
 // where tanh is 1 to double precision. Relative error a few ulp. A NaN stays
-// NaN, as in XLA's tanh: the cap alone would turn it into +-1, a plausible
-// state that hides a diverged or corrupted input (the select vectorises).
+// NaN, as in XLA's tanh: the cap is written so that a NaN passes it (a min
+// whose NaN operand wins; `ax < 20 ? ax : 20` would make it 20, so +-1, a
+// plausible state hiding a diverged or corrupted input) and every step
+// after it carries the NaN. An explicit select costs the loop its
+// vectorisation (training N=2000 about 6% slower on Zen 3).
 __attribute__((always_inline)) inline double TanhFast(double x) {
   const double ax = std::fabs(x);
-  const double a = ax < 20.0 ? ax : 20.0;
+  const double a = ax > 20.0 ? 20.0 : ax;
   const double m = Expm1NonPositive(-2.0 * a);
-  const double t = std::copysign(-m / (2.0 + m), x);
-  return x == x ? t : x;
+  return std::copysign(-m / (2.0 + m), x);
 }
 
 // The activation pass vectorises: on x86-64 it is compiled for AVX-512 and
