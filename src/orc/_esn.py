@@ -25,7 +25,38 @@ from .readouts import (
     QuadraticReadout,
 )
 
-__all__ = ["esn_components"]
+__all__ = ["esn_components", "esn_hyperparameters"]
+
+# The reservoir hyperparameters the ESN models hand to esn_components
+# unchanged, under ORC's names.
+_HYPERPARAMETERS = (
+    "res_dim",
+    "embedding_scaling",
+    "Wr_density",
+    "Wr_spectral_radius",
+    "bias",
+    "dtype",
+    "seed",
+    "use_sparse_eigs",
+    "leak_rate",
+    "time_const",
+    "chunks",
+    "locality",
+    "periodic",
+    "quadratic",
+    "n_layers",
+    "coupling_scaling",
+)
+
+
+def esn_hyperparameters(arguments: dict) -> dict:
+    """The ESN hyperparameters among a model constructor's ``locals()``.
+
+    The model classes keep ORC's explicit signatures (names, defaults, help);
+    this passes what they received on to :func:`esn_components` without
+    writing the list out again in every class.
+    """
+    return {k: arguments[k] for k in _HYPERPARAMETERS if k in arguments}
 
 
 def esn_components(

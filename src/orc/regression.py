@@ -30,7 +30,7 @@ from jaxtyping import Array, Float
 
 from . import _progress
 from ._compose import check_model
-from ._esn import esn_components
+from ._esn import esn_components, esn_hyperparameters
 from ._random import seed_field
 from ._ridge import solve
 from ._strategy import compiled
@@ -290,18 +290,7 @@ class ESNRegressor(RCRegressorBase):
             layout="single",
             in_dim=in_dim,
             out_dim=out_dim,
-            res_dim=res_dim,
-            embedding_scaling=embedding_scaling,
-            Wr_density=Wr_density,
-            Wr_spectral_radius=Wr_spectral_radius,
-            bias=bias,
-            dtype=dtype,
-            seed=seed,
-            leak_rate=leak_rate,
-            quadratic=quadratic,
-            use_sparse_eigs=use_sparse_eigs,
-            n_layers=n_layers,
-            coupling_scaling=coupling_scaling,
+            **esn_hyperparameters(locals()),
         )
         super().__init__(
             driver,

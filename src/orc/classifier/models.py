@@ -6,7 +6,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._compose import check_esn_sizes
-from .._esn import esn_components
+from .._esn import esn_components, esn_hyperparameters
 from .._validation import check_int
 from .base import RCClassifierBase
 
@@ -66,16 +66,7 @@ class ESNClassifier(RCClassifierBase):
             layout="single",
             in_dim=data_dim,
             out_dim=n_classes,
-            res_dim=res_dim,
-            embedding_scaling=embedding_scaling,
-            Wr_density=Wr_density,
-            Wr_spectral_radius=Wr_spectral_radius,
-            bias=bias,
-            dtype=dtype,
-            seed=seed,
-            leak_rate=leak_rate,
-            quadratic=quadratic,
-            use_sparse_eigs=use_sparse_eigs,
+            **esn_hyperparameters(locals()),
         )
         super().__init__(driver, readout, embedding, n_classes, state_repr, dtype, seed)
         self.data_dim = data_dim

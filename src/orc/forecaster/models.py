@@ -7,7 +7,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._compose import check_esn_sizes
-from .._esn import esn_components
+from .._esn import esn_components, esn_hyperparameters
 from .._validation import check_int
 from .base import CRCForecasterBase, RCForecasterBase
 
@@ -83,19 +83,7 @@ class ESNForecaster(RCForecasterBase):
             layout="parallel",
             in_dim=data_dim,
             out_dim=data_dim,
-            res_dim=res_dim,
-            embedding_scaling=embedding_scaling,
-            Wr_density=Wr_density,
-            Wr_spectral_radius=Wr_spectral_radius,
-            bias=bias,
-            dtype=dtype,
-            seed=seed,
-            chunks=chunks,
-            leak_rate=leak_rate,
-            locality=locality,
-            quadratic=quadratic,
-            periodic=periodic,
-            use_sparse_eigs=use_sparse_eigs,
+            **esn_hyperparameters(locals()),
         )
         super().__init__(
             driver, readout, embedding, chunks=chunks, dtype=dtype, seed=seed
@@ -147,20 +135,8 @@ class CESNForecaster(CRCForecasterBase):
             layout="parallel",
             in_dim=data_dim,
             out_dim=data_dim,
-            res_dim=res_dim,
-            embedding_scaling=embedding_scaling,
-            Wr_density=Wr_density,
-            Wr_spectral_radius=Wr_spectral_radius,
-            bias=bias,
-            dtype=dtype,
-            seed=seed,
-            chunks=chunks,
             mode="continuous",
-            time_const=time_const,
-            locality=locality,
-            quadratic=quadratic,
-            periodic=periodic,
-            use_sparse_eigs=use_sparse_eigs,
+            **esn_hyperparameters(locals()),
         )
         super().__init__(
             driver,
@@ -211,16 +187,7 @@ class EnsembleESNForecaster(RCForecasterBase):
             layout="ensemble",
             in_dim=data_dim,
             out_dim=data_dim,
-            res_dim=res_dim,
-            embedding_scaling=embedding_scaling,
-            Wr_density=Wr_density,
-            Wr_spectral_radius=Wr_spectral_radius,
-            bias=bias,
-            dtype=dtype,
-            seed=seed,
-            chunks=chunks,
-            leak_rate=leak_rate,
-            use_sparse_eigs=use_sparse_eigs,
+            **esn_hyperparameters(locals()),
         )
         super().__init__(
             driver, readout, embedding, chunks=chunks, dtype=dtype, seed=seed
@@ -287,18 +254,7 @@ class DeepESNForecaster(RCForecasterBase):
             layout="single",
             in_dim=data_dim,
             out_dim=data_dim,
-            res_dim=res_dim,
-            embedding_scaling=embedding_scaling,
-            Wr_density=Wr_density,
-            Wr_spectral_radius=Wr_spectral_radius,
-            bias=bias,
-            dtype=dtype,
-            seed=seed,
-            leak_rate=leak_rate,
-            quadratic=quadratic,
-            use_sparse_eigs=use_sparse_eigs,
-            n_layers=n_layers,
-            coupling_scaling=coupling_scaling,
+            **esn_hyperparameters(locals()),
         )
         super().__init__(driver, readout, embedding, dtype=dtype, seed=seed)
         self.data_dim = data_dim
