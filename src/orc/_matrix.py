@@ -106,10 +106,13 @@ def _esn_run_scan(values, indices, drive, r0, leak):
     """Reference of :func:`esn_run`: one ``lax.scan`` step per input."""
     indices = checked_columns(indices, values.shape[-2])
     if values.ndim == 3:  # chunks: one reservoir per chunk, mapped
-        return jax.vmap(_esn_run_scan, in_axes=(0, 0, 1, 0, None), out_axes=1)(
+        return jax.vmap(_esn_run_one, in_axes=(0, 0, 1, 0, None), out_axes=1)(
             values, indices, drive, r0, leak
         )
+    return _esn_run_one(values, indices, drive, r0, leak)
 
+
+def _esn_run_one(values, indices, drive, r0, leak):
     def step(r, p):
         r = _esn_step(values, indices, r, p, leak)
         return r, r
