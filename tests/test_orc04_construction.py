@@ -9,7 +9,7 @@ themselves (kept for one seed of most cases) for a readable failure.
 from __future__ import annotations
 
 import functools
-import hashlib
+import importlib.util
 import json
 from pathlib import Path
 
@@ -29,22 +29,18 @@ from orc._orc04 import (
 )
 
 DATA = Path(__file__).parent / "data" / "orc04_construction"
+# digest and case names as the generator wrote them (one definition for both)
+_spec = importlib.util.spec_from_file_location(
+    "orc04_fixture_format", DATA / "fixture_format.py"
+)
+_format = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_format)
+digest, case_name = _format.digest, _format.case_name
 Z = np.load(DATA / "fixtures.npz")
 INDEX = json.loads(str(Z["index"]))
 SEEDS = INDEX["seeds"]
 MODEL_SEEDS = INDEX["model_seeds"]
 DTYPES = {"float64": jnp.float64, "float32": jnp.float32}
-
-
-def digest(arr) -> str:
-    a = np.asarray(arr)
-    if np.issubdtype(a.dtype, np.integer):
-        a = a.astype("<i8")
-    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
-
-
-def case_name(res_dim, chunks, dtype, use_sparse, batch) -> str:
-    return f"r{res_dim}_c{chunks}_{dtype}_{'arn' if use_sparse else 'dense'}_b{batch}"
 
 
 def hyper(kw: dict) -> dict:

@@ -23,7 +23,6 @@ outputs, for tests of this project's component view against ORC's.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib.metadata
 import json
 import platform
@@ -37,6 +36,9 @@ jax.config.update("jax_enable_x64", True)
 import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+
+# this script's own directory is on sys.path when it runs
+from fixture_format import case_name, digest  # noqa: E402
 from jax.experimental import sparse  # noqa: E402
 
 from orc import drivers, embeddings, readouts  # noqa: E402
@@ -116,17 +118,6 @@ MODELS = {
     ),
 }
 MODEL_SEEDS = (0, 12345)
-
-
-def digest(arr) -> str:
-    a = np.asarray(arr)
-    if np.issubdtype(a.dtype, np.integer):
-        a = a.astype("<i8")
-    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
-
-
-def case_name(res_dim, chunks, dtype, use_sparse, batch) -> str:
-    return f"r{res_dim}_c{chunks}_{dtype}_{'arn' if use_sparse else 'dense'}_b{batch}"
 
 
 def kw_repr(kw: dict) -> dict:
