@@ -281,16 +281,14 @@ def test_native_esn_activation_is_tanh():
 
 
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
-@pytest.mark.parametrize("n,lead", [(1000, ()), (60, ()), (300, (3,)), (701, (3,))])
+@pytest.mark.parametrize("n,lead", [(1000, (1,)), (60, (1,)), (300, (3,)), (701, (3,))])
 def test_native_esn_run_equals_scan(dtype, n, lead):
     """The fused run (two threads at 1000 nodes x 20 non-zeros and at 3 chunks
     of 701 x 14, where the two halves meet inside the middle chunk; one thread
-    below) equals the per-step scan, with and without chunks, under jit and
-    vmap."""
+    below) equals the per-step scan, for one and several reservoirs in the
+    bank, under jit and vmap."""
     k = max(1, n // 50)
-    values, indices = _ell(n, k, lead or (1,))
-    if not lead:
-        values, indices = values[0], indices[0]
+    values, indices = _ell(n, k, lead)
     values = (values * 0.8 / np.sqrt(k)).astype(dtype)
     drive = jnp.asarray(RNG.standard_normal((333,) + lead + (n,)), dtype)
     r0 = jnp.asarray(RNG.uniform(-1, 1, lead + (n,)), dtype)
@@ -343,15 +341,16 @@ ref = jax.jit(lambda *a: _esn_forecast_scan(*a, 40))(v, idx, win, window, 0.3, w
 np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-13)
 for dtype, tol in ((jnp.float64, 1e-13), (jnp.float32, 2e-6)):
     for n, k in ((1000, 21), (64, 3)):
-        idx = jnp.asarray(distinct_columns(rng, n, n, k))
-        v = jnp.asarray(rng.standard_normal((n, k)) * 0.8 / np.sqrt(k), dtype)
-        drive = jnp.asarray(rng.standard_normal((50, n)), dtype)
-        r0 = jnp.asarray(rng.uniform(-1, 1, n), dtype)
+        idx = jnp.asarray(distinct_columns(rng, n, n, k))[None]
+        v = jnp.asarray(rng.standard_normal((1, n, k)) * 0.8 / np.sqrt(k), dtype)
+        drive = jnp.asarray(rng.standard_normal((50, 1, n)), dtype)
+        r0 = jnp.asarray(rng.uniform(-1, 1, (1, n)), dtype)
         got = jax.jit(esn_run)(v, idx, drive, r0, 0.6)
         ref = jax.jit(_esn_run_scan)(v, idx, drive, r0, 0.6)
         np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
         np.testing.assert_allclose(
-            jax.jit(ell_matvec)(v, idx, r0), _gather_matvec(v, idx, r0), rtol=tol, atol=tol
+            jax.jit(ell_matvec)(v[0], idx[0], r0[0]), _gather_matvec(v[0], idx[0], r0[0]),
+            rtol=tol, atol=tol,
         )
 print("ok")
 """
@@ -541,10 +540,10 @@ def test_training_restores_blas_threads_and_matches_plain_path():
 def test_native_esn_run_derivatives():
     """Derivatives of the fused run (through the scan) match central
     differences, for the leak, the drive and the matrix values."""
-    values, indices = _ell(40, 4)
+    values, indices = _ell(40, 4, (1,))
     values = values * 0.3
-    drive = jnp.asarray(RNG.standard_normal((25, 40)))
-    r0 = jnp.zeros(40)
+    drive = jnp.asarray(RNG.standard_normal((25, 1, 40)))
+    r0 = jnp.zeros((1, 40))
 
     def loss(leak, drive, values):
         return jnp.sum(jnp.sin(esn_run(values, indices, drive, r0, leak)))
@@ -553,12 +552,12 @@ def test_native_esn_run_derivatives():
     h = 1e-6
     fd = (loss(0.7 + h, drive, values) - loss(0.7 - h, drive, values)) / (2 * h)
     np.testing.assert_allclose(grads[0], fd, rtol=1e-6)
-    e = jnp.zeros_like(drive).at[3, 5].set(h)
+    e = jnp.zeros_like(drive).at[3, 0, 5].set(h)
     fd = (loss(0.7, drive + e, values) - loss(0.7, drive - e, values)) / (2 * h)
-    np.testing.assert_allclose(grads[1][3, 5], fd, rtol=1e-6)
-    e = jnp.zeros_like(values).at[7, 2].set(h)
+    np.testing.assert_allclose(grads[1][3, 0, 5], fd, rtol=1e-6)
+    e = jnp.zeros_like(values).at[0, 7, 2].set(h)
     fd = (loss(0.7, drive, values + e) - loss(0.7, drive, values - e)) / (2 * h)
-    np.testing.assert_allclose(grads[2][7, 2], fd, rtol=1e-6)
+    np.testing.assert_allclose(grads[2][0, 7, 2], fd, rtol=1e-6)
 
 
 def test_models_force_with_fused_run_equals_per_step():

@@ -200,7 +200,7 @@ def test_function_names_outside_the_allowlist(tmp_path, quiet_world):
 def test_out_of_range_indices_are_refused_at_load(saved, bad):
     path, model = saved
     header, payload, _ = split(path.read_bytes())
-    i = leaf_number(header, "driver", "wr", "indices")
+    i = leaf_number(header, "driver", "wr", "columns")
     arrays = npy_records(payload, len(header["leaves"]))
     arrays[i] = arrays[i].copy()
     arrays[i][0, 7, 0] = bad
@@ -301,10 +301,10 @@ def test_format_1_files_still_load(name):
     )
 
 
-def test_current_files_are_format_2(saved):
+def test_current_files_are_format_3(saved):
     path, model = saved
     header = orc.io.read_header(path)
-    assert header["format_version"] == orc.io.FORMAT_VERSION == 2
+    assert header["format_version"] == orc.io.FORMAT_VERSION == 3
     assert header["model_class"] == "orc.forecaster.ESNForecaster"
     assert same(orc.load(path), model)
 
@@ -589,8 +589,8 @@ def test_native_and_xla_paths_refuse_out_of_range_indices():
         U = jnp.asarray(orc.data.lorenz63(tN=10, dt=0.01)[0])
         for n, bad in ((50, 51), (700, 2**30), (700, -3)):
             m = orc.forecaster.ESNForecaster(3, n, seed=1)
-            idx = m.driver.wr.indices.at[0, 0, 0].set(bad)
-            m = eqx.tree_at(lambda m: m.driver.wr.indices, m, idx)
+            idx = m.driver.wr.columns.at[0, 0, 0].set(bad)
+            m = eqx.tree_at(lambda m: m.driver.wr.columns, m, idx)
             for fn in (lambda: orc.forecaster.train_RCForecaster(m, U)[0].readout.wout,
                        lambda: m.forecast(20, jnp.zeros((1, n)))):
                 try:

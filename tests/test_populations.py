@@ -119,11 +119,11 @@ def test_ensemble_equals_its_members_trained_alone():
     single = orc.forecaster.ESNForecaster(3, 400, seed=0)
     for c in range(3):
         member = eqx.tree_at(
-            lambda m: (m.driver.wr.values, m.driver.wr.indices, m.embedding.win),
+            lambda m: (m.driver.wr.values, m.driver.wr.columns, m.embedding.win),
             single,
             (
                 ens.driver.wr.values[c : c + 1],
-                ens.driver.wr.indices[c : c + 1],
+                ens.driver.wr.columns[c : c + 1],
                 ens.embedding.win[c : c + 1],
             ),
         )

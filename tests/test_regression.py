@@ -42,7 +42,7 @@ def test_weights_match_numpy_ridge(passthrough):
     )
     R = np.asarray(model.force(x))
     np.testing.assert_allclose(states, R, rtol=1e-12, atol=1e-12)
-    phi = np.asarray(model.readout.prepare_train(jnp.asarray(R)))
+    phi = np.asarray(model.readout.prepare_train(jnp.asarray(R)))[:, 0]
     F = np.concatenate([np.asarray(x), phi], 1) if passthrough else phi
     W, b = _np_ridge_with_bias(F[50:], np.asarray(y)[50:], 1e-5)
     # The weights are ill-conditioned (saturated nodes are nearly constant, so
@@ -51,7 +51,9 @@ def test_weights_match_numpy_ridge(passthrough):
     np.testing.assert_allclose(trained.b_out, b, rtol=1e-5)
     if passthrough:
         np.testing.assert_allclose(trained.w_input, W[:, :2], rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(trained.readout.wout, W[:, -40:], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        trained.readout.wout[0], W[:, -40:], rtol=1e-4, atol=1e-5
+    )
     pred = trained.predict(x)[50:]
     np.testing.assert_allclose(pred, F[50:] @ W.T + b, rtol=1e-7, atol=1e-8)
 
@@ -61,14 +63,14 @@ def test_without_bias_is_plain_ridge():
     y = jnp.asarray(LORENZ[:300, 1:2] / 10)
     model = ESNRegressor(1, 1, 30, readout_bias=False)
     trained, _ = train_RCRegressor(model, x, y, beta=1e-4)
-    F = np.asarray(model.readout.prepare_train(model.force(x)))
+    F = np.asarray(model.readout.prepare_train(model.force(x)))[:, 0]
     A = F.T @ F + 1e-4 * np.eye(30)
     W = np.linalg.solve(A, F.T @ np.asarray(y)).T
     assert trained.b_out is None
     # agreement to rounding amplified by the conditioning (7e7 here): another
     # order of the Gram's sums moves the solution by ~cond * eps
     tol = max(1e-9, 1e-14 * np.linalg.cond(A))
-    np.testing.assert_allclose(trained.readout.wout, W, rtol=tol, atol=1e-10)
+    np.testing.assert_allclose(trained.readout.wout[0], W, rtol=tol, atol=1e-10)
 
 
 def test_multi_sequence_and_streaming_continuation():
@@ -80,14 +82,17 @@ def test_multi_sequence_and_streaming_continuation():
     F = []
     for i in range(2):
         R = model.force(x[i])
-        F.append(np.asarray(model.features(R, x[i]))[30:, 1:])
+        F.append(np.asarray(model.features(R, x[i]))[30:, 0, 1:])
         np.testing.assert_allclose(lasts[i], R[-1], rtol=1e-12)
     Y = np.concatenate([np.asarray(y[0])[30:], np.asarray(y[1])[30:]])
     F = np.concatenate(F)
     W, b = _np_ridge_with_bias(F, Y, 1e-6)
-    fitted = np.asarray(trained.features(jnp.asarray(F[:, 2:]), jnp.asarray(F[:, :2])))
+    fitted = np.asarray(trained.features(jnp.asarray(F[:, 2:]), jnp.asarray(F[:, :2])))[
+        :, 0
+    ]
     weights = np.concatenate(
-        [np.asarray(trained.b_out)[:, None], trained.w_input, trained.readout.wout], 1
+        [np.asarray(trained.b_out)[:, None], trained.w_input, trained.readout.wout[0]],
+        1,
     )
     np.testing.assert_allclose(fitted @ weights.T, F @ W.T + b, rtol=1e-7, atol=1e-8)
     # predicting from the last training state continues the stream
@@ -126,13 +131,12 @@ def test_deep_driver_matches_layer_by_layer_update():
         zip(d.layers, np.split(np.asarray(r), 3), strict=True)
     ):
         if i:
-            drive = np.asarray(d.couplings[i - 1].win) @ new[-1]
-        W = np.asarray(layer.wr.todense()) if hasattr(layer.wr, "todense") else None
-        if W is None:  # ELL storage: rebuild the dense matrix
-            W = np.zeros((25, 25))
-            vals, idx = np.asarray(layer.wr.values), np.asarray(layer.wr.indices)
-            for row in range(25):
-                np.add.at(W[row], idx[row], vals[row])
+            drive = np.asarray(d.couplings[i - 1].win[0]) @ new[-1]
+        # rebuilt from the stored ELL entries of the layer's bank of one
+        W = np.zeros((25, 25))
+        vals, cols = np.asarray(layer.wr.values[0]), np.asarray(layer.wr.columns[0])
+        for row in range(25):
+            np.add.at(W[row], cols[row], vals[row])
         a, b = float(layer.leak), float(layer.bias)
         new.append((1 - a) * ri + a * np.tanh(W @ ri + drive + b))
     np.testing.assert_allclose(out, np.concatenate(new), rtol=1e-12, atol=1e-12)

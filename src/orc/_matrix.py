@@ -3,9 +3,12 @@
 A reservoir matrix ``W`` (``n x n``) has exactly ``k = max(1, round(density * n))``
 non-zeros in every row, at distinct uniformly random columns, with standard
 normal values, scaled to the requested spectral radius. Storing a fixed number
-of entries per row (ELL layout: ``values`` and ``indices`` of shape ``(n, k)``)
+of entries per row (ELL layout: ``values`` and ``columns`` of shape ``(n, k)``)
 makes ``W @ x`` a gather and a row sum with no index bookkeeping, and it maps
-with ``vmap`` over parallel reservoirs unchanged.
+with ``vmap`` over a bank of reservoirs unchanged. Components hold a bank:
+``(chunks, n, k)``, one matrix per reservoir, ``chunks == 1`` for a single one
+(as ORC 0.4's ``BCOO`` of shape ``(chunks, n, n)``, whose view
+:class:`ReservoirMatrix` also offers: ``data``, ``indices``, ``todense()``).
 
 ORC draws ``density * n**2`` positions over the whole matrix instead, so its row
 counts vary (binomially); both give the same expected density and, after
@@ -103,13 +106,12 @@ def ell_matvec(values, indices, x, native: bool | None = None):
 
 
 def _esn_run_scan(values, indices, drive, r0, leak):
-    """Reference of :func:`esn_run`: one ``lax.scan`` step per input."""
+    """Reference of :func:`esn_run`: one ``lax.scan`` step per input, the run
+    of one reservoir mapped over the bank."""
     indices = checked_columns(indices, values.shape[-2])
-    if values.ndim == 3:  # chunks: one reservoir per chunk, mapped
-        return jax.vmap(_esn_run_one, in_axes=(0, 0, 1, 0, None), out_axes=1)(
-            values, indices, drive, r0, leak
-        )
-    return _esn_run_one(values, indices, drive, r0, leak)
+    return jax.vmap(_esn_run_one, in_axes=(0, 0, 1, 0, None), out_axes=1)(
+        values, indices, drive, r0, leak
+    )
 
 
 def _esn_run_one(values, indices, drive, r0, leak):
@@ -121,10 +123,9 @@ def _esn_run_one(values, indices, drive, r0, leak):
 
 
 def _esn_step(values, indices, r, p, leak):
-    """One leaky-tanh ESN update ``leak tanh(W r + p) + (1 - leak) r``
-    (``W`` in ELL layout; ``(C, n, k)`` maps over the chunks of ``r``)."""
-    matvec = jax.vmap(ell_matvec) if values.ndim == 3 else ell_matvec
-    return leak * jnp.tanh(matvec(values, indices, r) + p) + (1 - leak) * r
+    """One leaky-tanh ESN update ``leak tanh(W r + p) + (1 - leak) r`` of one
+    reservoir (``W`` in ELL layout ``(n, k)``)."""
+    return leak * jnp.tanh(ell_matvec(values, indices, r) + p) + (1 - leak) * r
 
 
 @jax.custom_jvp
@@ -145,10 +146,9 @@ def _esn_run_native_jvp(primals, tangents):
 def esn_run(values, indices, drive, r0, leak):
     """States of the discrete leaky-tanh ESN forced by ``drive``.
 
-    ``r_t = leak * tanh(W r_{t-1} + drive_t) + (1 - leak) * r_{t-1}`` for
-    ``W`` in ELL layout (``values``/``indices`` ``(n, k)``, or ``(C, n, k)``
-    for ``C`` parallel reservoirs), ``drive (T, [C,] n)`` and ``r0 ([C,] n)``;
-    returns ``(T, [C,] n)``. On CPU with the native kernels the whole sequence
+    ``r_t = leak * tanh(W r_{t-1} + drive_t) + (1 - leak) * r_{t-1}`` for a
+    bank of ``C`` reservoirs ``W`` in ELL layout (``values``/``indices``
+    ``(C, n, k)``), ``drive (T, C, n)`` and ``r0 (C, n)``; returns ``(T, C, n)``. On CPU with the native kernels the whole sequence
     is one call that shares every step between two threads (see
     :mod:`orc._native`); elsewhere a ``lax.scan``. Derivatives go through
     the scan.
@@ -281,7 +281,6 @@ def esn_run_stats(
     args = args + (targets,)
     fusable = (
         _strategy.native()
-        and values.ndim == 3
         and stats.gram.ndim == 3
         and targets.ndim == 3
         and targets.shape[0] == steps
@@ -309,7 +308,7 @@ def _esn_forecast_scan(values, indices, win, window, bias, wout, r0, leak, lengt
 
     def step(r, _):
         p = jnp.einsum("cnw,cw->cn", win, readout(r)[window]) + bias
-        r = _esn_step(values, indices, r, p, leak)
+        r = jax.vmap(_esn_step, in_axes=(0, 0, 0, 0, None))(values, indices, r, p, leak)
         return r, readout(r)
 
     rest = jax.lax.scan(step, r0, None, length=length - 1)[1]
@@ -365,7 +364,6 @@ def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int
     args = (values, indices, win, window, bias, wout, r0, leak)
     if (
         _strategy.native()
-        and values.ndim == 3
         and values.size >= _FORECAST_MIN_NONZEROS
         and bias.ndim == 0
         and all(a.dtype == dtype for a in (win, wout, r0))
@@ -380,32 +378,40 @@ def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int
 
 
 class ReservoirMatrix(eqx.Module):
-    """Square sparse matrix with a fixed number of entries per row.
+    """Square sparse matrices with a fixed number of entries per row (ELL).
+
+    A driver's ``wr`` is a bank, one matrix per reservoir: ``values`` and
+    ``columns`` of shape ``(chunks, n, k)`` (``chunks == 1`` for a single
+    reservoir); indexing a bank (``wr[c]``) gives one matrix, ``(n, k)``.
+    Besides the layout the kernels use, it shows the view of ORC 0.4's
+    ``jax.experimental.sparse.BCOO``: :attr:`shape` ``(chunks, n, n)``,
+    :attr:`data` ``(chunks, nse)``, :attr:`indices` ``(chunks, nse, 2)``,
+    :attr:`nse`, :meth:`todense` and ``@``; :meth:`to_bcoo` gives a real one.
 
     Attributes
     ----------
-    values : Array, shape ``(n, k)`` (a leading chunk axis for parallel reservoirs)
-        Non-zero values of each row.
-    indices : Array, shape ``(n, k)``
-        Column of each value (distinct within a row).
+    values : Array, shape ``(chunks, n, k)`` (or ``(n, k)`` for one matrix)
+        Entries of each row.
+    columns : Array (int32), same shape
+        Column of each entry (distinct within a row, unless padded with zeros).
     """
 
-    values: Float[Array, "n k"]
-    indices: Int[Array, "n k"]
+    values: Float[Array, "*chunks n k"]
+    columns: Int[Array, "*chunks n k"]
 
     def __check_init__(self):
         owner = "ReservoirMatrix"
-        values, indices = self.values, self.indices
-        if not hasattr(values, "dtype") or not hasattr(indices, "dtype"):
-            raise TypeError(f"{owner}: values and indices must be arrays")
+        values, columns = self.values, self.columns
+        if not hasattr(values, "dtype") or not hasattr(columns, "dtype"):
+            raise TypeError(f"{owner}: values and columns must be arrays")
         if not jnp.issubdtype(values.dtype, jnp.floating):
             raise TypeError(f"{owner}: values must be floating, got {values.dtype}")
-        if jnp.dtype(indices.dtype) != jnp.dtype(jnp.int32):
-            raise TypeError(f"{owner}: indices must be int32, got {indices.dtype}")
-        if values.ndim not in (2, 3) or tuple(indices.shape) != tuple(values.shape):
+        if jnp.dtype(columns.dtype) != jnp.dtype(jnp.int32):
+            raise TypeError(f"{owner}: columns must be int32, got {columns.dtype}")
+        if values.ndim not in (2, 3) or tuple(columns.shape) != tuple(values.shape):
             raise ValueError(
-                f"{owner}: values and indices must share one shape (n, k) or "
-                f"(chunks, n, k), got {tuple(values.shape)} and {tuple(indices.shape)}"
+                f"{owner}: values and columns must share one shape (chunks, n, k) or "
+                f"(n, k), got {tuple(values.shape)} and {tuple(columns.shape)}"
             )
         n, k = values.shape[-2:]
         if not 1 <= k <= n:
@@ -414,14 +420,17 @@ class ReservoirMatrix(eqx.Module):
             )
         # a column outside [0, n) would be read out of bounds (native path) or
         # clamped (XLA's gather): refuse it wherever the matrix is made
-        check_index_bounds(owner, "indices (columns)", indices, n)
+        check_index_bounds(owner, "columns", columns, n)
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """``(n, n)``, or ``(chunks, n, n)`` for the stacked matrices of
-        parallel reservoirs (as ORC's ``BCOO`` reports them)."""
+        """``(chunks, n, n)`` for a bank (as ORC's ``BCOO``), ``(n, n)`` for one matrix."""
         n = self.values.shape[-2]
         return tuple(self.values.shape[:-2]) + (n, n)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
 
     @property
     def nse(self) -> int:
@@ -432,26 +441,71 @@ class ReservoirMatrix(eqx.Module):
     def dtype(self):
         return self.values.dtype
 
+    @property
+    def data(self) -> Array:
+        """Stored entries, ``(chunks, nse)``, row by row (BCOO's ``data``)."""
+        return self.values.reshape(self.values.shape[:-2] + (self.nse,))
+
+    @property
+    def indices(self) -> Array:
+        """``(row, column)`` of each entry of :attr:`data`, ``(chunks, nse, 2)``
+        in JAX's default integer type (BCOO's ``indices``)."""
+        rows = jnp.broadcast_to(
+            jnp.arange(self.values.shape[-2], dtype=int)[:, None], self.columns.shape
+        )
+        pairs = jnp.stack([rows, self.columns.astype(rows.dtype)], axis=-1)
+        return pairs.reshape(self.values.shape[:-2] + (self.nse, 2))
+
+    def __getitem__(self, chunk) -> ReservoirMatrix:
+        """Matrix ``chunk`` of a bank."""
+        if self.values.ndim != 3:
+            raise TypeError(
+                "ReservoirMatrix: only a bank (chunks, n, n) can be indexed"
+            )
+        return ReservoirMatrix(self.values[chunk], self.columns[chunk])
+
     def matvec(self, x: Float[Array, " n"]) -> Float[Array, " n"]:
-        """``W @ x``."""
-        return ell_matvec(self.values, self.indices, x)
+        """``W @ x`` for one matrix (inside the per-reservoir update, which is
+        mapped over the bank)."""
+        return ell_matvec(self.values, self.columns, x)
 
     def __matmul__(self, x):
-        if x.ndim == 1:
-            return self.matvec(x)
-        return jax.vmap(self.matvec, in_axes=-1, out_axes=-1)(x)
+        """``W @ x`` with ``numpy.matmul``'s broadcasting: for a bank, ``x``
+        of shape ``(n,)``, ``(n, m)`` or ``(chunks, n, m)``."""
+        x = jnp.asarray(x)
+        if self.values.ndim == 3:
+            in_axes = (0, 0, 0 if x.ndim == 3 else None)
+            return jax.vmap(_matmul_one, in_axes=in_axes)(self.values, self.columns, x)
+        return _matmul_one(self.values, self.columns, x)
 
     def todense(self) -> Array:
-        """The dense matrix ``(n, n)``, or every chunk's, ``(chunks, n, n)``."""
-        if self.values.ndim > 2:
-            return jax.vmap(lambda v, c: ReservoirMatrix(v, c).todense())(
-                self.values, self.indices
-            )
-        n = self.values.shape[-2]
-        rows = jnp.broadcast_to(jnp.arange(n)[:, None], self.indices.shape)
-        return (
-            jnp.zeros((n, n), self.values.dtype).at[rows, self.indices].add(self.values)
+        """The dense matrices, ``(chunks, n, n)`` (``(n, n)`` for one)."""
+        if self.values.ndim == 3:
+            return jax.vmap(_dense_one)(self.values, self.columns)
+        return _dense_one(self.values, self.columns)
+
+    def to_bcoo(self):
+        """The same matrices as a ``jax.experimental.sparse.BCOO`` (ORC 0.4's type)."""
+        from jax.experimental import sparse
+
+        return sparse.BCOO(
+            (self.data, self.indices),
+            shape=self.shape,
+            indices_sorted=True,
+            unique_indices=False,
         )
+
+
+def _matmul_one(values, columns, x):
+    if x.ndim == 1:
+        return ell_matvec(values, columns, x)
+    return jax.vmap(lambda v: ell_matvec(values, columns, v), 1, 1)(x)
+
+
+def _dense_one(values, columns):
+    n = values.shape[-2]
+    rows = jnp.broadcast_to(jnp.arange(n)[:, None], columns.shape)
+    return jnp.zeros((n, n), values.dtype).at[rows, columns].add(values)
 
 
 def distinct_columns(
@@ -485,14 +539,14 @@ def random_reservoir_matrices(
     spectral_radius: float,
     dtype,
     *,
-    chunks: int = 0,
+    chunks: int = 1,
     use_sparse_eigs: bool = True,
 ) -> ReservoirMatrix:
-    """One matrix (``chunks == 0``) or ``chunks`` stacked ones, each scaled to
-    ``spectral_radius`` (Arnoldi estimate when ``use_sparse_eigs``, else exact)."""
+    """A bank of ``chunks`` matrices, each scaled to ``spectral_radius``
+    (Arnoldi estimate when ``use_sparse_eigs``, else exact)."""
     k = nonzeros_per_row(n, density)
     vals, cols = [], []
-    for _ in range(max(chunks, 1)):
+    for _ in range(chunks):
         c = distinct_columns(rng, n, n, k)
         v = rng.standard_normal((n, k))
         rho = spectral_radius_np(v, c, method="arnoldi" if use_sparse_eigs else "dense")
@@ -503,7 +557,6 @@ def random_reservoir_matrices(
             )
         vals.append(v * (spectral_radius / rho))
         cols.append(c)
-    values, indices = np.stack(vals), np.stack(cols)
-    if chunks == 0:
-        values, indices = values[0], indices[0]
-    return ReservoirMatrix(jnp.asarray(values, dtype=dtype), jnp.asarray(indices))
+    return ReservoirMatrix(
+        jnp.asarray(np.stack(vals), dtype=dtype), jnp.asarray(np.stack(cols))
+    )

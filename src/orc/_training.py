@@ -8,6 +8,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from . import _progress
+from ._bank import declares
 from ._random import jax_key
 from ._ridge import RidgeStats, sequence_stats, solve, stats_update
 from ._validation import check_finite, check_float, check_int, check_rank
@@ -276,16 +277,22 @@ def teacher_forced_stats(
 
     # The fused pass is one call that cannot report between blocks, so a run
     # with a progress bar takes the blocked path below.
-    fusable = keep_states and default_features and not progress
+    # Features that are the states themselves (in the bank's shape) let the
+    # statistics read the stored states directly; a readout says so by its
+    # declared "linear" capability (orc._bank), it is not probed.
+    states_are_features = (
+        default_features
+        and declares(readout, "linear")
+        and readout.states_are_features()
+    )
+    fusable = keep_states and states_are_features and not progress
     if fusable and force_stats is not None and spinup < t_out:
-        probe = jnp.zeros((1,) + state_shape.shape[1:], state_shape.dtype)
-        if readout.prepare_train(probe) is probe:
-            fused = force_stats(
-                inputs, init, stats, readout.prepare_target(targets), spinup, t_out
-            )
-            if fused is not None:
-                history, stats = fused
-                return stats, history[-1], history
+        fused = force_stats(
+            inputs, init, stats, readout.prepare_target(targets), spinup, t_out
+        )
+        if fused is not None:
+            history, stats = fused
+            return stats, history[-1], history
 
     carry = (init, stats, history)
     if keep_states:
@@ -296,13 +303,18 @@ def teacher_forced_stats(
         # back costs one pass over memory.
         carry = sweep(carry, block, "force")
         state, stats, history = carry
-        if default_features and readout.prepare_train(history) is history:
+        if states_are_features:
             # The features are the states themselves: the statistics of every
             # fitted row in one update that reads them where they are stored
-            # (no block slices copied out of the history).
+            # (prepare_train only reshapes to the bank; no block slices copied
+            # out of the history).
             if spinup < t_out:
                 stats = stats_update(
-                    stats, history, readout.prepare_target(targets), spinup, t_out
+                    stats,
+                    readout.prepare_train(history),
+                    readout.prepare_target(targets),
+                    spinup,
+                    t_out,
                 )
             carry = (state, stats, history)
         else:

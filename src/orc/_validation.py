@@ -68,13 +68,22 @@ def check_dtype(dtype, owner: str):
     return resolved
 
 
-def check_int(name: str, value, owner: str, *, minimum: int | None = None) -> int:
-    """A Python integer (bools refused), optionally at least ``minimum``."""
+def check_int(
+    name: str,
+    value,
+    owner: str,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+) -> int:
+    """A Python integer (bools refused), optionally within ``[minimum, maximum]``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{owner}: {name} must be an int, got {value!r}")
     value = int(value)
     if minimum is not None and value < minimum:
         raise ValueError(f"{owner}: {name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{owner}: {name} must be <= {maximum}, got {value}")
     return value
 
 

@@ -12,10 +12,12 @@ A driver advances the reservoir state given the embedded input ``p``:
   layer ``l`` is driven by the new state of layer ``l - 1``; the state is the
   concatenation of all layers, so every readout reads all of them.
 
-States of a ``Parallel*`` driver carry a leading chunk axis, ``(chunks, res_dim)``;
-the single forms use ``(res_dim,)``. A parallel driver is the single-reservoir
-update mapped with ``vmap`` over the chunk axis of its weights and state: there
-is one implementation of each update.
+Every ESN and Taylor driver is a bank of reservoirs (``wr`` holds one matrix
+per reservoir, ``(chunks, res_dim, res_dim)``; a single reservoir is a bank of
+one) and its update is written for one reservoir and mapped over the bank
+with ``vmap`` (see :mod:`orc._bank`). States of a ``Parallel*`` driver are
+``(chunks, res_dim)``; the single forms (``ESNDriver``, ``TaylorDriver``,
+``chunks == 1``) take and return ``(res_dim,)``, as in ORC 0.4.
 
 Subclass :class:`DriverBase` and implement ``advance`` to write your own.
 """
@@ -32,6 +34,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ._bank import declares, to_bank, to_view
 from ._matrix import (
     ReservoirMatrix,
     esn_forecast,
@@ -67,8 +70,10 @@ __all__ = [
 class DriverBase(eqx.Module):
     """Base class of reservoir drivers.
 
-    Subclasses implement :meth:`advance`. ``chunks == 0`` means states have no
-    chunk axis (shape ``(res_dim,)``); ``chunks > 0`` means ``(chunks, res_dim)``.
+    Subclasses implement :meth:`advance`. As in ORC 0.4, a driver's states
+    are ``(chunks, res_dim)``, or ``(res_dim,)`` for one without a chunk axis
+    (``chunks`` 0, the default of a custom driver); a driver that has another
+    layout says so with :attr:`state_shape`.
 
     Attributes
     ----------
@@ -77,7 +82,8 @@ class DriverBase(eqx.Module):
     dtype : dtype
         float32 or float64.
     chunks : int
-        Number of parallel reservoirs, 0 for a single reservoir without a chunk axis.
+        Number of reservoirs in the bank (1 for ``ESNDriver``), 0 for a driver
+        without a bank axis (GRU, stacked layers, a custom driver's default).
 
     Example
     -------
@@ -126,7 +132,7 @@ class DriverBase(eqx.Module):
 
     def __call__(self, proj_vars: Array, res_state: Array) -> Array:
         """Advance a single state, or a batch of states (one more leading axis)."""
-        single_rank = 2 if self.chunks > 0 else 1
+        single_rank = len(self.state_shape)
         if proj_vars.ndim == single_rank:
             return self.advance(proj_vars, res_state)
         if proj_vars.ndim == single_rank + 1:
@@ -138,10 +144,12 @@ class DriverBase(eqx.Module):
 
     @property
     def state_shape(self) -> tuple[int, ...]:
-        return (self.chunks, self.res_dim) if self.chunks > 0 else (self.res_dim,)
+        """Shape of one state: ORC 0.4's rule for a driver, ``(chunks,
+        res_dim)``, without the chunk axis when ``chunks`` is 0."""
+        return (self.chunks, self.res_dim)[not self.chunks :]
 
     def default_state(self) -> Array:
-        """Zero state of shape ``(chunks, res_dim)`` or ``(res_dim,)``."""
+        """Zero state of shape :attr:`state_shape`."""
         return jnp.zeros(self.state_shape, dtype=self.dtype)
 
     def _check_shapes(self, proj_vars, res_state):
@@ -204,27 +212,48 @@ def _esn_preactivation(W: ReservoirMatrix, proj, state, bias):
 
 
 class _SparseReservoirDriver(DriverBase):
-    """What the ESN and Taylor drivers share: a random sparse ``W`` (one per
-    chunk), a bias, and an update written for one reservoir and mapped over
-    chunks."""
+    """What the ESN and Taylor drivers share: a bank of random sparse ``W``
+    (one per reservoir), a bias, and an update written for one reservoir and
+    mapped over the bank; ``single`` drivers show states without the bank
+    axis of one."""
 
     wr: ReservoirMatrix
     bias: Array
     spectral_radius: Array
     density: float = eqx.field(static=True)
+    single: bool = eqx.field(default=False, static=True)
 
     def __check_init__(self):
         name = type(self).__name__
         if not isinstance(self.wr, ReservoirMatrix):
             raise TypeError(f"{name}: wr must be a ReservoirMatrix")
+        if not isinstance(self.single, bool):
+            raise TypeError(f"{name}: single must be a bool")
+        check_int(
+            "chunks", self.chunks, name, minimum=1, maximum=1 if self.single else None
+        )
         check_float("density", self.density, name, low=0.0, high=1.0, low_open=True)
-        lead = (self.chunks,) if self.chunks > 0 else ()
         k = nonzeros_per_row(self.res_dim, self.density)
-        shape = lead + (self.res_dim, k)
+        shape = (self.chunks, self.res_dim, k)
         check_leaf(name, "wr.values", self.wr.values, shape, self.dtype)
-        check_leaf(name, "wr.indices", self.wr.indices, shape)
+        check_leaf(name, "wr.columns", self.wr.columns, shape)
         check_leaf(name, "bias", self.bias, (), self.dtype)
         check_leaf(name, "spectral_radius", self.spectral_radius, (), self.dtype)
+
+    @property
+    def state_shape(self) -> tuple[int, ...]:
+        """``(res_dim,)`` for a single reservoir, else ``(chunks, res_dim)``."""
+        return self.bank_shape[self.single :]
+
+    @property
+    def bank_shape(self) -> tuple[int, int]:
+        return (self.chunks, self.res_dim)
+
+    def _bank(self, x):
+        return to_bank(x, self.state_shape, self.bank_shape)
+
+    def _view(self, x):
+        return to_view(x, self.bank_shape, self.state_shape)
 
     def _init_reservoir(
         self,
@@ -240,7 +269,8 @@ class _SparseReservoirDriver(DriverBase):
     ):
         name = type(self).__name__
         DriverBase.__init__(self, res_dim, dtype)
-        self.chunks = chunks
+        self.single = chunks is None
+        self.chunks = 1 if chunks is None else chunks
         check_float("spectral_radius", spectral_radius, name, low=0.0, low_open=True)
         self.density = check_float(
             "density", density, name, low=0.0, high=1.0, low_open=True
@@ -252,7 +282,7 @@ class _SparseReservoirDriver(DriverBase):
             seed,
             name,
             self.res_dim,
-            chunks,
+            self.chunks,
             self.density,
             spectral_radius,
             self.dtype,
@@ -261,11 +291,11 @@ class _SparseReservoirDriver(DriverBase):
         )
 
     def _per_chunk(self, update, proj_vars, res_state):
-        """``update(W, p, r)`` on each chunk (or on the single reservoir)."""
+        """``update(W, p, r)``, written for one reservoir, on every reservoir
+        of the bank."""
         self._check_shapes(proj_vars, res_state)
-        if self.chunks > 0:
-            return jax.vmap(update)(self.wr, proj_vars, res_state)
-        return update(self.wr, proj_vars, res_state)
+        out = jax.vmap(update)(self.wr, self._bank(proj_vars), self._bank(res_state))
+        return self._view(out)
 
 
 class _ESNDriverCore(_SparseReservoirDriver):
@@ -338,26 +368,21 @@ class _ESNDriverCore(_SparseReservoirDriver):
     def advance_seq(self, proj_seq: Array, res_state: Array) -> Array:
         """In discrete mode one fused run (:func:`orc._matrix.esn_run`: on CPU a
         native loop over the whole sequence that uses two threads per step)."""
-        if self.mode != "discrete":
+        if not self._fusable():
             return super().advance_seq(proj_seq, res_state)
-        return esn_run(
+        states = esn_run(
             self.wr.values,
-            self.wr.indices,
-            proj_seq + self.bias,
-            res_state,
+            self.wr.columns,
+            self._bank(proj_seq) + self.bias,
+            self._bank(res_state),
             self.leak,
         )
+        return self._view(states)
 
     def _fusable(self) -> bool:
         """Whether the fused native passes compute this driver's update: the
-        discrete update of reservoirs with a chunk axis, not overridden."""
-        cls = type(self)
-        return (
-            self.mode == "discrete"
-            and self.wr.values.ndim == 3
-            and cls.advance is _ESNDriverCore.advance
-            and cls._update is _ESNDriverCore._update
-        )
+        discrete update, in a class that declares ``"esn_kernels"``."""
+        return self.mode == "discrete" and declares(self, "esn_kernels")
 
     def _closed_loop_linear(self, win, window, wout, res_state, length):
         """Outputs of a closed loop through a linear readout ``wout (C, o, n)``
@@ -367,12 +392,12 @@ class _ESNDriverCore(_SparseReservoirDriver):
             return None
         return esn_forecast(
             self.wr.values,
-            self.wr.indices,
+            self.wr.columns,
             win,
             window,
             self.bias,
             wout,
-            res_state,
+            self._bank(res_state),
             self.leak,
             length,
         )
@@ -382,22 +407,24 @@ class _ESNDriverCore(_SparseReservoirDriver):
         ``windows (T, C, w)``, and the ridge statistics of the states (rows
         ``start:stop`` against ``targets``), in one overlapped pass
         (:func:`orc._matrix.esn_run_stats`); ``None`` where it does not apply
-        (continuous mode, or a reservoir without a chunk axis)."""
+        (continuous mode, or a class that does not declare ``"esn_kernels"``).
+        The states come back in the driver's view, ``(T, *state_shape)``."""
         if not self._fusable():
             return None
-        return esn_run_stats(
+        states, stats = esn_run_stats(
             self.wr.values,
-            self.wr.indices,
+            self.wr.columns,
             win,
             windows,
             self.bias,
-            res_state,
+            self._bank(res_state),
             self.leak,
             stats,
             targets,
             start,
             stop,
         )
+        return self._view(states), stats
 
 
 # Inputs embedded at a time when a driver runs whole sequences
@@ -410,13 +437,14 @@ def drive_sequence(
 ) -> Array:
     """States after each input of ``in_seq`` ``(T, in_dim)``: ``r <- driver(embed(u), r)``.
 
-    Drivers that override :meth:`DriverBase.advance_seq` get the embedded
+    Drivers that declare the ``"sequence"`` capability (their
+    :meth:`DriverBase.advance_seq` runs a known sequence faster) get the embedded
     inputs a block at a time (``embedding.batch_embed``: one product per
     block, at most ``SEQ_BLOCK`` rows live); the others run one ``lax.scan``
     step per input with the embedding inside the step, so no embedded copy of
     the sequence exists.
     """
-    if type(driver).advance_seq is DriverBase.advance_seq:
+    if not declares(driver, "sequence"):
 
         def step(r, u):
             r = driver.advance(embedding.embed(u), r)
@@ -465,15 +493,19 @@ def drive_sequence_stats(
     is no fused pass for this driver and embedding (then the caller runs and
     fits separately).
 
-    The fused pass needs a linear embedding (``linear_factors``): the drive
-    is computed step by step inside the run, so the states are the only
-    ``(T, *state)`` buffer made.
+    The fused pass needs an ESN driver and a linear embedding (declared
+    capabilities ``"esn_kernels"`` and ``"linear"``): the drive is computed
+    step by step inside the run, so the states are the only ``(T, *state)``
+    buffer made.
     """
-    fused = getattr(driver, "_advance_seq_stats", None)
-    factors = getattr(embedding, "linear_factors", None)
-    if fused is None or factors is None or in_seq.ndim != 2:
+    if not (
+        declares(driver, "esn_kernels")
+        and declares(embedding, "linear")
+        and in_seq.ndim == 2
+    ):
         return None
-    return fused(*factors(in_seq), res_state, stats, targets, start, stop)
+    factors = embedding.linear_factors(in_seq)
+    return driver._advance_seq_stats(*factors, res_state, stats, targets, start, stop)
 
 
 def closed_loop_linear(
@@ -488,19 +520,22 @@ def closed_loop_linear(
     pass, or ``None`` when there is none for these components (then the
     caller runs its own loop).
 
-    The fused pass needs an ESN driver (discrete, with a chunk axis), a
-    linear readout without feature transforms (``linear_weights``) and a
-    linear embedding (``linear_window``).
+    The fused pass needs an ESN driver in discrete mode, a linear readout
+    without feature transforms and a linear embedding (declared capabilities
+    ``"esn_kernels"`` and ``"linear"``).
     """
-    fused = getattr(driver, "_closed_loop_linear", None)
-    window = getattr(embedding, "linear_window", None)
-    weights = getattr(readout, "linear_weights", None)
-    if fused is None or window is None or weights is None:
+    if not (
+        declares(driver, "esn_kernels")
+        and declares(embedding, "linear")
+        and declares(readout, "linear")
+    ):
         return None
-    feedback, wout = window(), weights()
-    if feedback is None or wout is None:
+    wout = readout.linear_weights()
+    if wout is None:
         return None
-    return fused(*feedback, wout, res_state, length)
+    return driver._closed_loop_linear(
+        *embedding.linear_window(), wout, res_state, length
+    )
 
 
 class ParallelESNDriver(_ESNDriverCore):
@@ -542,6 +577,8 @@ class ParallelESNDriver(_ESNDriverCore):
     (4, 100)
     """
 
+    capabilities = frozenset({"sequence", "esn_kernels"})
+
     def __init__(
         self,
         res_dim: int,
@@ -578,7 +615,9 @@ class ParallelESNDriver(_ESNDriverCore):
 class ESNDriver(_ESNDriverCore):
     """Echo state network driver for a single reservoir (state ``(res_dim,)``).
 
-    Same update and parameters as :class:`ParallelESNDriver` without ``chunks``.
+    Same update and parameters as :class:`ParallelESNDriver` without ``chunks``:
+    a bank of one (``chunks == 1``, ``wr.shape == (1, res_dim, res_dim)`` as in
+    ORC 0.4) whose states are shown without the bank axis.
 
     Example
     -------
@@ -586,6 +625,8 @@ class ESNDriver(_ESNDriverCore):
     >>> d.advance(jnp.zeros(100), d.default_state()).shape
     (100,)
     """
+
+    capabilities = frozenset({"sequence", "esn_kernels"})
 
     def __init__(
         self,
@@ -609,7 +650,7 @@ class ESNDriver(_ESNDriverCore):
             density,
             bias,
             dtype,
-            0,
+            None,
             mode,
             time_const,
             seed,
@@ -773,7 +814,7 @@ class TaylorDriver(_TaylorDriverCore):
             density,
             bias,
             dtype,
-            0,
+            None,
             seed,
             use_sparse_eigs,
             eigenval_batch_size,
@@ -805,7 +846,7 @@ class GRUDriver(DriverBase):
         if not isinstance(self.gru, eqx.nn.GRUCell):
             raise TypeError(f"{name}: gru must be an equinox.nn.GRUCell")
         n = self.res_dim
-        if self.chunks != 0 or (self.gru.input_size, self.gru.hidden_size) != (n, n):
+        if self.chunks or (self.gru.input_size, self.gru.hidden_size) != (n, n):
             raise ValueError(
                 f"{name}: the GRU cell must map ({n}, {n}) -> {n} without chunks"
             )
@@ -852,7 +893,8 @@ class StackedDriver(DriverBase):
     Parameters
     ----------
     layers : sequence of DriverBase
-        Single-reservoir (``chunks == 0``) discrete-time drivers, same dtype.
+        Discrete-time drivers with states ``(res_dim,)`` (e.g. ``ESNDriver``),
+        same dtype.
     couplings : sequence of EmbedBase
         ``len(layers) - 1`` maps from layer ``l - 1``'s state (``in_dim`` its
         ``res_dim``) to layer ``l``'s drive (``res_dim`` layer ``l``'s).
@@ -891,9 +933,10 @@ class StackedDriver(DriverBase):
                 f"entries, got {len(couplings)}"
             )
         for i, d in enumerate(layers):
-            if d.chunks != 0:
+            if tuple(d.state_shape) != (d.res_dim,):
                 raise ValueError(
-                    f"{name}: layers[{i}] must be a single reservoir (chunks == 0)"
+                    f"{name}: layers[{i}] must be a single reservoir with states "
+                    f"(res_dim,), got states {tuple(d.state_shape)}"
                 )
             if getattr(d, "mode", "discrete") != "discrete":
                 raise ValueError(f"{name}: layers[{i}] must be in discrete mode")
@@ -901,13 +944,13 @@ class StackedDriver(DriverBase):
                 raise ValueError(f"{name}: all layers must share one dtype")
         for i, c in enumerate(couplings):
             below, above = layers[i].res_dim, layers[i + 1].res_dim
-            if (c.in_dim, c.res_dim) != (below, above) or c.chunks != 0:
+            if (c.in_dim, c.res_dim) != (below, above) or c.out_shape != (above,):
                 raise ValueError(
                     f"{name}: couplings[{i}] must map {below} -> {above} features "
-                    f"without chunks, got {c.in_dim} -> {c.res_dim}"
+                    f"(outputs ({above},)), got {c.in_dim} -> {c.res_dim}"
                 )
         sizes = tuple(d.res_dim for d in layers)
-        if self.sizes != sizes or self.res_dim != sum(sizes) or self.chunks != 0:
+        if self.sizes != sizes or self.res_dim != sum(sizes) or self.chunks:
             raise ValueError(
                 f"{name}: sizes {self.sizes} and res_dim {self.res_dim} must be the "
                 f"layers' sizes {sizes} and their sum"

@@ -9,7 +9,10 @@
   whole input through its own ``W_in,c``.
 
 The three share one implementation: a gather that forms each reservoir's
-input window followed by a matrix-vector product mapped over chunks.
+input window followed by a matrix-vector product mapped over the bank. Every
+one holds a bank of input matrices, ``win`` ``(chunks, res_dim, width)``
+(``chunks == 1`` for :class:`LinearEmbedding`, as in ORC 0.4, whose outputs
+are shown without the bank axis: ``(res_dim,)``).
 
 Edges of the local windows: with ``periodic=True`` the input wraps around; with
 ``periodic=False`` the first value is repeated to the left and the last value to
@@ -27,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._bank import to_view
 from ._matrix import linear_drive
 from ._random import numpy_rng
 from ._validation import (
@@ -48,8 +52,9 @@ __all__ = [
 class EmbedBase(eqx.Module):
     """Base class of embeddings; subclasses implement :meth:`embed`.
 
-    ``chunks == 0`` means outputs have no chunk axis (``(res_dim,)``);
-    ``chunks > 0`` gives ``(chunks, res_dim)``.
+    As in ORC 0.4, outputs are ``(chunks, res_dim)``, or ``(res_dim,)`` for an
+    embedding without a chunk axis (``chunks`` 0, a custom embedding's
+    default); :attr:`out_shape` says which.
     """
 
     in_dim: int = eqx.field(static=True)
@@ -89,6 +94,11 @@ class EmbedBase(eqx.Module):
             f"got shape {tuple(in_state.shape)}"
         )
 
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        """Shape of one embedded input (ORC 0.4's rule; see the class doc)."""
+        return (self.chunks, self.res_dim)[not self.chunks :]
+
     def _check_input(self, in_state):
         if tuple(in_state.shape) != (self.in_dim,):
             raise ValueError(
@@ -117,28 +127,41 @@ class _LinearEmbeddingCore(EmbedBase):
     periodic: bool = eqx.field(static=True)
     ensemble: bool = eqx.field(static=True)
     chunk_size: int = eqx.field(static=True)
+    single: bool = eqx.field(default=False, static=True)
+
+    capabilities = frozenset({"linear"})
 
     def __check_init__(self):
         name = type(self).__name__
         check_int("locality", self.locality, name, minimum=0)
-        for flag in ("periodic", "ensemble"):
+        for flag in ("periodic", "ensemble", "single"):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"{name}: {flag} must be a bool")
-        n_chunks = max(self.chunks, 1)
-        if not self.ensemble and self.in_dim % n_chunks:
+        check_int(
+            "chunks", self.chunks, name, minimum=1, maximum=1 if self.single else None
+        )
+        if not self.ensemble and self.in_dim % self.chunks:
             raise ValueError(
-                f"{name}: chunks ({n_chunks}) must evenly divide in_dim ({self.in_dim})"
+                f"{name}: chunks ({self.chunks}) must evenly divide in_dim ({self.in_dim})"
             )
-        size = self.in_dim if self.ensemble else self.in_dim // n_chunks
+        size = self.in_dim if self.ensemble else self.in_dim // self.chunks
         if self.chunk_size != size:
             raise ValueError(
                 f"{name}: chunk_size must be {size} for in_dim {self.in_dim} and "
-                f"{n_chunks} chunks, got {self.chunk_size}"
+                f"{self.chunks} chunks, got {self.chunk_size}"
             )
         width = size + (0 if self.ensemble else 2 * self.locality)
-        lead = (self.chunks,) if self.chunks > 0 else ()
-        check_leaf(name, "win", self.win, lead + (self.res_dim, width), self.dtype)
+        shape = (self.chunks, self.res_dim, width)
+        check_leaf(name, "win", self.win, shape, self.dtype)
         check_leaf(name, "scaling", self.scaling, (), self.dtype)
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        """``(res_dim,)`` for a single reservoir, else ``(chunks, res_dim)``."""
+        return (self.chunks, self.res_dim)[self.single :]
+
+    def _view(self, x):
+        return to_view(x, (self.chunks, self.res_dim), self.out_shape)
 
     def _init(
         self,
@@ -154,44 +177,39 @@ class _LinearEmbeddingCore(EmbedBase):
     ):
         name = type(self).__name__
         EmbedBase.__init__(self, in_dim, res_dim, dtype)
-        self.chunks = chunks
-        n_chunks = max(chunks, 1)
+        self.single = chunks is None
+        self.chunks = 1 if chunks is None else chunks
         self.locality = check_int("locality", locality, name, minimum=0)
         self.periodic = bool(periodic)
         self.ensemble = ensemble
-        if not ensemble and self.in_dim % n_chunks:
+        if not ensemble and self.in_dim % self.chunks:
             raise ValueError(
-                f"{name}: chunks ({n_chunks}) must evenly divide in_dim ({self.in_dim})"
+                f"{name}: chunks ({self.chunks}) must evenly divide in_dim ({self.in_dim})"
             )
         check_float("scaling", scaling, name)
-        self.chunk_size = self.in_dim if ensemble else self.in_dim // n_chunks
+        self.chunk_size = self.in_dim if ensemble else self.in_dim // self.chunks
         width = self.chunk_size + (0 if ensemble else 2 * self.locality)
         self.scaling = jnp.asarray(scaling, self.dtype)
         scale = float(scaling)
         win = numpy_rng(seed, name).uniform(
-            -scale, scale, size=(n_chunks, self.res_dim, width)
+            -scale, scale, size=(self.chunks, self.res_dim, width)
         )
         self.win = jnp.asarray(win, dtype=self.dtype)
-        if chunks == 0:
-            self.win = self.win[0]
+
+    def _window(self) -> np.ndarray:
+        return _window_indices(
+            self.in_dim, self.chunks, self.locality, self.periodic, self.ensemble
+        )
 
     def localize(self, in_state: Float[Array, " in_dim"]) -> Array:
         """Each reservoir's input window, ``(chunks, chunk_size + 2 * locality)``."""
-        idx = _window_indices(
-            self.in_dim,
-            max(self.chunks, 1),
-            self.locality,
-            self.periodic,
-            self.ensemble,
-        )
-        return in_state[idx]
+        return in_state[self._window()]
 
     def embed(self, in_state: Float[Array, " in_dim"]) -> Array:
-        """``W_in,c @ window_c(u)`` for every chunk; ``(chunks, res_dim)`` or ``(res_dim,)``."""
+        """``W_in,c @ window_c(u)`` for every reservoir of the bank:
+        ``(chunks, res_dim)``, or ``(res_dim,)`` for a single reservoir."""
         self._check_input(in_state)
-        if self.chunks == 0:
-            return self.win @ in_state
-        return jnp.einsum("cnw,cw->cn", self.win, self.localize(in_state))
+        return self._view(jnp.einsum("cnw,cw->cn", self.win, self.localize(in_state)))
 
     def batch_embed(self, in_state: Float[Array, "batch in_dim"]) -> Array:
         """:meth:`embed` of every row, as one product for the whole batch
@@ -200,34 +218,20 @@ class _LinearEmbeddingCore(EmbedBase):
         than the contraction ``vmap`` of :meth:`embed` gives)."""
         if in_state.ndim != 2 or in_state.shape[-1] != self.in_dim:
             return super().batch_embed(in_state)
-        out = linear_drive(*self.linear_factors(in_state))
-        return out[:, 0] if self.chunks == 0 else out
+        return self._view(linear_drive(*self.linear_factors(in_state)))
 
     def linear_window(self):
-        """``(win (C, res_dim, w), window (C, w))`` with ``embed(u)[c] =
-        win[c] @ u[window[c]]`` (``C = 1`` for a single reservoir), or
-        ``None`` when a subclass changes the embedding."""
-        cls = type(self)
-        if (
-            cls.embed is not _LinearEmbeddingCore.embed
-            or cls.localize is not _LinearEmbeddingCore.localize
-        ):
-            return None
-        if self.chunks == 0:
-            return self.win[None], np.arange(self.in_dim, dtype=np.int32)[None]
-        idx = _window_indices(
-            self.in_dim, self.chunks, self.locality, self.periodic, self.ensemble
-        )
-        return self.win, np.asarray(idx, np.int32)
+        """``(win (C, res_dim, w), window (C, w))`` with ``embed(u)`` in the
+        bank's shape ``[c] = win[c] @ u[window[c]]``: what the fused kernels
+        use (for classes that declare the ``"linear"`` capability)."""
+        return self.win, np.asarray(self._window(), np.int32)
 
     def linear_factors(self, in_state: Float[Array, "batch in_dim"]):
         """``(win (C, res_dim, w), windows (batch, C, w))`` with
-        ``batch_embed(in_state)[b, c] = win[c] @ windows[b, c]`` (``C = 1`` and
-        no chunk axis in the embedding for a single reservoir): the input
-        weights and the few input values each chunk sees."""
-        if self.chunks == 0:
-            return self.win[None], in_state[:, None, :]
-        return self.win, jax.vmap(self.localize)(in_state)
+        ``batch_embed(in_state)`` in the bank's shape ``[b, c] = win[c] @
+        windows[b, c]``: the input weights and the few input values each
+        reservoir sees."""
+        return self.win, in_state[:, self._window()]
 
 
 class ParallelLinearEmbedding(_LinearEmbeddingCore):
@@ -256,6 +260,8 @@ class ParallelLinearEmbedding(_LinearEmbeddingCore):
     (4, 50)
     """
 
+    capabilities = frozenset({"linear"})
+
     def __init__(
         self,
         in_dim: int,
@@ -277,7 +283,8 @@ class ParallelLinearEmbedding(_LinearEmbeddingCore):
 class LinearEmbedding(_LinearEmbeddingCore):
     """Dense linear embedding ``p = W_in u`` for a single reservoir.
 
-    ``W_in ~ U(-scaling, scaling)``, shape ``(res_dim, in_dim)``; output ``(res_dim,)``.
+    ``W_in ~ U(-scaling, scaling)``; ``win`` is a bank of one, ``(1, res_dim,
+    in_dim)`` as in ORC 0.4, and the output is ``(res_dim,)``.
 
     Example
     -------
@@ -285,10 +292,12 @@ class LinearEmbedding(_LinearEmbeddingCore):
     (100,)
     """
 
+    capabilities = frozenset({"linear"})
+
     def __init__(
         self, in_dim: int, res_dim: int, scaling: float, dtype=jnp.float64, *, seed
     ):
-        self._init(in_dim, res_dim, scaling, dtype, 0, 0, True, False, seed)
+        self._init(in_dim, res_dim, scaling, dtype, None, 0, True, False, seed)
 
 
 class EnsembleLinearEmbedding(_LinearEmbeddingCore):
@@ -296,6 +305,8 @@ class EnsembleLinearEmbedding(_LinearEmbeddingCore):
 
     Output shape ``(chunks, res_dim)``.
     """
+
+    capabilities = frozenset({"linear"})
 
     def __init__(
         self,

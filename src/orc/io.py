@@ -11,7 +11,7 @@ file is imported, called or executed; a name outside the allowlist is a
 by registering them in the calling code, ``orc.io.register(MyDriver)``, or
 for one call, ``orc.load(path, allow=[MyDriver])``.
 
-Layout (format version 2):
+Layout (format version 3; version 2 had the same layout):
 
 1. the magic line ``ORC-MODEL\\n``;
 2. an 8-byte little-endian length and a UTF-8 JSON header: format version,
@@ -33,7 +33,11 @@ against ``res_dim``/``chunks``/``data_dim``, dtypes, reservoir column indices
 within bounds, ...), and the header's summary against the model. Every
 failure is a :class:`ModelFileError` (a ``ValueError``) saying which field
 and why. Files of format version 1 (orc 0.5 development versions) still load,
-through the same checks (they carry no header checksum).
+through the same checks (they carry no header checksum). Files of formats 1
+and 2 predate the bank axis (see ``orc._bank``): their single-reservoir
+components are read as banks of one (a leading axis of length 1 on ``wr``,
+``win`` and ``wout``, ``chunks`` 1, ``single`` set) and a reservoir
+matrix's column array, then called ``indices``, is read as ``columns``.
 
 A round trip is bit-exact, for every model family and for registered custom
 subclasses whose fields are arrays, plain data, Equinox modules or registered
@@ -77,9 +81,9 @@ __all__ = [
 ]
 
 MAGIC = b"ORC-MODEL\n"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """Version of the model-file layout written by :func:`save`; :func:`load` reads 1 and 2."""
-_READABLE = (1, 2)
+_READABLE = (1, 2, 3)
 _DIGEST = 32  # bytes of the header's SHA-256 (format 2)
 _MAX_DEPTH = 64  # nesting of the model structure in a header
 _MAX_NDIM = 32
@@ -905,12 +909,15 @@ class _Decoder:
         if not _concrete_module_class(cls):
             raise ModelFileError(f"{where}: {name!r} is not a concrete Equinox module")
         declared = {f.name: f for f in dataclasses.fields(cls)}
-        if set(declared) != set(fields):
+        stored = set(fields)
+        if self.version < 3:
+            stored = _v3_field_names(cls, stored)
+        if set(declared) != stored:
             raise ModelFileError(
                 f"{where}: {name} has fields {sorted(declared)} but the file stores "
                 f"{sorted(fields)}; it was written by an incompatible version"
             )
-        obj = object.__new__(cls)
+        values = {}
         for fname, value in fields.items():
             decoded = self(value, f"{where}.{fname}", depth + 1)
             if self.version == 1 and fname == "seed" and _is_int(decoded):
@@ -919,6 +926,11 @@ class _Decoder:
                 from ._random import seed_field
 
                 decoded = seed_field(decoded, where)
+            values[fname] = decoded
+        if self.version < 3:
+            values = _v3_fields(cls, values, where)
+        obj = object.__new__(cls)
+        for fname, decoded in values.items():
             if declared[fname].metadata.get("static", False) and any(
                 isinstance(x, (jax.Array, np.ndarray)) for x in jax.tree.leaves(decoded)
             ):
@@ -928,6 +940,53 @@ class _Decoder:
             object.__setattr__(obj, fname, decoded)
         _check_module(obj, where)
         return obj
+
+
+# Formats 1 and 2 predate the bank axis (orc._bank): what changed, by field.
+_BANK_LEAVES = ("wr", "win", "wout")
+
+
+def _v3_field_names(cls, stored: set) -> set:
+    """The field names a format-1/2 module has once read as format 3."""
+    names = set(stored)
+    if (
+        "indices" in names
+        and "columns" not in names
+        and cls.__name__ == ("ReservoirMatrix")
+    ):
+        names = (names - {"indices"}) | {"columns"}
+    fields = {f.name for f in dataclasses.fields(cls)}
+    if "single" in fields and "single" not in names and "chunks" in names:
+        names.add("single")
+    return names
+
+
+def _v3_fields(cls, values: dict, where: str) -> dict:
+    """A format-1/2 module's decoded fields as format 3 stores them: a
+    reservoir matrix's ``indices`` renamed ``columns``, and a component that
+    had no chunk axis (``chunks`` 0) as a bank of one shown without it."""
+    from ._matrix import ReservoirMatrix
+
+    values = dict(values)
+    if cls is ReservoirMatrix and "indices" in values:
+        values["columns"] = values.pop("indices")
+    fields = {f.name for f in dataclasses.fields(cls)}
+    if "single" in fields and "single" not in values and "chunks" in values:
+        chunks = values["chunks"]
+        if not _is_int(chunks):
+            raise ModelFileError(f"{where}.chunks: {chunks!r} is not an int")
+        values["single"] = not chunks
+        if values["single"]:
+            values["chunks"] = 1
+            for leaf in _BANK_LEAVES:
+                if leaf not in values:
+                    continue
+                if isinstance(values[leaf], ReservoirMatrix):
+                    m = values[leaf]
+                    values[leaf] = ReservoirMatrix(m.values[None], m.columns[None])
+                elif hasattr(values[leaf], "ndim"):
+                    values[leaf] = values[leaf][None]
+    return values
 
 
 def _allowed(allow) -> dict:

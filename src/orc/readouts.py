@@ -13,7 +13,9 @@
   predictions are averaged.
 
 All of them are one implementation (features per chunk, a matrix per chunk,
-then concatenate or average). Training never calls ``readout``; it uses the
+then concatenate or average) over a bank of readout matrices, ``wout``
+``(chunks, n_out, res_dim)``; the single forms are a bank of one (``wout``
+``(1, out_dim, res_dim)`` as in ORC 0.4) that reads states ``(res_dim,)``. Training never calls ``readout``; it uses the
 hooks :meth:`ReadoutBase.prepare_train` (states -> regression features, applied
 row by row), :meth:`ReadoutBase.prepare_target` and :meth:`ReadoutBase.set_wout`,
 so a custom readout only has to get those right.
@@ -29,6 +31,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from ._bank import to_bank
 from ._validation import check_dtype, check_dtype_field, check_int, check_leaf
 
 __all__ = [
@@ -46,10 +49,12 @@ __all__ = [
 class ReadoutBase(eqx.Module):
     """Base class of readouts; subclasses implement :meth:`readout`.
 
-    Trained weights live in ``wout``. For ``chunks > 0`` the training features
+    Trained weights live in ``wout``. As in ORC 0.4, the training features
     are ``(seq_len, chunks, n_features)``, targets ``(seq_len, chunks, n_out)``
-    and ``wout`` receives ``(chunks, n_out, n_features)``; for ``chunks == 0``
-    the chunk axis is absent everywhere.
+    and ``wout`` receives ``(chunks, n_out, n_features)``; states a readout
+    reads are :attr:`state_shape`: ``(chunks, res_dim)``, or ``(res_dim,)``
+    for a readout without a chunk axis (``chunks`` 0, a custom readout's
+    default, whose features and targets then have no chunk axis either).
     """
 
     out_dim: int = eqx.field(static=True)
@@ -78,9 +83,14 @@ class ReadoutBase(eqx.Module):
         """:meth:`readout` mapped over a leading axis."""
         return jax.vmap(self.readout)(res_state)
 
+    @property
+    def state_shape(self) -> tuple[int, ...]:
+        """Shape of one state it reads (ORC 0.4's rule; see the class doc)."""
+        return (self.chunks, self.res_dim)[not self.chunks :]
+
     def __call__(self, res_state: Array) -> Array:
         """Read out one state or a sequence of states (one more leading axis)."""
-        single_rank = 2 if self.chunks > 0 else 1
+        single_rank = len(self.state_shape)
         if res_state.ndim == single_rank:
             return self.readout(res_state)
         if res_state.ndim == single_rank + 1:
@@ -109,6 +119,7 @@ class _LinearReadoutCore(ReadoutBase):
     wout: Array
     nonlin_list: tuple[Callable, ...] = eqx.field(static=True)
     ensemble: bool = eqx.field(static=True)
+    single: bool = eqx.field(default=False, static=True)
 
     def __check_init__(self):
         name = type(self).__name__
@@ -116,27 +127,36 @@ class _LinearReadoutCore(ReadoutBase):
             callable(f) for f in self.nonlin_list
         ):
             raise TypeError(f"{name}: nonlin_list must be a tuple of callables")
-        if not isinstance(self.ensemble, bool):
-            raise TypeError(f"{name}: ensemble must be a bool")
-        n_chunks = max(self.chunks, 1)
-        if not self.ensemble and self.out_dim % n_chunks:
-            raise ValueError(
-                f"{name}: chunks ({n_chunks}) must evenly divide out_dim ({self.out_dim})"
-            )
-        per_chunk = self.out_dim if self.ensemble else self.out_dim // n_chunks
-        lead = (self.chunks,) if self.chunks > 0 else ()
-        check_leaf(
-            name, "wout", self.wout, lead + (per_chunk, self.res_dim), self.dtype
+        for flag in ("ensemble", "single"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"{name}: {flag} must be a bool")
+        check_int(
+            "chunks", self.chunks, name, minimum=1, maximum=1 if self.single else None
         )
+        if not self.ensemble and self.out_dim % self.chunks:
+            raise ValueError(
+                f"{name}: chunks ({self.chunks}) must evenly divide out_dim ({self.out_dim})"
+            )
+        per_chunk = self.out_dim if self.ensemble else self.out_dim // self.chunks
+        shape = (self.chunks, per_chunk, self.res_dim)
+        check_leaf(name, "wout", self.wout, shape, self.dtype)
+
+    @property
+    def state_shape(self) -> tuple[int, ...]:
+        """``(res_dim,)`` for a single reservoir, else ``(chunks, res_dim)``."""
+        return (self.chunks, self.res_dim)[self.single :]
+
+    def _bank(self, x):
+        return to_bank(x, self.state_shape, (self.chunks, self.res_dim))
 
     def _init(self, out_dim, res_dim, chunks, dtype, nonlin_list, ensemble):
         name = type(self).__name__
         ReadoutBase.__init__(self, out_dim, res_dim, dtype)
-        self.chunks = chunks
-        n_chunks = max(chunks, 1)
-        if not ensemble and self.out_dim % n_chunks:
+        self.single = chunks is None
+        self.chunks = 1 if chunks is None else chunks
+        if not ensemble and self.out_dim % self.chunks:
             raise ValueError(
-                f"{name}: chunks ({n_chunks}) must evenly divide out_dim ({self.out_dim})"
+                f"{name}: chunks ({self.chunks}) must evenly divide out_dim ({self.out_dim})"
             )
         nonlin_list = tuple(nonlin_list)
         for f in nonlin_list:
@@ -146,13 +166,8 @@ class _LinearReadoutCore(ReadoutBase):
                 )
         self.nonlin_list = nonlin_list
         self.ensemble = ensemble
-        per_chunk = self.out_dim if ensemble else self.out_dim // n_chunks
-        shape = (
-            (per_chunk, self.res_dim)
-            if chunks == 0
-            else (chunks, per_chunk, self.res_dim)
-        )
-        self.wout = jnp.zeros(shape, dtype=self.dtype)
+        per_chunk = self.out_dim if ensemble else self.out_dim // self.chunks
+        self.wout = jnp.zeros((self.chunks, per_chunk, self.res_dim), dtype=self.dtype)
 
     def nonlinear_transform(self, res_state: Array) -> Array:
         """Apply the periodic list of element-wise functions along the last axis."""
@@ -163,7 +178,7 @@ class _LinearReadoutCore(ReadoutBase):
         return out
 
     def _check_state(self, res_state):
-        shape = (self.chunks, self.res_dim) if self.chunks > 0 else (self.res_dim,)
+        shape = self.state_shape
         if tuple(res_state.shape) != shape:
             raise ValueError(
                 f"{type(self).__name__}.readout: res_state must have shape {shape}, "
@@ -173,34 +188,31 @@ class _LinearReadoutCore(ReadoutBase):
     def readout(self, res_state: Array) -> Array:
         """``W_out,c φ(r_c)`` per chunk, concatenated (or averaged for ensembles)."""
         self._check_state(res_state)
-        feats = self.nonlinear_transform(res_state)
-        if self.chunks == 0:
-            return self.wout @ feats
+        feats = self.nonlinear_transform(self._bank(res_state))
         per_chunk = jnp.einsum("cof,cf->co", self.wout, feats)
         return jnp.mean(per_chunk, axis=0) if self.ensemble else per_chunk.reshape(-1)
 
     def linear_weights(self):
-        """``wout`` as ``(C, out_dim // C, res_dim)`` when the readout is the
+        """``wout`` ``(C, out_dim // C, res_dim)`` when the readout is the
         plain product ``concat_c(W_out,c r_c)`` (no feature functions, no
-        ensemble average, not overridden), else ``None``."""
-        cls = type(self)
-        if (
-            self.nonlin_list
-            or self.ensemble
-            or cls.readout is not _LinearReadoutCore.readout
-            or cls.nonlinear_transform is not _LinearReadoutCore.nonlinear_transform
-        ):
+        ensemble average), else ``None``; for the fused closed loop, which
+        uses it only in classes that declare the ``"linear"`` capability."""
+        if self.nonlin_list or self.ensemble:
             return None
-        return self.wout[None] if self.chunks == 0 else self.wout
+        return self.wout
+
+    def states_are_features(self) -> bool:
+        """Whether :meth:`prepare_train` is the states themselves in the bank's
+        shape (no feature functions; classes declaring ``"linear"``)."""
+        return not self.nonlin_list
 
     def prepare_train(self, res_seq: Array) -> Array:
-        """Features ``φ(r)`` of states ``(seq_len, [chunks,] res_dim)``."""
-        return self.nonlinear_transform(res_seq)
+        """Features ``φ(r)`` of states ``(seq_len, *state_shape)``, in the
+        bank's shape ``(seq_len, chunks, res_dim)``."""
+        return self.nonlinear_transform(self._bank(res_seq))
 
     def prepare_target(self, target_seq: Array) -> Array:
         """``(seq_len, out_dim)`` -> per-chunk targets ``(seq_len, chunks, n_out)``."""
-        if self.chunks == 0:
-            return target_seq
         if self.ensemble:
             return jnp.repeat(target_seq[:, None, :], self.chunks, axis=1)
         return target_seq.reshape(target_seq.shape[0], self.chunks, -1)
@@ -215,6 +227,8 @@ class ParallelLinearReadout(_LinearReadoutCore):
     ``wout`` has shape ``(chunks, out_dim // chunks, res_dim)``, zeros until trained.
     """
 
+    capabilities = frozenset({"linear"})
+
     def __init__(
         self, out_dim: int, res_dim: int, chunks: int = 1, dtype=jnp.float64, *, seed=0
     ):
@@ -223,10 +237,13 @@ class ParallelLinearReadout(_LinearReadoutCore):
 
 
 class LinearReadout(_LinearReadoutCore):
-    """Linear readout ``y = W_out r`` of one reservoir; ``wout`` is ``(out_dim, res_dim)``."""
+    """Linear readout ``y = W_out r`` of one reservoir (states ``(res_dim,)``);
+    ``wout`` is a bank of one, ``(1, out_dim, res_dim)``, as in ORC 0.4."""
+
+    capabilities = frozenset({"linear"})
 
     def __init__(self, out_dim: int, res_dim: int, dtype=jnp.float64, *, seed=0):
-        self._init(out_dim, res_dim, 0, dtype, (), False)
+        self._init(out_dim, res_dim, None, dtype, (), False)
 
 
 class ParallelNonlinearReadout(_LinearReadoutCore):
@@ -241,6 +258,8 @@ class ParallelNonlinearReadout(_LinearReadoutCore):
     chunks : int, default 1
     dtype : dtype, default float64
     """
+
+    capabilities = frozenset({"linear"})
 
     def __init__(
         self,
@@ -259,6 +278,8 @@ class ParallelNonlinearReadout(_LinearReadoutCore):
 class NonlinearReadout(_LinearReadoutCore):
     """``y = W_out φ(r)`` for one reservoir, ``φ`` from ``nonlin_list``."""
 
+    capabilities = frozenset({"linear"})
+
     def __init__(
         self,
         out_dim: int,
@@ -268,11 +289,13 @@ class NonlinearReadout(_LinearReadoutCore):
         *,
         seed=0,
     ):
-        self._init(out_dim, res_dim, 0, dtype, nonlin_list, False)
+        self._init(out_dim, res_dim, None, dtype, nonlin_list, False)
 
 
 class ParallelQuadraticReadout(_LinearReadoutCore):
     """Parallel readout with odd-indexed nodes squared: ``φ(r)_j = r_j^2`` for odd ``j``."""
+
+    capabilities = frozenset({"linear"})
 
     def __init__(
         self, out_dim: int, res_dim: int, chunks: int = 1, dtype=jnp.float64, *, seed=0
@@ -284,8 +307,10 @@ class ParallelQuadraticReadout(_LinearReadoutCore):
 class QuadraticReadout(_LinearReadoutCore):
     """Single-reservoir readout with odd-indexed nodes squared."""
 
+    capabilities = frozenset({"linear"})
+
     def __init__(self, out_dim: int, res_dim: int, dtype=jnp.float64, *, seed=0):
-        self._init(out_dim, res_dim, 0, dtype, _SQUARE, False)
+        self._init(out_dim, res_dim, None, dtype, _SQUARE, False)
 
 
 class EnsembleLinearReadout(_LinearReadoutCore):
@@ -294,6 +319,8 @@ class EnsembleLinearReadout(_LinearReadoutCore):
     ``wout`` has shape ``(chunks, out_dim, res_dim)``. Each member is fitted to
     the full target independently.
     """
+
+    capabilities = frozenset({"linear"})
 
     def __init__(
         self, out_dim: int, res_dim: int, chunks: int = 5, dtype=jnp.float64, *, seed=0

@@ -55,13 +55,24 @@ from .readouts import ReadoutBase
 __all__ = ["RCRegressorBase", "ESNRegressor", "train_RCRegressor"]
 
 
+def _check_one_reservoir(owner, driver, readout) -> None:
+    """A regressor reads one reservoir: states ``(res_dim,)`` and a readout
+    that is a bank of one (features ``(seq_len, 1, n)``)."""
+    if tuple(driver.state_shape) != (driver.res_dim,) or readout.chunks != 1:
+        raise ValueError(
+            f"{owner}: regressors use one reservoir (driver states (res_dim,), a "
+            f"readout of one chunk such as LinearReadout); got driver states "
+            f"{tuple(driver.state_shape)} and readout chunks {readout.chunks}"
+        )
+
+
 class RCRegressorBase(eqx.Module):
     """Reservoir regressor: embedding → driver → readout (+ pass-through + bias).
 
     Parameters
     ----------
     driver : DriverBase
-        A single reservoir or a stack (``chunks == 0``).
+        One reservoir (or a stack of layers) with states ``(res_dim,)``.
     readout : ReadoutBase
         Maps the state to the reservoir part of the output (``out_dim`` outputs).
     embedding : EmbedBase
@@ -102,11 +113,7 @@ class RCRegressorBase(eqx.Module):
         seed=0,
     ) -> None:
         name = type(self).__name__
-        if driver.chunks != 0 or readout.chunks != 0:
-            raise ValueError(
-                f"{name}: regressors use one reservoir (chunks == 0); got driver "
-                f"chunks {driver.chunks} and readout chunks {readout.chunks}"
-            )
+        _check_one_reservoir(name, driver, readout)
         self.driver, self.readout, self.embedding = driver, readout, embedding
         self.in_dim = embedding.in_dim
         self.out_dim = readout.out_dim
@@ -124,11 +131,7 @@ class RCRegressorBase(eqx.Module):
 
     def __check_init__(self):
         name = type(self).__name__
-        if self.driver.chunks != 0 or self.readout.chunks != 0:
-            raise ValueError(
-                f"{name}: regressors use one reservoir (chunks == 0); got driver "
-                f"chunks {self.driver.chunks} and readout chunks {self.readout.chunks}"
-            )
+        _check_one_reservoir(name, self.driver, self.readout)
         check_model(self, self.in_dim, None)
         for flag, field, shape in (
             ("input_passthrough", "w_input", (self.out_dim, self.in_dim)),
@@ -196,28 +199,31 @@ class RCRegressorBase(eqx.Module):
 
     # -- training hooks ----------------------------------------------------- #
     def features(self, states: Array, in_seq: Array) -> Array:
-        """Regression features ``[1, u_t, φ(r)]`` (the optional parts as configured)."""
+        """Regression features ``[1, u_t, φ(r)]`` (the optional parts as
+        configured), ``(seq_len, 1, n_features)``: the readout's bank of one."""
+        feats = self.readout.prepare_train(states)
+        lead = feats.shape[:-1]
         parts = []
         if self.readout_bias:
-            parts.append(jnp.ones(states.shape[:1] + (1,), self.dtype))
+            parts.append(jnp.ones(lead + (1,), self.dtype))
         if self.input_passthrough:
-            parts.append(in_seq)
-        parts.append(self.readout.prepare_train(states))
-        return jnp.concatenate(parts, axis=1)
+            parts.append(jnp.broadcast_to(in_seq[:, None, :], lead + (self.in_dim,)))
+        parts.append(feats)
+        return jnp.concatenate(parts, axis=-1)
 
-    def set_weights(self, weights: Float[Array, "out_dim n_features"]):
+    def set_weights(self, weights: Float[Array, "1 out_dim n_features"]):
         """A copy with the fitted weights ``[b | W_u | W_out]`` (as :meth:`features`)."""
         i = 0
         model = self
         if self.readout_bias:
-            model = eqx.tree_at(lambda m: m.b_out, model, weights[:, 0])
+            model = eqx.tree_at(lambda m: m.b_out, model, weights[0, :, 0])
             i = 1
         if self.input_passthrough:
             model = eqx.tree_at(
-                lambda m: m.w_input, model, weights[:, i : i + self.in_dim]
+                lambda m: m.w_input, model, weights[0, :, i : i + self.in_dim]
             )
             i += self.in_dim
-        return model.set_readout(model.readout.set_wout(weights[:, i:]))
+        return model.set_readout(model.readout.set_wout(weights[:, :, i:]))
 
     def set_readout(self, readout: ReadoutBase):
         """A copy of the model with ``readout`` replaced."""

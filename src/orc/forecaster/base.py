@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._bank import declares
 from .._compose import check_model
 from .._random import seed_field
 from .._strategy import compiled
@@ -57,11 +58,6 @@ def _check_sequence(model, seq, name):
     if seq.shape[0] < 1:
         raise ValueError(f"{type(model).__name__}: {name} is empty")
     return seq
-
-
-def _defined_in(cls, name):
-    """The class of ``cls``'s MRO whose body defines attribute ``name``."""
-    return next((c for c in cls.__mro__ if name in vars(c)), None)
 
 
 class RCForecasterBase(eqx.Module):
@@ -123,12 +119,11 @@ class RCForecasterBase(eqx.Module):
     def _force_stats(self, in_seq, res_state, stats, targets, start, stop):
         """:meth:`force` plus the ridge statistics of the states (rows
         ``start:stop`` against prepared ``targets``) in one fused pass, or
-        ``None`` when this model's forcing is not the standard pipeline or its
-        driver has no fused pass (training then forces and fits separately)."""
-        cls = type(self)
-        if _defined_in(cls, "force") is not RCForecasterBase or (
-            _defined_in(cls, "_advance_seq") is not RCForecasterBase
-        ):
+        ``None`` when this model class does not declare that its forcing is
+        the standard pipeline (capability ``"pipeline_forcing"``, see
+        :mod:`orc._bank`) or its components have no fused pass (training then
+        forces and fits separately)."""
+        if not declares(self, "pipeline_forcing"):
             return None
         return drive_sequence_stats(
             self.driver,

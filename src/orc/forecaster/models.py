@@ -60,6 +60,8 @@ class ESNForecaster(RCForecasterBase):
     def __check_init__(self):
         check_esn_sizes(self)
 
+    capabilities = frozenset({"pipeline_forcing"})
+
     def __init__(
         self,
         data_dim: int,
@@ -167,6 +169,8 @@ class EnsembleESNForecaster(RCForecasterBase):
     def __check_init__(self):
         check_esn_sizes(self)
 
+    capabilities = frozenset({"pipeline_forcing"})
+
     def __init__(
         self,
         data_dim: int,
@@ -231,6 +235,8 @@ class DeepESNForecaster(RCForecasterBase):
                 f"DeepESNForecaster: n_layers ({self.n_layers!r}) must equal the "
                 f"driver's {len(self.driver.layers)} layers"
             )
+
+    capabilities = frozenset({"pipeline_forcing"})
 
     def __init__(
         self,

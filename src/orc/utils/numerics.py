@@ -90,8 +90,8 @@ def spectral_radius_np(
 
 def _host_operator(A):
     """numpy matvec and size for a dense array, BCOO or ReservoirMatrix."""
-    if hasattr(A, "indices") and hasattr(A, "values"):  # ReservoirMatrix
-        return _ell_matvec(np.asarray(A.values), np.asarray(A.indices)), A.shape[-1]
+    if hasattr(A, "columns") and hasattr(A, "values"):  # ReservoirMatrix
+        return _ell_matvec(np.asarray(A.values), np.asarray(A.columns)), A.shape[-1]
     if hasattr(A, "data") and hasattr(A, "indices"):  # BCOO
         data = np.asarray(A.data)
         rows, cols = np.asarray(A.indices).T
