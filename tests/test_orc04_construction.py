@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from jax.experimental import sparse
 
+import orc
 from orc._orc04 import (
     orc04_components,
     orc04_embedding,
@@ -228,3 +229,72 @@ def test_nse_and_argument_errors():
         orc04_components("ESNClassifier", 3, 4, 30, chunks=2)
     with pytest.raises(TypeError, match="missing"):
         orc04_components("ESNController", 3, res_dim=30)
+
+
+# --------------------------------------------------------------------------- #
+# The option on the models and components: construction="orc04"
+# --------------------------------------------------------------------------- #
+
+_MODEL_CASES = [
+    ("ESNForecaster", orc.forecaster.ESNForecaster, (3, 30), {"Wr_density": 0.05}),
+    (
+        "ESNForecaster",
+        orc.forecaster.ESNForecaster,
+        (6, 30),
+        {"chunks": 3, "locality": 1},
+    ),
+    (
+        "EnsembleESNForecaster",
+        orc.forecaster.EnsembleESNForecaster,
+        (3, 30),
+        {"chunks": 2},
+    ),
+    ("CESNForecaster", orc.forecaster.CESNForecaster, (3, 30), {}),
+    ("ESNClassifier", orc.classifier.ESNClassifier, (3, 4, 30), {}),
+    ("ESNController", orc.control.ESNController, (3, 2, 30), {}),
+]
+
+
+@pytest.mark.parametrize(
+    "name, cls, args, kw", _MODEL_CASES, ids=[c[0] + str(c[2]) for c in _MODEL_CASES]
+)
+def test_models_built_with_orc04_construction_hold_orcs_matrices(name, cls, args, kw):
+    """``construction="orc04"``: the model's ``wr`` (every chunk, as a dense
+    matrix) and ``win`` are bit for bit ORC 0.4's for that seed
+    (:func:`orc04_components`, itself checked above against ORC's own
+    fixtures); the ELL bank is padded to the longest row."""
+    model = cls(*args, seed=7, construction="orc04", **kw)
+    ref = orc04_components(name, *args, seed=7, **kw)
+    np.testing.assert_array_equal(
+        np.asarray(model.driver.wr.todense()), np.asarray(ref["wr"].todense())
+    )
+    np.testing.assert_array_equal(
+        np.asarray(model.embedding.win), np.asarray(ref["win"])
+    )
+    rows = np.asarray(ref["wr"].indices[..., 0])
+    longest = max(np.bincount(r, minlength=args[-1]).max() for r in rows)
+    assert model.driver.wr.values.shape[-1] == max(longest, 1)
+
+
+def test_orc04_construction_components_train_forecast_and_save(tmp_path):
+    d = orc.drivers.ESNDriver(120, seed=3, construction="orc04")
+    ref = orc04_reservoir(3, 120)
+    np.testing.assert_array_equal(np.asarray(d.wr.todense()), np.asarray(ref.todense()))
+    emb = orc.embeddings.ParallelLinearEmbedding(
+        6, 20, 0.1, chunks=3, locality=1, seed=4, construction="orc04"
+    )
+    np.testing.assert_array_equal(
+        np.asarray(emb.win),
+        np.asarray(orc04_embedding(4, 6, 20, 0.1, jnp.float64, 3, 1)),
+    )
+    U, _ = orc.data.lorenz63(tN=24, dt=0.01)
+    model = orc.forecaster.ESNForecaster(3, 200, seed=0, construction="orc04")
+    model, R = orc.forecaster.train_RCForecaster(model, U[:2000])
+    pred = model.forecast(50, R[-1])
+    assert float(jnp.max(jnp.abs(pred - U[2000:2050]))) < 0.5
+    path = orc.save(tmp_path / "m.orc", model)
+    loaded = orc.load(path)
+    assert loaded.driver.construction == "orc04"
+    np.testing.assert_array_equal(loaded.forecast(50, R[-1]), pred)
+    with pytest.raises(ValueError, match="construction must be one of"):
+        orc.drivers.ESNDriver(20, seed=0, construction="orc05")

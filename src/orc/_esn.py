@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ._random import spawn
 from ._validation import check_dtype, check_esn_arguments, check_float, check_int
-from .drivers import DeepESNDriver, ESNDriver, ParallelESNDriver
+from .drivers import DeepESNDriver, ESNDriver, ParallelESNDriver, check_construction
 from .embeddings import (
     EnsembleLinearEmbedding,
     LinearEmbedding,
@@ -46,6 +46,7 @@ _HYPERPARAMETERS = (
     "quadratic",
     "n_layers",
     "coupling_scaling",
+    "construction",
 )
 
 
@@ -82,6 +83,7 @@ def esn_components(
     quadratic: bool = False,
     n_layers: int = 1,
     coupling_scaling=0.5,
+    construction: str = "orc",
 ):
     """``(embedding, driver, readout, dtype)`` of an ESN model.
 
@@ -101,7 +103,16 @@ def esn_components(
         time_const=time_const if mode == "continuous" else None,
     )
     dtype = check_dtype(dtype, owner)
-    k_driver, _, k_embed = spawn(seed, 3, owner)
+    check_construction(construction, owner)
+    if construction == "orc04":
+        # ORC 0.4's models hand their components the first word of each of
+        # three keys split from PRNGKey(seed) (orc._orc04.orc04_model_seeds)
+        from ._orc04 import orc04_model_seeds
+
+        seeds = orc04_model_seeds(seed)
+        k_driver, k_embed = seeds["driver"], seeds["embedding"]
+    else:
+        k_driver, _, k_embed = spawn(seed, 3, owner)
     driver_args = dict(
         res_dim=res_dim,
         leak=leak_rate,
@@ -113,6 +124,7 @@ def esn_components(
         time_const=time_const,
         seed=k_driver,
         use_sparse_eigs=use_sparse_eigs,
+        construction=construction,
     )
     n_layers = check_int("n_layers", n_layers, owner, minimum=1)
     if n_layers > 1 and (layout != "single" or mode != "discrete"):
@@ -121,11 +133,22 @@ def esn_components(
         )
     if layout == "single":
         embedding = LinearEmbedding(
-            in_dim, res_dim, embedding_scaling, dtype, seed=k_embed
+            in_dim,
+            res_dim,
+            embedding_scaling,
+            dtype,
+            seed=k_embed,
+            construction=construction,
         )
         if n_layers > 1:
             check_float("coupling_scaling", coupling_scaling, owner)
+            if construction != "orc":
+                raise ValueError(
+                    f"{owner}: construction={construction!r} reproduces ORC 0.4, "
+                    "which has no deep (n_layers > 1) reservoirs"
+                )
             del driver_args["mode"], driver_args["time_const"]
+            del driver_args["construction"]
             driver = DeepESNDriver(
                 n_layers=n_layers, coupling_scaling=coupling_scaling, **driver_args
             )
@@ -137,7 +160,13 @@ def esn_components(
     driver = ParallelESNDriver(chunks=chunks, **driver_args)
     if layout == "ensemble":
         embedding = EnsembleLinearEmbedding(
-            in_dim, res_dim, embedding_scaling, chunks, dtype, seed=k_embed
+            in_dim,
+            res_dim,
+            embedding_scaling,
+            chunks,
+            dtype,
+            seed=k_embed,
+            construction=construction,
         )
         readout = EnsembleLinearReadout(out_dim, res_dim, chunks, dtype)
         return embedding, driver, readout, dtype
@@ -156,6 +185,7 @@ def esn_components(
         locality=locality,
         periodic=periodic,
         seed=k_embed,
+        construction=construction,
     )
     readout_cls = ParallelQuadraticReadout if quadratic else ParallelLinearReadout
     return embedding, driver, readout_cls(out_dim, res_dim, chunks, dtype), dtype

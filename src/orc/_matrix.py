@@ -456,6 +456,36 @@ class ReservoirMatrix(eqx.Module):
         pairs = jnp.stack([rows, self.columns.astype(rows.dtype)], axis=-1)
         return pairs.reshape(self.values.shape[:-2] + (self.nse, 2))
 
+    @classmethod
+    def from_bcoo(cls, matrix) -> ReservoirMatrix:
+        """The bank of a ``BCOO`` of shape ``(chunks, n, n)`` (``n_batch=1``),
+        e.g. ORC 0.4's ``wr``, in ELL layout: ``k`` is the largest row count,
+        shorter rows are padded with zeros (which add nothing to a product),
+        each row keeps the order of its entries. Duplicate entries are summed
+        by ``todense`` as by BCOO's. Runs on the host."""
+        data = np.asarray(matrix.data)
+        idx = np.asarray(matrix.indices)
+        if data.ndim != 2 or idx.shape != data.shape + (2,):
+            raise ValueError(
+                "ReservoirMatrix.from_bcoo: need a BCOO of shape (chunks, n, n) with "
+                f"one batch dimension, got data {data.shape} and indices {idx.shape}"
+            )
+        chunks, n = data.shape[0], matrix.shape[-1]
+        rows = idx[..., 0]
+        counts = np.stack([np.bincount(r, minlength=n) for r in rows])
+        k = max(int(counts.max()), 1)
+        values = np.zeros((chunks, n, k), data.dtype)
+        columns = np.zeros((chunks, n, k), np.int32)
+        for c in range(chunks):
+            order = np.argsort(rows[c], kind="stable")
+            r = rows[c][order]
+            slot = np.arange(r.size) - np.repeat(
+                np.concatenate([[0], np.cumsum(counts[c])[:-1]]), counts[c]
+            )
+            values[c, r, slot] = data[c][order]
+            columns[c, r, slot] = idx[c, order, 1]
+        return cls(jnp.asarray(values), jnp.asarray(columns))
+
     def __getitem__(self, chunk) -> ReservoirMatrix:
         """Matrix ``chunk`` of a bank."""
         if self.values.ndim != 3:

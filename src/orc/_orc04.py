@@ -426,6 +426,13 @@ def _reservoir(
 # ------------------------------------------------------------------------ win
 
 
+def orc04_uniform(seed, shape, scaling, dtype) -> jax.Array:
+    """ORC 0.4's draw of an input matrix: ``uniform(key(seed), shape, dtype,
+    -scaling, scaling)`` (what :func:`orc04_embedding` and
+    :func:`orc04_ensemble_embedding` return for their shapes)."""
+    return _uniform(seed, shape, scaling, dtype)
+
+
 def _uniform(seed, shape, scaling, dtype) -> jax.Array:
     return _uniform_key(_key(seed), scaling, shape=tuple(shape), dtype=jnp.dtype(dtype))
 

@@ -172,6 +172,18 @@ class DriverBase(eqx.Module):
 # --------------------------------------------------------------------------- #
 
 
+CONSTRUCTIONS = ("orc", "orc04")
+
+
+def check_construction(value, owner) -> str:
+    """``construction``: ``"orc"`` (ours) or ``"orc04"`` (ORC 0.4's exact draw)."""
+    if value not in CONSTRUCTIONS:
+        raise ValueError(
+            f"{owner}: construction must be one of {CONSTRUCTIONS}, got {value!r}"
+        )
+    return value
+
+
 def _reservoir_matrix(
     seed,
     owner,
@@ -182,11 +194,27 @@ def _reservoir_matrix(
     dtype,
     use_sparse_eigs,
     batch,
+    construction="orc",
 ):
     # ``eigenval_batch_size`` is accepted for ORC compatibility: matrices are
     # built one chunk at a time on the host, so memory is bounded anyway.
     if batch is not None:
         check_int("eigenval_batch_size", batch, owner, minimum=1)
+    if construction == "orc04":
+        from ._orc04 import orc04_reservoir
+
+        return ReservoirMatrix.from_bcoo(
+            orc04_reservoir(
+                seed,
+                res_dim,
+                density,
+                float(spectral_radius),
+                chunks,
+                dtype,
+                use_sparse_eigs=use_sparse_eigs,
+                eigenval_batch_size=batch,
+            )
+        )
     return random_reservoir_matrices(
         numpy_rng(seed, owner),
         res_dim,
@@ -222,6 +250,7 @@ class _SparseReservoirDriver(DriverBase):
     spectral_radius: Array
     density: float = eqx.field(static=True)
     single: bool = eqx.field(default=False, static=True)
+    construction: str = eqx.field(default="orc", static=True)
 
     def __check_init__(self):
         name = type(self).__name__
@@ -233,7 +262,14 @@ class _SparseReservoirDriver(DriverBase):
             "chunks", self.chunks, name, minimum=1, maximum=1 if self.single else None
         )
         check_float("density", self.density, name, low=0.0, high=1.0, low_open=True)
-        k = nonzeros_per_row(self.res_dim, self.density)
+        check_construction(self.construction, name)
+        # ours draws a fixed count per row; ORC 0.4's draw varies by row, and
+        # its bank is padded to the longest row (ReservoirMatrix.from_bcoo)
+        k = (
+            nonzeros_per_row(self.res_dim, self.density)
+            if self.construction == "orc"
+            else self.wr.values.shape[-1]
+        )
         shape = (self.chunks, self.res_dim, k)
         check_leaf(name, "wr.values", self.wr.values, shape, self.dtype)
         check_leaf(name, "wr.columns", self.wr.columns, shape)
@@ -266,9 +302,11 @@ class _SparseReservoirDriver(DriverBase):
         seed,
         use_sparse_eigs,
         eigenval_batch_size,
+        construction,
     ):
         name = type(self).__name__
         DriverBase.__init__(self, res_dim, dtype)
+        self.construction = check_construction(construction, name)
         self.single = chunks is None
         self.chunks = 1 if chunks is None else chunks
         check_float("spectral_radius", spectral_radius, name, low=0.0, low_open=True)
@@ -288,6 +326,7 @@ class _SparseReservoirDriver(DriverBase):
             self.dtype,
             use_sparse_eigs,
             eigenval_batch_size,
+            self.construction,
         )
 
     def _per_chunk(self, update, proj_vars, res_state):
@@ -328,6 +367,7 @@ class _ESNDriverCore(_SparseReservoirDriver):
         seed,
         use_sparse_eigs,
         eigenval_batch_size,
+        construction,
     ):
         name = type(self).__name__
         if mode not in ("discrete", "continuous"):
@@ -346,6 +386,7 @@ class _ESNDriverCore(_SparseReservoirDriver):
             seed,
             use_sparse_eigs,
             eigenval_batch_size,
+            construction,
         )
         self.mode = mode
         self.leak = _scalar(leak, self.dtype)
@@ -569,6 +610,12 @@ class ParallelESNDriver(_ESNDriverCore):
         dense eigen-decomposition. Exact when ``res_dim <= 200``.
     eigenval_batch_size : int, optional
         Build this many chunks at a time (bounds memory for many chunks).
+    construction : {"orc", "orc04"}, default "orc"
+        ``"orc"``: this library's draw (a fixed count of non-zeros per row,
+        numpy, fast). ``"orc04"``: exactly the matrices ORC 0.4 draws for the
+        same ``seed`` (:mod:`orc._orc04`; slower), so an ORC 0.4 notebook
+        reproduces number for number; rows then hold varying counts, padded
+        with zeros to the longest.
 
     Example
     -------
@@ -594,6 +641,7 @@ class ParallelESNDriver(_ESNDriverCore):
         seed,
         use_sparse_eigs: bool = True,
         eigenval_batch_size: int | None = None,
+        construction: str = "orc",
     ) -> None:
         chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
         self._init(
@@ -609,6 +657,7 @@ class ParallelESNDriver(_ESNDriverCore):
             seed,
             use_sparse_eigs,
             eigenval_batch_size,
+            construction,
         )
 
 
@@ -642,6 +691,7 @@ class ESNDriver(_ESNDriverCore):
         seed,
         use_sparse_eigs: bool = True,
         eigenval_batch_size: int | None = None,
+        construction: str = "orc",
     ) -> None:
         self._init(
             res_dim,
@@ -656,6 +706,7 @@ class ESNDriver(_ESNDriverCore):
             seed,
             use_sparse_eigs,
             eigenval_batch_size,
+            construction,
         )
 
 
@@ -714,6 +765,7 @@ class _TaylorDriverCore(_SparseReservoirDriver):
         seed,
         use_sparse_eigs,
         eigenval_batch_size,
+        construction,
     ):
         self._init_reservoir(
             res_dim,
@@ -725,6 +777,7 @@ class _TaylorDriverCore(_SparseReservoirDriver):
             seed,
             use_sparse_eigs,
             eigenval_batch_size,
+            construction,
         )
         self.n_terms = check_int("n_terms", n_terms, type(self).__name__, minimum=0)
 
@@ -775,6 +828,7 @@ class ParallelTaylorDriver(_TaylorDriverCore):
         seed,
         use_sparse_eigs: bool = True,
         eigenval_batch_size: int | None = None,
+        construction: str = "orc",
     ) -> None:
         chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
         self._init(
@@ -788,6 +842,7 @@ class ParallelTaylorDriver(_TaylorDriverCore):
             seed,
             use_sparse_eigs,
             eigenval_batch_size,
+            construction,
         )
 
 
@@ -806,6 +861,7 @@ class TaylorDriver(_TaylorDriverCore):
         seed,
         use_sparse_eigs: bool = True,
         eigenval_batch_size: int | None = None,
+        construction: str = "orc",
     ) -> None:
         self._init(
             n_terms,
@@ -818,6 +874,7 @@ class TaylorDriver(_TaylorDriverCore):
             seed,
             use_sparse_eigs,
             eigenval_batch_size,
+            construction,
         )
 
 

@@ -174,6 +174,7 @@ class _LinearEmbeddingCore(EmbedBase):
         periodic,
         ensemble,
         seed,
+        construction="orc",
     ):
         name = type(self).__name__
         EmbedBase.__init__(self, in_dim, res_dim, dtype)
@@ -191,9 +192,16 @@ class _LinearEmbeddingCore(EmbedBase):
         width = self.chunk_size + (0 if ensemble else 2 * self.locality)
         self.scaling = jnp.asarray(scaling, self.dtype)
         scale = float(scaling)
-        win = numpy_rng(seed, name).uniform(
-            -scale, scale, size=(self.chunks, self.res_dim, width)
-        )
+        shape = (self.chunks, self.res_dim, width)
+        if construction == "orc04":  # ORC 0.4's exact draw (orc._orc04)
+            from ._orc04 import orc04_uniform
+
+            win = orc04_uniform(seed, shape, scale, self.dtype)
+        else:
+            from .drivers import check_construction
+
+            check_construction(construction, name)
+            win = numpy_rng(seed, name).uniform(-scale, scale, size=shape)
         self.win = jnp.asarray(win, dtype=self.dtype)
 
     def _window(self) -> np.ndarray:
@@ -252,6 +260,8 @@ class ParallelLinearEmbedding(_LinearEmbeddingCore):
     locality : int, default 0
     periodic : bool, default True
     seed : int or PRNG key
+    construction : {"orc", "orc04"}, default "orc"
+        ``"orc04"``: exactly ORC 0.4's ``win`` for the same ``seed``.
 
     Example
     -------
@@ -273,10 +283,20 @@ class ParallelLinearEmbedding(_LinearEmbeddingCore):
         periodic: bool = True,
         *,
         seed,
+        construction: str = "orc",
     ) -> None:
         chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
         self._init(
-            in_dim, res_dim, scaling, dtype, chunks, locality, periodic, False, seed
+            in_dim,
+            res_dim,
+            scaling,
+            dtype,
+            chunks,
+            locality,
+            periodic,
+            False,
+            seed,
+            construction,
         )
 
 
@@ -295,9 +315,18 @@ class LinearEmbedding(_LinearEmbeddingCore):
     capabilities = frozenset({"linear"})
 
     def __init__(
-        self, in_dim: int, res_dim: int, scaling: float, dtype=jnp.float64, *, seed
+        self,
+        in_dim: int,
+        res_dim: int,
+        scaling: float,
+        dtype=jnp.float64,
+        *,
+        seed,
+        construction: str = "orc",
     ):
-        self._init(in_dim, res_dim, scaling, dtype, None, 0, True, False, seed)
+        self._init(
+            in_dim, res_dim, scaling, dtype, None, 0, True, False, seed, construction
+        )
 
 
 class EnsembleLinearEmbedding(_LinearEmbeddingCore):
@@ -317,6 +346,9 @@ class EnsembleLinearEmbedding(_LinearEmbeddingCore):
         dtype=jnp.float64,
         *,
         seed,
+        construction: str = "orc",
     ) -> None:
         chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
-        self._init(in_dim, res_dim, scaling, dtype, chunks, 0, True, True, seed)
+        self._init(
+            in_dim, res_dim, scaling, dtype, chunks, 0, True, True, seed, construction
+        )

@@ -958,6 +958,8 @@ def _v3_field_names(cls, stored: set) -> set:
     fields = {f.name for f in dataclasses.fields(cls)}
     if "single" in fields and "single" not in names and "chunks" in names:
         names.add("single")
+    if "construction" in fields and "wr" in names:
+        names.add("construction")  # only this library's draw existed then
     return names
 
 
@@ -971,6 +973,8 @@ def _v3_fields(cls, values: dict, where: str) -> dict:
     if cls is ReservoirMatrix and "indices" in values:
         values["columns"] = values.pop("indices")
     fields = {f.name for f in dataclasses.fields(cls)}
+    if "construction" in fields and "wr" in values:
+        values.setdefault("construction", "orc")
     if "single" in fields and "single" not in values and "chunks" in values:
         chunks = values["chunks"]
         if not _is_int(chunks):

@@ -57,6 +57,7 @@ class ESNClassifier(RCClassifierBase):
         quadratic: bool = False,
         use_sparse_eigs: bool = True,
         state_repr: str = "final",
+        construction: str = "orc",
     ) -> None:
         name = type(self).__name__
         data_dim = check_int("data_dim", data_dim, name, minimum=1)

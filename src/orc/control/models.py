@@ -61,6 +61,7 @@ class ESNController(RCControllerBase):
         seed=0,
         quadratic: bool = False,
         use_sparse_eigs: bool = True,
+        construction: str = "orc",
     ) -> None:
         name = type(self).__name__
         data_dim = check_int("data_dim", data_dim, name, minimum=1)

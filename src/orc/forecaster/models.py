@@ -46,6 +46,10 @@ class ESNForecaster(RCForecasterBase):
     quadratic : bool, default False
     periodic : bool, default True
     use_sparse_eigs : bool, default True
+    construction : {"orc", "orc04"}, default "orc"
+        ``"orc04"`` builds exactly ORC 0.4's ``wr`` and ``win`` for ``seed``
+        (slower to build), so ORC 0.4 results reproduce number for number;
+        also accepted by the other ESN models (not by ``DeepESNForecaster``).
 
     Example
     -------
@@ -78,6 +82,7 @@ class ESNForecaster(RCForecasterBase):
         quadratic: bool = False,
         periodic: bool = True,
         use_sparse_eigs: bool = True,
+        construction: str = "orc",
     ) -> None:
         data_dim = check_int("data_dim", data_dim, type(self).__name__, minimum=1)
         embedding, driver, readout, dtype = esn_components(
@@ -130,6 +135,7 @@ class CESNForecaster(CRCForecasterBase):
         stepsize_controller: diffrax.AbstractStepSizeController | None = None,
         adjoint: diffrax.AbstractAdjoint | None = None,
         max_steps: int | None = None,
+        construction: str = "orc",
     ) -> None:
         data_dim = check_int("data_dim", data_dim, type(self).__name__, minimum=1)
         embedding, driver, readout, dtype = esn_components(
@@ -184,6 +190,7 @@ class EnsembleESNForecaster(RCForecasterBase):
         seed=0,
         chunks: int = 1,
         use_sparse_eigs: bool = True,
+        construction: str = "orc",
     ) -> None:
         data_dim = check_int("data_dim", data_dim, type(self).__name__, minimum=1)
         embedding, driver, readout, dtype = esn_components(
