@@ -1,10 +1,11 @@
 """The embedding, driver and readout of the ESN models, built in one place.
 
 Every ESN model (forecasters, classifier, controller) is this pipeline with a
-layout: ``"single"`` (one reservoir, no chunk axis), ``"parallel"`` (local
+layout: ``"single"`` (one reservoir, shown without the bank axis), ``"parallel"`` (local
 patches of the input, one reservoir each) or ``"ensemble"`` (every reservoir
 sees the whole input, outputs averaged). Hyperparameters are checked under the
-names the models expose.
+names the models expose; the models' signatures (ORC's) come from
+:mod:`orc._signatures`, and they hand their arguments on here as they are.
 """
 
 from __future__ import annotations
@@ -25,39 +26,7 @@ from .readouts import (
     QuadraticReadout,
 )
 
-__all__ = ["esn_components", "esn_hyperparameters"]
-
-# The reservoir hyperparameters the ESN models hand to esn_components
-# unchanged, under ORC's names.
-_HYPERPARAMETERS = (
-    "res_dim",
-    "embedding_scaling",
-    "Wr_density",
-    "Wr_spectral_radius",
-    "bias",
-    "dtype",
-    "seed",
-    "use_sparse_eigs",
-    "leak_rate",
-    "time_const",
-    "chunks",
-    "locality",
-    "periodic",
-    "quadratic",
-    "n_layers",
-    "coupling_scaling",
-    "construction",
-)
-
-
-def esn_hyperparameters(arguments: dict) -> dict:
-    """The ESN hyperparameters among a model constructor's ``locals()``.
-
-    The model classes keep ORC's explicit signatures (names, defaults, help);
-    this passes what they received on to :func:`esn_components` without
-    writing the list out again in every class.
-    """
-    return {k: arguments[k] for k in _HYPERPARAMETERS if k in arguments}
+__all__ = ["esn_components"]
 
 
 def esn_components(

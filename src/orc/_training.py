@@ -5,6 +5,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array
 
 from . import _progress
@@ -124,6 +125,16 @@ def check_initial_state(owner, model, initial_res_state, n_traj, multi) -> None:
             f"{owner}: initial_res_state must have shape {expected}, "
             f"got {tuple(jnp.shape(initial_res_state))}"
         )
+
+
+def run_training(model, seq, initial_res_state, multi: bool, progress, train):
+    """``train(init, show)``: a trainer's compiled part, given the initial
+    reservoir states of the trajectories in ``seq`` (``initial_res_state``,
+    else the driver's default) and whether to show the training bar, which
+    :func:`orc._progress.run_with_bar` sizes by the rows of ``seq``."""
+    init = initial_states(model, initial_res_state, seq.shape[0], multi)
+    steps = int(np.prod(seq.shape[:-1]))
+    return _progress.run_with_bar(progress, steps, lambda show: train(init, show))
 
 
 def initial_states(model, initial_res_state, n_traj, multi):

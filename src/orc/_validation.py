@@ -215,6 +215,26 @@ def check_dtype_field(owner: str, dtype) -> None:
         raise TypeError(f"{owner}: dtype must be float32 or float64, got {dtype!r}")
 
 
+def init_component(component, dtype, **sizes) -> None:
+    """What a component base class's ``__init__`` sets (``DriverBase``,
+    ``EmbedBase``, ``ReadoutBase``): its sizes, each a positive int, and its
+    dtype."""
+    owner = type(component).__name__
+    for name, value in sizes.items():
+        setattr(component, name, check_int(name, value, owner, minimum=1))
+    component.dtype = check_dtype(dtype, owner)
+
+
+def check_component(component, *sizes: str) -> None:
+    """What a component base class's ``__check_init__`` checks: the static
+    fields ``sizes`` positive ints, ``chunks`` >= 0, ``dtype`` float32/64."""
+    owner = type(component).__name__
+    for name in sizes:
+        check_int(name, getattr(component, name), owner, minimum=1)
+    check_int("chunks", component.chunks, owner, minimum=0)
+    check_dtype_field(owner, component.dtype)
+
+
 def check_leaf(owner: str, name: str, value, shape, dtype=None) -> None:
     """The array field ``name`` has exactly ``shape`` (and ``dtype``)."""
     if not isinstance(value, (jax.Array, np.ndarray)):

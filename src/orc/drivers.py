@@ -44,12 +44,13 @@ from ._matrix import (
     random_reservoir_matrices,
 )
 from ._random import jax_key, numpy_rng, spawn
+from ._signatures import REQUIRED, orc_signature
 from ._validation import (
-    check_dtype,
-    check_dtype_field,
+    check_component,
     check_float,
     check_int,
     check_leaf,
+    init_component,
 )
 from .embeddings import EmbedBase, LinearEmbedding
 
@@ -98,15 +99,10 @@ class DriverBase(eqx.Module):
     chunks: int = eqx.field(default=0, static=True)
 
     def __init__(self, res_dim: int, dtype=jnp.float64):
-        name = type(self).__name__
-        self.res_dim = check_int("res_dim", res_dim, name, minimum=1)
-        self.dtype = check_dtype(dtype, name)
+        init_component(self, dtype, res_dim=res_dim)
 
     def __check_init__(self):
-        name = type(self).__name__
-        check_int("res_dim", self.res_dim, name, minimum=1)
-        check_int("chunks", self.chunks, name, minimum=0)
-        check_dtype_field(name, self.dtype)
+        check_component(self, "res_dim")
 
     @abc.abstractmethod
     def advance(self, proj_vars: Array, res_state: Array) -> Array:
@@ -239,6 +235,13 @@ def _esn_preactivation(W: ReservoirMatrix, proj, state, bias):
     return jnp.tanh(W.matvec(state) + proj + bias)
 
 
+# ORC's driver signatures, in pieces (orc._signatures): the reservoir's
+# hyperparameters, the ESN's mode, and how the matrices are built
+_SPARSE = ("spectral_radius", "density", "bias", "dtype")
+_ESN_MODE = ("mode", "time_const")
+_BUILD = ("*", "seed", "use_sparse_eigs", "eigenval_batch_size", "construction")
+
+
 class _SparseReservoirDriver(DriverBase):
     """What the ESN and Taylor drivers share: a bank of random sparse ``W``
     (one per reservoir), a bias, and an update written for one reservoir and
@@ -293,6 +296,7 @@ class _SparseReservoirDriver(DriverBase):
 
     def _init_reservoir(
         self,
+        *,
         res_dim,
         spectral_radius,
         density,
@@ -304,6 +308,8 @@ class _SparseReservoirDriver(DriverBase):
         eigenval_batch_size,
         construction,
     ):
+        """Everything but the update's own parameters; ``chunks=None`` makes
+        a single driver (a bank of one, shown without its axis)."""
         name = type(self).__name__
         DriverBase.__init__(self, res_dim, dtype)
         self.construction = check_construction(construction, name)
@@ -353,22 +359,7 @@ class _ESNDriverCore(_SparseReservoirDriver):
         check_leaf(name, "leak", self.leak, (), self.dtype)
         check_leaf(name, "time_const", self.time_const, (), self.dtype)
 
-    def _init(
-        self,
-        res_dim,
-        leak,
-        spectral_radius,
-        density,
-        bias,
-        dtype,
-        chunks,
-        mode,
-        time_const,
-        seed,
-        use_sparse_eigs,
-        eigenval_batch_size,
-        construction,
-    ):
+    def _init(self, *, leak, mode, time_const, **reservoir):
         name = type(self).__name__
         if mode not in ("discrete", "continuous"):
             raise ValueError(
@@ -376,18 +367,7 @@ class _ESNDriverCore(_SparseReservoirDriver):
             )
         check_float("leak", leak, name, low=0.0, high=1.0, low_open=True)
         check_float("time_const", time_const, name, low=0.0, low_open=True)
-        self._init_reservoir(
-            res_dim,
-            spectral_radius,
-            density,
-            bias,
-            dtype,
-            chunks,
-            seed,
-            use_sparse_eigs,
-            eigenval_batch_size,
-            construction,
-        )
+        self._init_reservoir(**reservoir)
         self.mode = mode
         self.leak = _scalar(leak, self.dtype)
         self.time_const = _scalar(time_const, self.dtype)
@@ -626,39 +606,12 @@ class ParallelESNDriver(_ESNDriverCore):
 
     capabilities = frozenset({"sequence", "esn_kernels"})
 
-    def __init__(
-        self,
-        res_dim: int,
-        leak: float = 0.6,
-        spectral_radius: float = 0.8,
-        density: float = 0.02,
-        bias: float = 1.6,
-        dtype=jnp.float64,
-        chunks: int = 1,
-        mode: str = "discrete",
-        time_const: float = 50.0,
-        *,
-        seed,
-        use_sparse_eigs: bool = True,
-        eigenval_batch_size: int | None = None,
-        construction: str = "orc",
-    ) -> None:
+    @orc_signature(
+        "res_dim", "leak", *_SPARSE, "chunks", *_ESN_MODE, *_BUILD, seed=REQUIRED
+    )
+    def __init__(self, chunks, **hyper) -> None:
         chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
-        self._init(
-            res_dim,
-            leak,
-            spectral_radius,
-            density,
-            bias,
-            dtype,
-            chunks,
-            mode,
-            time_const,
-            seed,
-            use_sparse_eigs,
-            eigenval_batch_size,
-            construction,
-        )
+        self._init(chunks=chunks, **hyper)
 
 
 class ESNDriver(_ESNDriverCore):
@@ -677,37 +630,9 @@ class ESNDriver(_ESNDriverCore):
 
     capabilities = frozenset({"sequence", "esn_kernels"})
 
-    def __init__(
-        self,
-        res_dim: int,
-        leak: float = 0.6,
-        spectral_radius: float = 0.8,
-        density: float = 0.02,
-        bias: float = 1.6,
-        dtype=jnp.float64,
-        mode: str = "discrete",
-        time_const: float = 50.0,
-        *,
-        seed,
-        use_sparse_eigs: bool = True,
-        eigenval_batch_size: int | None = None,
-        construction: str = "orc",
-    ) -> None:
-        self._init(
-            res_dim,
-            leak,
-            spectral_radius,
-            density,
-            bias,
-            dtype,
-            None,
-            mode,
-            time_const,
-            seed,
-            use_sparse_eigs,
-            eigenval_batch_size,
-            construction,
-        )
+    @orc_signature("res_dim", "leak", *_SPARSE, *_ESN_MODE, *_BUILD, seed=REQUIRED)
+    def __init__(self, **hyper) -> None:
+        self._init(chunks=None, **hyper)
 
 
 # --------------------------------------------------------------------------- #
@@ -753,32 +678,8 @@ class _TaylorDriverCore(_SparseReservoirDriver):
         if n_terms > 5:
             raise ValueError(f"{name}: n_terms must be at most 5, got {n_terms}")
 
-    def _init(
-        self,
-        n_terms,
-        res_dim,
-        spectral_radius,
-        density,
-        bias,
-        dtype,
-        chunks,
-        seed,
-        use_sparse_eigs,
-        eigenval_batch_size,
-        construction,
-    ):
-        self._init_reservoir(
-            res_dim,
-            spectral_radius,
-            density,
-            bias,
-            dtype,
-            chunks,
-            seed,
-            use_sparse_eigs,
-            eigenval_batch_size,
-            construction,
-        )
+    def _init(self, *, n_terms, **reservoir):
+        self._init_reservoir(**reservoir)
         self.n_terms = check_int("n_terms", n_terms, type(self).__name__, minimum=0)
 
     def _update(self, W, proj, state):
@@ -815,67 +716,18 @@ class ParallelTaylorDriver(_TaylorDriverCore):
         As for :class:`ParallelESNDriver`.
     """
 
-    def __init__(
-        self,
-        n_terms: int,
-        res_dim: int,
-        spectral_radius: float = 0.8,
-        density: float = 0.02,
-        bias: float = 1.6,
-        dtype=jnp.float64,
-        chunks: int = 1,
-        *,
-        seed,
-        use_sparse_eigs: bool = True,
-        eigenval_batch_size: int | None = None,
-        construction: str = "orc",
-    ) -> None:
+    @orc_signature("n_terms", "res_dim", *_SPARSE, "chunks", *_BUILD, seed=REQUIRED)
+    def __init__(self, chunks, **hyper) -> None:
         chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
-        self._init(
-            n_terms,
-            res_dim,
-            spectral_radius,
-            density,
-            bias,
-            dtype,
-            chunks,
-            seed,
-            use_sparse_eigs,
-            eigenval_batch_size,
-            construction,
-        )
+        self._init(chunks=chunks, **hyper)
 
 
 class TaylorDriver(_TaylorDriverCore):
     """Taylor-expanded ESN driver for a single reservoir (state ``(res_dim,)``)."""
 
-    def __init__(
-        self,
-        n_terms: int,
-        res_dim: int,
-        spectral_radius: float = 0.8,
-        density: float = 0.02,
-        bias: float = 1.6,
-        dtype=jnp.float64,
-        *,
-        seed,
-        use_sparse_eigs: bool = True,
-        eigenval_batch_size: int | None = None,
-        construction: str = "orc",
-    ) -> None:
-        self._init(
-            n_terms,
-            res_dim,
-            spectral_radius,
-            density,
-            bias,
-            dtype,
-            None,
-            seed,
-            use_sparse_eigs,
-            eigenval_batch_size,
-            construction,
-        )
+    @orc_signature("n_terms", "res_dim", *_SPARSE, *_BUILD, seed=REQUIRED)
+    def __init__(self, **hyper) -> None:
+        self._init(chunks=None, **hyper)
 
 
 # --------------------------------------------------------------------------- #

@@ -33,12 +33,13 @@ from jaxtyping import Array, Float
 from ._bank import to_view
 from ._matrix import linear_drive
 from ._random import numpy_rng
+from ._signatures import REQUIRED, orc_signature
 from ._validation import (
-    check_dtype,
-    check_dtype_field,
+    check_component,
     check_float,
     check_int,
     check_leaf,
+    init_component,
 )
 
 __all__ = [
@@ -63,17 +64,10 @@ class EmbedBase(eqx.Module):
     chunks: int = eqx.field(default=0, static=True)
 
     def __init__(self, in_dim: int, res_dim: int, dtype=jnp.float64):
-        name = type(self).__name__
-        self.in_dim = check_int("in_dim", in_dim, name, minimum=1)
-        self.res_dim = check_int("res_dim", res_dim, name, minimum=1)
-        self.dtype = check_dtype(dtype, name)
+        init_component(self, dtype, in_dim=in_dim, res_dim=res_dim)
 
     def __check_init__(self):
-        name = type(self).__name__
-        check_int("in_dim", self.in_dim, name, minimum=1)
-        check_int("res_dim", self.res_dim, name, minimum=1)
-        check_int("chunks", self.chunks, name, minimum=0)
-        check_dtype_field(name, self.dtype)
+        check_component(self, "in_dim", "res_dim")
 
     @abc.abstractmethod
     def embed(self, in_state: Array) -> Array:
@@ -116,6 +110,11 @@ def _window_indices(in_dim, chunks, locality, periodic, ensemble) -> np.ndarray:
         size + 2 * locality
     )
     return np.mod(idx, in_dim) if periodic else np.clip(idx, 0, in_dim - 1)
+
+
+# ORC's linear embedding signatures, in pieces (orc._signatures)
+_SIZES = ("in_dim", "res_dim", "scaling")
+_BUILD = ("*", "seed", "construction")
 
 
 class _LinearEmbeddingCore(EmbedBase):
@@ -165,17 +164,20 @@ class _LinearEmbeddingCore(EmbedBase):
 
     def _init(
         self,
+        *,
         in_dim,
         res_dim,
         scaling,
         dtype,
         chunks,
-        locality,
-        periodic,
-        ensemble,
         seed,
-        construction="orc",
+        construction,
+        locality=0,
+        periodic=True,
+        ensemble=False,
     ):
+        """``chunks=None`` makes a single embedding (a bank of one, shown
+        without its axis)."""
         name = type(self).__name__
         EmbedBase.__init__(self, in_dim, res_dim, dtype)
         self.single = chunks is None
@@ -272,32 +274,12 @@ class ParallelLinearEmbedding(_LinearEmbeddingCore):
 
     capabilities = frozenset({"linear"})
 
-    def __init__(
-        self,
-        in_dim: int,
-        res_dim: int,
-        scaling: float,
-        dtype=jnp.float64,
-        chunks: int = 1,
-        locality: int = 0,
-        periodic: bool = True,
-        *,
-        seed,
-        construction: str = "orc",
-    ) -> None:
+    @orc_signature(
+        *_SIZES, "dtype", "chunks", "locality", "periodic", *_BUILD, seed=REQUIRED
+    )
+    def __init__(self, chunks, **hyper) -> None:
         chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
-        self._init(
-            in_dim,
-            res_dim,
-            scaling,
-            dtype,
-            chunks,
-            locality,
-            periodic,
-            False,
-            seed,
-            construction,
-        )
+        self._init(chunks=chunks, **hyper)
 
 
 class LinearEmbedding(_LinearEmbeddingCore):
@@ -314,19 +296,9 @@ class LinearEmbedding(_LinearEmbeddingCore):
 
     capabilities = frozenset({"linear"})
 
-    def __init__(
-        self,
-        in_dim: int,
-        res_dim: int,
-        scaling: float,
-        dtype=jnp.float64,
-        *,
-        seed,
-        construction: str = "orc",
-    ):
-        self._init(
-            in_dim, res_dim, scaling, dtype, None, 0, True, False, seed, construction
-        )
+    @orc_signature(*_SIZES, "dtype", *_BUILD, seed=REQUIRED)
+    def __init__(self, **hyper) -> None:
+        self._init(chunks=None, **hyper)
 
 
 class EnsembleLinearEmbedding(_LinearEmbeddingCore):
@@ -337,18 +309,7 @@ class EnsembleLinearEmbedding(_LinearEmbeddingCore):
 
     capabilities = frozenset({"linear"})
 
-    def __init__(
-        self,
-        in_dim: int,
-        res_dim: int,
-        scaling: float,
-        chunks: int = 5,
-        dtype=jnp.float64,
-        *,
-        seed,
-        construction: str = "orc",
-    ) -> None:
+    @orc_signature(*_SIZES, "chunks", "dtype", *_BUILD, chunks=5, seed=REQUIRED)
+    def __init__(self, chunks, **hyper) -> None:
         chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
-        self._init(
-            in_dim, res_dim, scaling, dtype, chunks, 0, True, True, seed, construction
-        )
+        self._init(chunks=chunks, ensemble=True, **hyper)

@@ -517,11 +517,7 @@ def rls_update(
     state : RLSState
         The updated learner (and the error when ``return_error``).
     """
-    owner = "rls_update"
-    _check_state(owner, state, RLSState)
-    f, y = _check_rows(owner, state, f, y, rows=False)
-    new, e = _update(state, f, y, owner)
-    return (new, e) if return_error else new
+    return _learn_row("rls_update", RLSState, state, f, y, return_error)
 
 
 def rls_fit(
@@ -556,37 +552,15 @@ def rls_fit(
     >>> np.allclose(s.W, np.linalg.solve(X.T @ X + 0.1 * np.eye(8), X.T @ Y).T)
     True
     """
-    owner = "rls_fit"
-    _check_state(owner, state, RLSState)
-    feats, targets = _check_rows(owner, state, feats, targets, rows=True)
-    return _fit(state, feats, targets, owner, bool(return_errors))
+    return _learn_rows("rls_fit", RLSState, state, feats, targets, return_errors)
 
 
 def lms_update(
     state: LMSState, f: Array, y: Array, return_error: bool = False
 ) -> LMSState | tuple[LMSState, Array]:
-    """Learn one row by (normalised) LMS; arguments as :func:`rls_update`.
-
-    Parameters
-    ----------
-    state : LMSState
-    f : Array
-        ``(n_features,)`` or ``(chunks, n_features)``.
-    y : Array
-        ``(n_out,)`` or ``(chunks, n_out)``.
-    return_error : bool, default False
-        Also return the a-priori error ``y - W f``.
-
-    Returns
-    -------
-    state : LMSState
-        The updated learner (and the error when ``return_error``).
-    """
-    owner = "lms_update"
-    _check_state(owner, state, LMSState)
-    f, y = _check_rows(owner, state, f, y, rows=False)
-    new, e = _update(state, f, y, owner)
-    return (new, e) if return_error else new
+    """Learn one row by (normalised) LMS: parameters and returns as
+    :func:`rls_update`, with an :class:`LMSState` from :func:`lms_init`."""
+    return _learn_row("lms_update", LMSState, state, f, y, return_error)
 
 
 def lms_fit(
@@ -595,25 +569,22 @@ def lms_fit(
     targets: Float[Array, "rows ..."],
     return_errors: bool = False,
 ) -> LMSState | tuple[LMSState, Array]:
-    """Learn rows one after another by (normalised) LMS; arguments as :func:`rls_fit`.
+    """Learn rows one after another by (normalised) LMS: parameters and
+    returns as :func:`rls_fit`, with an :class:`LMSState`."""
+    return _learn_rows("lms_fit", LMSState, state, feats, targets, return_errors)
 
-    Parameters
-    ----------
-    state : LMSState
-    feats : Array
-        ``(rows, n_features)`` or ``(rows, chunks, n_features)``.
-    targets : Array
-        ``(rows, n_out)`` or ``(rows, chunks, n_out)``.
-    return_errors : bool, default False
-        Also return the a-priori errors, shaped like ``targets``.
 
-    Returns
-    -------
-    state : LMSState
-        The updated learner (and the errors when ``return_errors``).
-    """
-    owner = "lms_fit"
-    _check_state(owner, state, LMSState)
+def _learn_row(owner, kind, state, f, y, return_error):
+    """The public one-row update of either learner (``kind`` its state class)."""
+    _check_state(owner, state, kind)
+    f, y = _check_rows(owner, state, f, y, rows=False)
+    new, e = _update(state, f, y, owner)
+    return (new, e) if return_error else new
+
+
+def _learn_rows(owner, kind, state, feats, targets, return_errors):
+    """The public sequence fit of either learner."""
+    _check_state(owner, state, kind)
     feats, targets = _check_rows(owner, state, feats, targets, rows=True)
     return _fit(state, feats, targets, owner, bool(return_errors))
 

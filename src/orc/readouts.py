@@ -32,7 +32,12 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from ._bank import to_bank
-from ._validation import check_dtype, check_dtype_field, check_int, check_leaf
+from ._validation import (
+    check_component,
+    check_int,
+    check_leaf,
+    init_component,
+)
 
 __all__ = [
     "ReadoutBase",
@@ -63,17 +68,10 @@ class ReadoutBase(eqx.Module):
     dtype: object = eqx.field(default=jnp.float64, static=True)
 
     def __init__(self, out_dim: int, res_dim: int, dtype=jnp.float64):
-        name = type(self).__name__
-        self.out_dim = check_int("out_dim", out_dim, name, minimum=1)
-        self.res_dim = check_int("res_dim", res_dim, name, minimum=1)
-        self.dtype = check_dtype(dtype, name)
+        init_component(self, dtype, out_dim=out_dim, res_dim=res_dim)
 
     def __check_init__(self):
-        name = type(self).__name__
-        check_int("out_dim", self.out_dim, name, minimum=1)
-        check_int("res_dim", self.res_dim, name, minimum=1)
-        check_int("chunks", self.chunks, name, minimum=0)
-        check_dtype_field(name, self.dtype)
+        check_component(self, "out_dim", "res_dim")
 
     @abc.abstractmethod
     def readout(self, res_state: Array) -> Array:

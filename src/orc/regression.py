@@ -25,18 +25,17 @@ from __future__ import annotations
 
 import equinox as eqx
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float
 
-from . import _progress
 from ._compose import check_model
-from ._esn import esn_components, esn_hyperparameters
+from ._esn import esn_components
 from ._random import seed_field
 from ._ridge import solve
+from ._signatures import orc_signature
 from ._strategy import compiled
 from ._training import (
     check_initial_state,
-    initial_states,
+    run_training,
     teacher_forced_fit,
     training_noise,
 )
@@ -271,41 +270,38 @@ class ESNRegressor(RCRegressorBase):
     >>> z_hat = reg.predict(U[8000:, :2])          # (2000, 1)
     """
 
-    def __init__(
-        self,
-        in_dim: int,
-        out_dim: int,
-        res_dim: int,
-        leak_rate: float = 0.6,
-        bias: float = 1.6,
-        embedding_scaling: float = 0.08,
-        Wr_density: float = 0.02,
-        Wr_spectral_radius: float = 0.8,
-        n_layers: int = 1,
-        coupling_scaling: float = 0.5,
-        input_passthrough: bool = False,
-        readout_bias: bool = True,
-        quadratic: bool = False,
-        dtype=jnp.float64,
-        seed=0,
-        use_sparse_eigs: bool = True,
-    ) -> None:
-        name = type(self).__name__
+    @orc_signature(
+        "in_dim",
+        "out_dim",
+        "res_dim",
+        "leak_rate",
+        "bias",
+        "embedding_scaling",
+        "Wr_density",
+        "Wr_spectral_radius",
+        "n_layers",
+        "coupling_scaling",
+        "input_passthrough",
+        "readout_bias",
+        "quadratic",
+        "dtype",
+        "seed",
+        "use_sparse_eigs",
+        n_layers=1,
+    )
+    def __init__(self, in_dim, out_dim, **hyper) -> None:
+        options = {
+            name: hyper.pop(name) for name in ("input_passthrough", "readout_bias")
+        }
         embedding, driver, readout, dtype = esn_components(
-            name,
+            type(self).__name__,
             layout="single",
             in_dim=in_dim,
             out_dim=out_dim,
-            **esn_hyperparameters(locals()),
+            **hyper,
         )
         super().__init__(
-            driver,
-            readout,
-            embedding,
-            input_passthrough=input_passthrough,
-            readout_bias=readout_bias,
-            dtype=dtype,
-            seed=seed,
+            driver, readout, embedding, dtype=dtype, seed=hyper["seed"], **options
         )
 
 
@@ -443,21 +439,12 @@ def train_RCRegressor(
         )
     check_initial_state(owner, model, initial_res_state, in_seq.shape[0], multi)
     check_float("beta", beta, owner, low=0.0)
-    init = initial_states(model, initial_res_state, in_seq.shape[0], multi)
     noise = training_noise(owner, input_noise, state_noise, noise_seed, model.dtype)
-    return _progress.run_with_bar(
-        progress,
-        int(np.prod(in_seq.shape[:-1])),
-        lambda show: _train(
-            model,
-            in_seq,
-            target_seq,
-            init,
-            jnp.asarray(beta, model.dtype),
-            spinup,
-            multi,
-            bool(return_states),
-            show,
-            noise,
-        ),
-    )
+    beta, keep = jnp.asarray(beta, model.dtype), bool(return_states)
+
+    def train(init, show):
+        return _train(
+            model, in_seq, target_seq, init, beta, spinup, multi, keep, show, noise
+        )
+
+    return run_training(model, in_seq, initial_res_state, multi, progress, train)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import equinox as eqx
-import jax.numpy as jnp
 
 from .._compose import check_esn_sizes
-from .._esn import esn_components, esn_hyperparameters
+from .._esn import esn_components
+from .._signatures import ESN_MODEL, orc_signature
 from .._validation import check_int
 from .base import RCClassifierBase
 
@@ -42,32 +42,27 @@ class ESNClassifier(RCClassifierBase):
     def __check_init__(self):
         check_esn_sizes(self)
 
-    def __init__(
-        self,
-        data_dim: int,
-        n_classes: int,
-        res_dim: int,
-        leak_rate: float = 0.6,
-        bias: float = 1.6,
-        embedding_scaling: float = 0.08,
-        Wr_density: float = 0.02,
-        Wr_spectral_radius: float = 0.8,
-        dtype=jnp.float64,
-        seed=0,
-        quadratic: bool = False,
-        use_sparse_eigs: bool = True,
-        state_repr: str = "final",
-        construction: str = "orc",
-    ) -> None:
+    @orc_signature(
+        "data_dim",
+        "n_classes",
+        "res_dim",
+        "leak_rate",
+        *ESN_MODEL,
+        "seed",
+        "quadratic",
+        "use_sparse_eigs",
+        "state_repr",
+        "construction",
+    )
+    def __init__(self, data_dim, n_classes, **hyper) -> None:
         name = type(self).__name__
         data_dim = check_int("data_dim", data_dim, name, minimum=1)
         n_classes = check_int("n_classes", n_classes, name, minimum=2)
+        state_repr = hyper.pop("state_repr")
         embedding, driver, readout, dtype = esn_components(
-            name,
-            layout="single",
-            in_dim=data_dim,
-            out_dim=n_classes,
-            **esn_hyperparameters(locals()),
+            name, layout="single", in_dim=data_dim, out_dim=n_classes, **hyper
         )
-        super().__init__(driver, readout, embedding, n_classes, state_repr, dtype, seed)
+        super().__init__(
+            driver, readout, embedding, n_classes, state_repr, dtype, hyper["seed"]
+        )
         self.data_dim = data_dim

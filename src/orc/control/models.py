@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import equinox as eqx
-import jax.numpy as jnp
 
 from .._compose import check_esn_sizes
-from .._esn import esn_components, esn_hyperparameters
+from .._esn import esn_components
+from .._signatures import ESN_MODEL, orc_signature
 from .._validation import check_int
 from .base import RCControllerBase
 
 __all__ = ["ESNController"]
+
+# the cost weights of RCControllerBase, in ORC's order
+_WEIGHTS = ("alpha_1", "alpha_2", "alpha_3")
 
 
 class ESNController(RCControllerBase):
@@ -44,34 +47,29 @@ class ESNController(RCControllerBase):
     def __check_init__(self):
         check_esn_sizes(self)
 
-    def __init__(
-        self,
-        data_dim: int,
-        control_dim: int,
-        res_dim: int,
-        leak_rate: float = 0.6,
-        bias: float = 1.6,
-        embedding_scaling: float = 0.08,
-        Wr_density: float = 0.02,
-        Wr_spectral_radius: float = 0.8,
-        dtype=jnp.float64,
-        alpha_1: float = 100,
-        alpha_2: float = 1,
-        alpha_3: float = 5,
-        seed=0,
-        quadratic: bool = False,
-        use_sparse_eigs: bool = True,
-        construction: str = "orc",
-    ) -> None:
+    @orc_signature(
+        "data_dim",
+        "control_dim",
+        "res_dim",
+        "leak_rate",
+        *ESN_MODEL,
+        *_WEIGHTS,
+        "seed",
+        "quadratic",
+        "use_sparse_eigs",
+        "construction",
+    )
+    def __init__(self, data_dim, control_dim, **hyper) -> None:
         name = type(self).__name__
         data_dim = check_int("data_dim", data_dim, name, minimum=1)
         control_dim = check_int("control_dim", control_dim, name, minimum=1)
+        weights = {alpha: hyper.pop(alpha) for alpha in _WEIGHTS}
         embedding, driver, readout, dtype = esn_components(
             name,
             layout="single",
             in_dim=data_dim + control_dim,
             out_dim=data_dim,
-            **esn_hyperparameters(locals()),
+            **hyper,
         )
         super().__init__(
             driver,
@@ -80,9 +78,7 @@ class ESNController(RCControllerBase):
             in_dim=data_dim,
             control_dim=control_dim,
             dtype=dtype,
-            alpha_1=alpha_1,
-            alpha_2=alpha_2,
-            alpha_3=alpha_3,
-            seed=seed,
+            seed=hyper["seed"],
+            **weights,
         )
         self.data_dim = data_dim

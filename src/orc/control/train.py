@@ -5,14 +5,12 @@ from __future__ import annotations
 from typing import TypeVar
 
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array
 
-from .. import _progress
 from .._strategy import compiled
 from .._training import (
     check_training_args,
-    initial_states,
+    run_training,
     teacher_forced_fit,
     teacher_forced_sequences,
 )
@@ -140,24 +138,13 @@ def train_RCController(
             f"{owner}: control_seq must have {model.control_dim} columns (control_dim), "
             f"got shape {tuple(control_seq.shape)}"
         )
-    init = initial_states(model, initial_res_state, train_seq.shape[0], multi)
-    return _progress.run_with_bar(
-        progress,
-        int(np.prod(train_seq.shape[:-1])),
-        lambda show: _train(
-            model,
-            train_seq,
-            control_seq,
-            target_seq,
-            init,
-            jnp.asarray(beta, model.dtype),
-            spinup,
-            batch_size,
-            multi,
-            bool(return_states),
-            show,
-        ),
-    )
+    beta, keep = jnp.asarray(beta, model.dtype), bool(return_states)
+
+    def train(init, show):
+        args = (model, train_seq, control_seq, target_seq, init, beta, spinup)
+        return _train(*args, batch_size, multi, keep, show)
+
+    return run_training(model, train_seq, initial_res_state, multi, progress, train)
 
 
 def train_ESNController(

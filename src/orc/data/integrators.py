@@ -387,16 +387,8 @@ def colpitts(
     Example:
         >>> us, ts = orc.data.colpitts(tN=200.0, dt=0.1)
     """
-    return _solve(
-        "colpitts",
-        _colpitts_vf,
-        u0,
-        3,
-        (alpha, gamma, q, eta),
-        tN,
-        dt,
-        diffeqsolve_kwargs,
-    )
+    params = (alpha, gamma, q, eta)
+    return _solve("colpitts", _colpitts_vf, u0, 3, params, tN, dt, diffeqsolve_kwargs)
 
 
 def hyper_lorenz63(
@@ -431,15 +423,9 @@ def hyper_lorenz63(
     Example:
         >>> us, ts = orc.data.hyper_lorenz63(tN=50.0, dt=0.01)
     """
+    params = (a, b, c, d)
     return _solve(
-        "hyper_lorenz63",
-        _hyper_lorenz63_vf,
-        u0,
-        4,
-        (a, b, c, d),
-        tN,
-        dt,
-        diffeqsolve_kwargs,
+        "hyper_lorenz63", _hyper_lorenz63_vf, u0, 4, params, tN, dt, diffeqsolve_kwargs
     )
 
 
@@ -528,12 +514,13 @@ def double_pendulum(
     Example:
         >>> us, ts = orc.data.double_pendulum(tN=20.0, dt=0.01, damping=0.1)
     """
+    params = (m1, m2, L1, L2, g, damping)
     return _solve(
         "double_pendulum",
         _double_pendulum_vf,
         u0,
         4,
-        (m1, m2, L1, L2, g, damping),
+        params,
         tN,
         dt,
         diffeqsolve_kwargs,

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import diffrax
 import equinox as eqx
-import jax.numpy as jnp
 
 from .._compose import check_esn_sizes
-from .._esn import esn_components, esn_hyperparameters
+from .._esn import esn_components
+from .._signatures import ESN_MODEL, INTEGRATION, orc_signature
 from .._validation import check_int
 from .base import CRCForecasterBase, RCForecasterBase
 
@@ -17,6 +16,29 @@ __all__ = [
     "EnsembleESNForecaster",
     "DeepESNForecaster",
 ]
+
+
+# ORC's signatures (orc._signatures): every ESN forecaster starts with _ESN
+# (_CESN for the continuous one, where time_const stands for leak_rate)
+_ESN = ("data_dim", "res_dim", "leak_rate", *ESN_MODEL, "seed")
+_CESN = ("data_dim", "res_dim", "time_const", *ESN_MODEL, "seed")
+_OPTIONS = ("quadratic", "periodic", "use_sparse_eigs")
+
+
+def _build(model, data_dim, hyper: dict, *, layout: str, mode="discrete", **base):
+    """Fill ``model``, an ESN forecaster, from its constructor's arguments:
+    the components of ``layout`` from ``hyper``, then the base class's
+    fields with ``base`` (chunks, integration settings)."""
+    name = type(model).__name__
+    data_dim = check_int("data_dim", data_dim, name, minimum=1)
+    embedding, driver, readout, dtype = esn_components(
+        name, layout=layout, in_dim=data_dim, out_dim=data_dim, mode=mode, **hyper
+    )
+    base_class = CRCForecasterBase if mode == "continuous" else RCForecasterBase
+    base_class.__init__(
+        model, driver, readout, embedding, dtype=dtype, seed=hyper["seed"], **base
+    )
+    model.data_dim = data_dim
 
 
 class ESNForecaster(RCForecasterBase):
@@ -66,36 +88,9 @@ class ESNForecaster(RCForecasterBase):
 
     capabilities = frozenset({"pipeline_forcing"})
 
-    def __init__(
-        self,
-        data_dim: int,
-        res_dim: int,
-        leak_rate: float = 0.6,
-        bias: float = 1.6,
-        embedding_scaling: float = 0.08,
-        Wr_density: float = 0.02,
-        Wr_spectral_radius: float = 0.8,
-        dtype=jnp.float64,
-        seed=0,
-        chunks: int = 1,
-        locality: int = 0,
-        quadratic: bool = False,
-        periodic: bool = True,
-        use_sparse_eigs: bool = True,
-        construction: str = "orc",
-    ) -> None:
-        data_dim = check_int("data_dim", data_dim, type(self).__name__, minimum=1)
-        embedding, driver, readout, dtype = esn_components(
-            type(self).__name__,
-            layout="parallel",
-            in_dim=data_dim,
-            out_dim=data_dim,
-            **esn_hyperparameters(locals()),
-        )
-        super().__init__(
-            driver, readout, embedding, chunks=chunks, dtype=dtype, seed=seed
-        )
-        self.data_dim = data_dim
+    @orc_signature(*_ESN, "chunks", "locality", *_OPTIONS, "construction")
+    def __init__(self, data_dim, **hyper) -> None:
+        _build(self, data_dim, hyper, layout="parallel", chunks=hyper["chunks"])
 
 
 class CESNForecaster(CRCForecasterBase):
@@ -115,50 +110,20 @@ class CESNForecaster(CRCForecasterBase):
     def __check_init__(self):
         check_esn_sizes(self)
 
-    def __init__(
-        self,
-        data_dim: int,
-        res_dim: int,
-        time_const: float = 50.0,
-        bias: float = 1.6,
-        embedding_scaling: float = 0.08,
-        Wr_density: float = 0.02,
-        Wr_spectral_radius: float = 0.8,
-        dtype=jnp.float64,
-        seed=0,
-        chunks: int = 1,
-        locality: int = 0,
-        quadratic: bool = False,
-        periodic: bool = True,
-        use_sparse_eigs: bool = True,
-        solver: diffrax.AbstractSolver | None = None,
-        stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-        adjoint: diffrax.AbstractAdjoint | None = None,
-        max_steps: int | None = None,
-        construction: str = "orc",
-    ) -> None:
-        data_dim = check_int("data_dim", data_dim, type(self).__name__, minimum=1)
-        embedding, driver, readout, dtype = esn_components(
-            type(self).__name__,
+    @orc_signature(
+        *_CESN, "chunks", "locality", *_OPTIONS, *INTEGRATION, "construction"
+    )
+    def __init__(self, data_dim, **hyper) -> None:
+        integration = {name: hyper.pop(name) for name in INTEGRATION}
+        _build(
+            self,
+            data_dim,
+            hyper,
             layout="parallel",
-            in_dim=data_dim,
-            out_dim=data_dim,
             mode="continuous",
-            **esn_hyperparameters(locals()),
+            chunks=hyper["chunks"],
+            **integration,
         )
-        super().__init__(
-            driver,
-            readout,
-            embedding,
-            chunks=chunks,
-            dtype=dtype,
-            seed=seed,
-            solver=solver,
-            stepsize_controller=stepsize_controller,
-            adjoint=adjoint,
-            max_steps=max_steps,
-        )
-        self.data_dim = data_dim
 
 
 class EnsembleESNForecaster(RCForecasterBase):
@@ -177,33 +142,9 @@ class EnsembleESNForecaster(RCForecasterBase):
 
     capabilities = frozenset({"pipeline_forcing"})
 
-    def __init__(
-        self,
-        data_dim: int,
-        res_dim: int,
-        leak_rate: float = 0.6,
-        bias: float = 1.6,
-        embedding_scaling: float = 0.08,
-        Wr_density: float = 0.02,
-        Wr_spectral_radius: float = 0.8,
-        dtype=jnp.float64,
-        seed=0,
-        chunks: int = 1,
-        use_sparse_eigs: bool = True,
-        construction: str = "orc",
-    ) -> None:
-        data_dim = check_int("data_dim", data_dim, type(self).__name__, minimum=1)
-        embedding, driver, readout, dtype = esn_components(
-            type(self).__name__,
-            layout="ensemble",
-            in_dim=data_dim,
-            out_dim=data_dim,
-            **esn_hyperparameters(locals()),
-        )
-        super().__init__(
-            driver, readout, embedding, chunks=chunks, dtype=dtype, seed=seed
-        )
-        self.data_dim = data_dim
+    @orc_signature(*_ESN, "chunks", "use_sparse_eigs", "construction")
+    def __init__(self, data_dim, **hyper) -> None:
+        _build(self, data_dim, hyper, layout="ensemble", chunks=hyper["chunks"])
 
 
 class DeepESNForecaster(RCForecasterBase):
@@ -245,30 +186,17 @@ class DeepESNForecaster(RCForecasterBase):
 
     capabilities = frozenset({"pipeline_forcing"})
 
-    def __init__(
-        self,
-        data_dim: int,
-        res_dim: int,
-        n_layers: int = 2,
-        coupling_scaling: float = 0.5,
-        leak_rate: float = 0.6,
-        bias: float = 1.6,
-        embedding_scaling: float = 0.08,
-        Wr_density: float = 0.02,
-        Wr_spectral_radius: float = 0.8,
-        dtype=jnp.float64,
-        seed=0,
-        quadratic: bool = False,
-        use_sparse_eigs: bool = True,
-    ) -> None:
-        data_dim = check_int("data_dim", data_dim, type(self).__name__, minimum=1)
-        embedding, driver, readout, dtype = esn_components(
-            type(self).__name__,
-            layout="single",
-            in_dim=data_dim,
-            out_dim=data_dim,
-            **esn_hyperparameters(locals()),
-        )
-        super().__init__(driver, readout, embedding, dtype=dtype, seed=seed)
-        self.data_dim = data_dim
-        self.n_layers = n_layers
+    @orc_signature(
+        "data_dim",
+        "res_dim",
+        "n_layers",
+        "coupling_scaling",
+        "leak_rate",
+        *ESN_MODEL,
+        "seed",
+        "quadratic",
+        "use_sparse_eigs",
+    )
+    def __init__(self, data_dim, **hyper) -> None:
+        _build(self, data_dim, hyper, layout="single")
+        self.n_layers = hyper["n_layers"]

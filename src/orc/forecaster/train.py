@@ -6,14 +6,12 @@ import inspect
 from typing import TypeVar
 
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array
 
-from .. import _progress
 from .._strategy import compiled
 from .._training import (
     check_training_args,
-    initial_states,
+    run_training,
     teacher_forced_fit,
     teacher_forced_sequences,
     training_noise,
@@ -186,27 +184,14 @@ def train_RCForecaster(
     force_kwargs = _check_force_kwargs(
         owner, model, force_kwargs, train_seq, target_seq is not None, multi
     )
-    init = initial_states(model, initial_res_state, train_seq.shape[0], multi)
     noise = training_noise(owner, input_noise, state_noise, noise_seed, model.dtype)
-    return _progress.run_with_bar(
-        progress,
-        int(np.prod(train_seq.shape[:-1])),
-        lambda show: _train(
-            model,
-            train_seq,
-            target_seq,
-            init,
-            jnp.asarray(beta, model.dtype),
-            force_kwargs,
-            spinup,
-            batch_size,
-            multi,
-            bool(return_states),
-            show,
-            noise,
-            backend=backend,
-        ),
-    )
+    beta, keep = jnp.asarray(beta, model.dtype), bool(return_states)
+
+    def train(init, show):
+        args = (model, train_seq, target_seq, init, beta, force_kwargs, spinup)
+        return _train(*args, batch_size, multi, keep, show, noise, backend=backend)
+
+    return run_training(model, train_seq, initial_res_state, multi, progress, train)
 
 
 def _check_force_kwargs(owner, model, force_kwargs, train_seq, has_target, multi):
