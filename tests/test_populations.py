@@ -48,6 +48,45 @@ def test_models_of_different_seeds_stack_and_vmap():
     assert not np.array_equal(W[0], W[1])
 
 
+def test_hyperparameters_are_data_a_population_vmaps_over_them():
+    """Models that differ in leak, spectral radius, bias and input scaling
+    (and seed), each with its own ridge strength: one stacked pytree, one
+    vmapped training and forecast equal to the separate ones; and every new
+    set of hyperparameter values reuses the compiled programs."""
+    hyper = [
+        dict(leak_rate=0.3, Wr_spectral_radius=0.5, bias=0.2, embedding_scaling=0.05),
+        dict(leak_rate=0.6, Wr_spectral_radius=0.8, bias=1.6, embedding_scaling=0.08),
+        dict(leak_rate=0.9, Wr_spectral_radius=1.1, bias=0.0, embedding_scaling=0.2),
+    ]
+    models = [
+        orc.forecaster.ESNForecaster(3, 80, seed=s, **h) for s, h in enumerate(hyper)
+    ]
+    betas = jnp.asarray([1e-8, 1e-6, 1e-4])
+    stacked = jax.tree.map(lambda *x: jnp.stack(x), *models)
+    np.testing.assert_array_equal(stacked.driver.leak, [0.3, 0.6, 0.9])
+    np.testing.assert_array_equal(stacked.driver.spectral_radius, [0.5, 0.8, 1.1])
+
+    def fit(model, beta):
+        model, R = orc.forecaster.train_RCForecaster(
+            model, U[:1000], spinup=50, beta=beta
+        )
+        return model.readout.wout, model.forecast(50, R[-1])
+
+    W, F = eqx.filter_vmap(fit)(stacked, betas)
+    for i, model in enumerate(models):
+        w, f = fit(model, betas[i])
+        np.testing.assert_allclose(W[i], w, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(F[i], f, rtol=0, atol=1e-10)
+    # a new set of values is new data for the same programs
+    other = orc.forecaster.ESNForecaster(
+        3, 80, seed=7, leak_rate=0.45, Wr_spectral_radius=0.7, bias=0.9
+    )
+    beta = jnp.asarray([3e-7])[0]
+    with count_compiles() as c:
+        jax.block_until_ready(fit(other, beta))
+    assert c["compiles"] == 0, c
+
+
 def _rss_mib() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20

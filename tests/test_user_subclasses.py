@@ -75,7 +75,9 @@ def _numpy_model(model):
 
 def test_subclasses_declare_nothing_and_take_the_generic_path():
     model = _model()
-    assert declares(orc.drivers.ParallelESNDriver(N, chunks=CHUNKS, seed=1), "esn_kernels")
+    assert declares(
+        orc.drivers.ParallelESNDriver(N, chunks=CHUNKS, seed=1), "esn_kernels"
+    )
     assert not declares(model.driver, "esn_kernels")
     assert not declares(model.readout, "linear")
     r = model.driver.default_state()
@@ -86,7 +88,9 @@ def test_subclasses_declare_nothing_and_take_the_generic_path():
 def test_user_driver_and_readout_train_and_forecast_as_numpy_says():
     U = _data()
     spinup = 50
-    model, R = train_RCForecaster(_model(), jnp.asarray(U[:-1]), spinup=spinup, beta=BETA)
+    model, R = train_RCForecaster(
+        _model(), jnp.asarray(U[:-1]), spinup=spinup, beta=BETA
+    )
 
     step = _numpy_model(model)
     r = np.zeros((CHUNKS, N))
@@ -117,7 +121,9 @@ def test_user_driver_and_readout_train_and_forecast_as_numpy_says():
         y = np.einsum("con,cn->co", wout, r + r**3).reshape(-1)
         expected.append(y)
         r = step(y, r)
-    np.testing.assert_allclose(model.forecast(15, R[-1]), expected, rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(
+        model.forecast(15, R[-1]), expected, rtol=1e-8, atol=1e-9
+    )
 
 
 def test_user_model_vmaps_over_seeds_like_ours():
