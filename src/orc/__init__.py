@@ -11,6 +11,11 @@ float32. Enable x64 yourself before building models::
 
     import jax
     jax.config.update("jax_enable_x64", True)
+
+Training solves a ridge regression; when ``G + beta I`` is numerically
+singular for the ridge strength (collinear features), the minimum-norm
+solution is used and :class:`IllConditionedRidgeWarning` says so (raise
+``beta``, or train in float64). Non-finite statistics are an error.
 """
 
 from . import (
@@ -27,6 +32,7 @@ from . import (
     regression,
     utils,
 )
+from ._ridge import IllConditionedRidgeWarning
 from ._strategy import use_backend
 from .io import load, save
 
@@ -48,5 +54,6 @@ __all__ = [
     "regression",
     "utils",
     "use_backend",
+    "IllConditionedRidgeWarning",
     "__version__",
 ]

@@ -20,11 +20,18 @@ both the Gram update and the factorisation run in place in one buffer (BLAS
 Shapes: features ``(rows, F)`` and targets ``(rows, O)`` without chunks, or
 ``(rows, C, F)`` and ``(rows, C, O)`` with ``C`` chunks; the weights are
 ``(O, F)`` or ``(C, O, F)``.
+
+Every solve path (native kernel, XLA on CPU or elsewhere, the intercept
+variant, chunks) reports how it went as a :class:`RESULTS` item:
+:func:`solve_with_result` returns it and raises nothing, :func:`solve` raises
+for ``nonfinite``/``failed`` and warns (:class:`IllConditionedRidgeWarning`)
+for ``fallback``.
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 
 import equinox as eqx
@@ -42,10 +49,96 @@ __all__ = [
     "symmetric",
     "sequence_stats",
     "solve",
+    "solve_with_result",
+    "RESULTS",
+    "IllConditionedRidgeWarning",
     "DEFAULT_BLOCK",
 ]
 
 DEFAULT_BLOCK = 2048
+
+
+class RESULTS(eqx.Enumeration):
+    """How a ridge solve went (returned by :func:`solve_with_result`).
+
+    ``successful``: Cholesky solve of ``G + beta I``. ``fallback``: the
+    factorisation failed and the minimum-norm solution was used (a warning,
+    :class:`IllConditionedRidgeWarning`, from :func:`solve`). ``nonfinite``:
+    the statistics contain NaN/inf. ``failed``: the linear algebra gave no
+    finite solution. The last two are errors in :func:`solve`. Over chunks the
+    most severe wins: ``nonfinite`` > ``failed`` > ``fallback`` >
+    ``successful``.
+    """
+
+    successful = ""
+    fallback = (
+        "ridge regression: the Cholesky factorisation of G + beta I failed, i.e. the "
+        "regression features are numerically collinear for this ridge strength "
+        "beta; the minimum-norm (pseudo-inverse) solution was used instead. For a "
+        "well-posed fit use a larger ridge parameter `beta`, or fewer or less "
+        "correlated features (e.g. a smaller reservoir or a feature map without "
+        "redundant terms), or train in float64."
+    )
+    failed = (
+        "ridge regression: the linear-algebra routine failed: neither the Cholesky "
+        "factorisation of G + beta I nor the minimum-norm eigen-solve produced "
+        "finite readout weights (the statistics may be too large for the "
+        "floating-point type); no non-finite readout weights were produced."
+    )
+    nonfinite = (
+        "ridge regression: the reservoir features or targets contain NaN/inf (check "
+        "the training data and hyperparameters such as the spectral radius or input "
+        "scaling, which can make the reservoir diverge); no non-finite readout "
+        "weights were produced."
+    )
+
+
+class IllConditionedRidgeWarning(UserWarning):
+    """:func:`solve` fell back to the minimum-norm solution because
+    ``G + beta I`` was not numerically positive definite (collinear features
+    for the ridge strength); the message names the remedy."""
+
+
+# Internal codes, ordered by severity so that chunks combine with ``max``. The
+# solvers themselves report the native kernel's per-problem status (0
+# Cholesky, 1 fallback, -1 non-finite input, -2 failure); ``_severity`` maps it.
+_SUCCESSFUL, _FALLBACK, _FAILED, _NONFINITE = 0, 1, 2, 3
+
+
+def _severity(status: Array) -> Array:
+    return jnp.where(
+        status == -1, _NONFINITE, jnp.where(status == -2, _FAILED, status)
+    ).astype(jnp.int32)
+
+
+def _as_result(code: Array) -> RESULTS:
+    """The :class:`RESULTS` item of a (scalar) severity code."""
+    result = RESULTS.where(code == _FALLBACK, RESULTS.fallback, RESULTS.successful)
+    result = RESULTS.where(code == _FAILED, RESULTS.failed, result)
+    return RESULTS.where(code == _NONFINITE, RESULTS.nonfinite, result)
+
+
+def _warn_host(fell_back) -> None:
+    if bool(np.any(fell_back)):
+        warnings.warn(
+            RESULTS[RESULTS.fallback], IllConditionedRidgeWarning, stacklevel=1
+        )
+
+
+@jax.custom_batching.custom_vmap
+def _warn_if_fallback(fell_back: Array) -> Array:
+    """Warn (from compiled code, when it runs) if ``fell_back`` is true."""
+    jax.debug.callback(_warn_host, fell_back)
+    return fell_back
+
+
+@_warn_if_fallback.def_vmap
+def _warn_if_fallback_vmap(axis_size, in_batched, fell_back):
+    # jax.debug.callback unrolls over a vmapped axis (one call, one warning,
+    # per element): reduce the axis first, so a vmapped solve warns once.
+    del axis_size
+    (batched,) = in_batched
+    return _warn_if_fallback(jnp.any(fell_back) if batched else fell_back), False
 
 
 class RidgeStats(eqx.Module):
@@ -320,20 +413,27 @@ def _min_norm_jvp(primals, tangents):
     return jax.jvp(_min_norm_xla, primals, tangents)
 
 
-def _solve_xla(gram: Array, cross: Array, beta) -> Array:
+def _solve_xla_status(gram: Array, cross: Array, beta) -> tuple[Array, Array]:
     """``(G + beta I)^{-1} cross`` (``(F, O)``) by XLA's Cholesky, with the
-    minimum-norm fallback."""
+    minimum-norm fallback; returns the solution and the status of the
+    branch taken (0 Cholesky, 1 fallback, as the native kernel's)."""
     n = gram.shape[0]
     lhs = symmetric(gram) + beta * jnp.eye(n, dtype=gram.dtype)
 
     def by_cholesky(factor):
-        return jax.scipy.linalg.cho_solve((factor, True), cross)
+        return jax.scipy.linalg.cho_solve((factor, True), cross), jnp.int32(0)
 
     def by_eigh(_):
-        return _min_norm(gram, cross, beta)
+        return _min_norm(gram, cross, beta), jnp.int32(1)
 
     factor = jnp.linalg.cholesky(lhs)
+    # the branch decides the status: no extra pass over the Gram
     return jax.lax.cond(jnp.all(jnp.isfinite(factor)), by_cholesky, by_eigh, factor)
+
+
+def _solve_xla(gram: Array, cross: Array, beta) -> Array:
+    """:func:`_solve_xla_status`'s solution alone."""
+    return _solve_xla_status(gram, cross, beta)[0]
 
 
 def _solve_native(gram, cross, beta, target, routines) -> tuple[Array, Array]:
@@ -379,12 +479,18 @@ def _solve_cpu_jvp(primals, tangents):
 
 
 def _solve_default(gram, cross, beta) -> tuple[Array, Array]:
-    finite = jnp.all(jnp.isfinite(gram)) & jnp.all(jnp.isfinite(cross))
-    return _solve_xla(gram, cross, beta), jnp.where(finite, 0, -1).astype(jnp.int32)
+    """:func:`_solve_xla_status` with the native kernel's status: -1
+    (non-finite input) where the statistics or ``beta`` are not finite."""
+    finite = (
+        jnp.all(jnp.isfinite(gram)) & jnp.all(jnp.isfinite(cross)) & jnp.isfinite(beta)
+    )
+    x, status = _solve_xla_status(gram, cross, beta)
+    return x, jnp.where(finite, status, -1).astype(jnp.int32)
 
 
 def _solve_one(gram: Float[Array, "... F F"], cross: Float[Array, "... F O"], beta):
-    """Weights ``(..., O, F)`` and whether the statistics were finite.
+    """Weights ``(..., O, F)`` and the most severe code over the stack (see
+    ``_SUCCESSFUL`` ... ``_NONFINITE``).
 
     Leading axes are solved together: the native kernel takes the stack as
     it is, and a stack of one must not be squeezed to ``(F, F)`` first (XLA
@@ -397,10 +503,10 @@ def _solve_one(gram: Float[Array, "... F F"], cross: Float[Array, "... F O"], be
         cpu=_solve_cpu,
         default=lambda g, c, b: _over_stack(_solve_default, g)(g, c, b),
     )
-    return jnp.swapaxes(x, -1, -2), jnp.all(status != -1)
+    return jnp.swapaxes(x, -1, -2), jnp.max(_severity(status))
 
 
-def _solve_intercept(gram, cross, beta) -> Array:
+def _solve_intercept(gram, cross, beta) -> tuple[Array, Array]:
     # Feature 0 is the constant 1: gram[0, 0] = n rows, gram[0, 1:] = sum f,
     # cross[0] = sum y. Ridge on the centred features leaves the intercept
     # unpenalised; b = mean(y) - W mean(f).
@@ -408,9 +514,60 @@ def _solve_intercept(gram, cross, beta) -> Array:
     s, sy = gram[0, 1:], cross[0]
     gc = gram[1:, 1:] - jnp.outer(s, s) / n
     bc = cross[1:] - jnp.outer(s, sy) / n
-    w, finite = _solve_one(gc, bc, beta)  # (O, F - 1)
+    w, code = _solve_one(gc, bc, beta)  # (O, F - 1)
     b = (sy - w @ s) / n
-    return jnp.concatenate([b[:, None], w], axis=1), finite
+    return jnp.concatenate([b[:, None], w], axis=1), code
+
+
+def _solve_coded(
+    stats: RidgeStats, beta, batch_size: int | None, intercept: bool
+) -> tuple[Array, Array]:
+    """Weights and the combined severity code (a scalar int32)."""
+    one = _solve_intercept if intercept else _solve_one
+    beta = jnp.asarray(beta, stats.gram.dtype)
+    # Finiteness is reported by the solve (the native kernel checks while it
+    # reads the Gram) and checked on the (small) weights, not with
+    # eqx.error_if on the statistics: that copies what it guards, and the
+    # Gram is the largest array of a fit.
+    if stats.gram.ndim == 2:
+        w, code = one(stats.gram, stats.cross, beta)
+    elif stats.gram.shape[0] == 1 and not intercept:  # one chunk: no loop, no copy
+        w, code = _solve_one(stats.gram, stats.cross, beta)
+    elif stats.gram.shape[0] == 1:  # one chunk: a reshape, not a loop over slices
+        w, code = one(stats.gram[0], stats.cross[0], beta)
+        w = w[None]
+    else:
+        w, code = jax.lax.map(
+            lambda gc: one(gc[0], gc[1], beta),
+            (stats.gram, stats.cross),
+            batch_size=batch_size,
+        )
+        code = jnp.max(code)
+    # Finite statistics but weights that are not (overflow, a failed eigen-
+    # solve in XLA, the intercept's correction): the linear algebra failed.
+    return w, jnp.where(
+        (code < _FAILED) & ~jnp.all(jnp.isfinite(w)), _FAILED, code
+    ).astype(jnp.int32)
+
+
+def solve_with_result(
+    stats: RidgeStats,
+    beta,
+    *,
+    batch_size: int | None = None,
+    intercept: bool = False,
+) -> tuple[Array, RESULTS]:
+    """Ridge weights and how the solve went, raising and warning nothing.
+
+    The same solve as :func:`solve` (same arguments and weights), for
+    programmatic use: the second value is a :class:`RESULTS` item,
+    ``successful``, ``fallback`` (minimum-norm solution: ``G + beta I`` was not
+    numerically positive definite), ``nonfinite`` (NaN/inf statistics; the
+    weights are then NaN) or ``failed``; over chunks, the most severe. Test it
+    with ``result == RESULTS.successful``; ``RESULTS[result]`` is its message.
+    """
+    w, code = _solve_coded(stats, beta, batch_size, intercept)
+    return w, _as_result(code)
 
 
 def solve(
@@ -426,35 +583,18 @@ def solve(
     fallback branch only runs for the chunks that need it. With ``intercept``
     feature 0 must be the constant 1 (rows masked out contribute 0 to it); its
     weight, the output bias, is not penalised (ridge on centred features).
+
+    Non-finite statistics, or a solve that gives no finite weights, raise
+    (``eqx.error_if``, also under ``jax.jit``); when ``G + beta I`` is not
+    numerically positive definite the minimum-norm solution is returned and an
+    :class:`IllConditionedRidgeWarning` is emitted when the computation runs.
+    :func:`solve_with_result` returns the outcome instead.
     """
-    one = _solve_intercept if intercept else _solve_one
-    beta = jnp.asarray(beta, stats.gram.dtype)
-    # Finiteness is reported by the solve (the native kernel checks while it
-    # reads the Gram) and checked on the (small) weights, not with
-    # eqx.error_if on the statistics: that copies what it guards, and the
-    # Gram is the largest array of a fit.
-    if stats.gram.ndim == 2:
-        w, finite = one(stats.gram, stats.cross, beta)
-    elif stats.gram.shape[0] == 1 and not intercept:  # one chunk: no loop, no copy
-        w, finite = _solve_one(stats.gram, stats.cross, beta)
-    elif stats.gram.shape[0] == 1:  # one chunk: a reshape, not a loop over slices
-        w, finite = one(stats.gram[0], stats.cross[0], beta)
-        w = w[None]
-    else:
-        w, finite = jax.lax.map(
-            lambda gc: one(gc[0], gc[1], beta),
-            (stats.gram, stats.cross),
-            batch_size=batch_size,
-        )
-        finite = jnp.all(finite)
-    w = eqx.error_if(
-        w,
-        ~finite,
-        "ridge regression: the reservoir features or targets contain NaN/inf (check "
-        "the training data and hyperparameters such as the spectral radius or input "
-        "scaling, which can make the reservoir diverge); no non-finite readout "
-        "weights were produced.",
-    )
+    w, code = _solve_coded(stats, beta, batch_size, intercept)
+    result = _as_result(code)
+    _warn_if_fallback(code == _FALLBACK)
+    # the message is the result's own: `nonfinite` or `failed`
+    w = result.error_if(w, code >= _FAILED)
     return eqx.error_if(
         w,
         ~jnp.all(jnp.isfinite(w)),
