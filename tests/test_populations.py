@@ -87,6 +87,54 @@ def test_hyperparameters_are_data_a_population_vmaps_over_them():
     assert c["compiles"] == 0, c
 
 
+def test_a_population_builds_under_vmap_with_the_jax_construction(tmp_path):
+    """``construction="jax"`` draws the reservoir and input weights with
+    ``jax.random`` from a key (orc._construct), so one ``eqx.filter_vmap``
+    builds a whole population from an array of seeds: member ``i`` is, bit for
+    bit, the model built alone with seed ``i``, has the requested spectral
+    radius, and trains and forecasts under the same vmap as alone."""
+    seeds = jnp.arange(4)
+
+    def build(seed):
+        return orc.forecaster.ESNForecaster(3, 60, seed=seed, construction="jax")
+
+    population = eqx.filter_vmap(build)(seeds)
+    alone = [build(int(s)) for s in seeds]
+    assert population.driver.wr.values.shape == (4, 1, 60, 1)
+    for i, model in enumerate(alone):
+        member = jax.tree.map(lambda x, i=i: x[i], population)
+        assert jax.tree.structure(member) == jax.tree.structure(model)
+        for a, b in zip(jax.tree.leaves(member), jax.tree.leaves(model), strict=True):
+            np.testing.assert_array_equal(a, b)
+        rho = np.abs(np.linalg.eigvals(np.asarray(model.driver.wr.todense()[0])))
+        assert abs(rho.max() - 0.8) < 1e-6
+    assert not np.array_equal(alone[0].driver.wr.values, alone[1].driver.wr.values)
+    # a key works as the seed too, and so does a compiled build
+    key = jax.random.key(5)
+    jitted = eqx.filter_jit(
+        lambda k: orc.forecaster.ESNForecaster(3, 60, seed=k, construction="jax")
+    )(key)
+    np.testing.assert_array_equal(
+        jitted.driver.wr.values,
+        orc.forecaster.ESNForecaster(
+            3, 60, seed=key, construction="jax"
+        ).driver.wr.values,
+    )
+
+    def fit(model):
+        model, R = orc.forecaster.train_RCForecaster(model, U[:800], spinup=50)
+        return model.forecast(30, R[-1])
+
+    together = eqx.filter_vmap(fit)(population)
+    for i, model in enumerate(alone):
+        np.testing.assert_allclose(together[i], fit(model), rtol=0, atol=1e-10)
+    # saved and loaded as it was built
+    orc.save(tmp_path / "m.orc", alone[1])
+    loaded = orc.load(tmp_path / "m.orc")
+    assert loaded.driver.construction == "jax"
+    np.testing.assert_array_equal(loaded.driver.wr.values, alone[1].driver.wr.values)
+
+
 def _rss_mib() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20

@@ -10,7 +10,9 @@ names the models expose; the models' signatures (ORC's) come from
 
 from __future__ import annotations
 
-from ._random import spawn
+import jax
+
+from ._random import prng_key, spawn
 from ._validation import check_dtype, check_esn_arguments, check_float, check_int
 from .drivers import DeepESNDriver, ESNDriver, ParallelESNDriver, check_construction
 from .embeddings import (
@@ -80,6 +82,8 @@ def esn_components(
 
         seeds = orc04_model_seeds(seed)
         k_driver, k_embed = seeds["driver"], seeds["embedding"]
+    elif construction == "jax":  # keys split in JAX: seed may be traced
+        k_driver, _, k_embed = jax.random.split(prng_key(seed, owner), 3)
     else:
         k_driver, _, k_embed = spawn(seed, 3, owner)
     driver_args = dict(
@@ -113,8 +117,8 @@ def esn_components(
             check_float("coupling_scaling", coupling_scaling, owner)
             if construction != "orc":
                 raise ValueError(
-                    f"{owner}: construction={construction!r} reproduces ORC 0.4, "
-                    "which has no deep (n_layers > 1) reservoirs"
+                    f"{owner}: deep (n_layers > 1) reservoirs are built with "
+                    f"construction='orc' only, got {construction!r}"
                 )
             del driver_args["mode"], driver_args["time_const"]
             del driver_args["construction"]

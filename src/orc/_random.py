@@ -1,8 +1,11 @@
 """Seeds for model construction.
 
-Models are built on the host with numpy: drawing the random weights is a
-one-off computation, and doing it in numpy avoids compiling JAX's PRNG and
-eigen-solvers for every new shape (a second or more per model on a CPU).
+Models are built on the host with numpy by default: drawing the random
+weights is a one-off computation, and doing it in numpy avoids compiling
+JAX's PRNG and eigen-solvers for every new shape (~2 s per shape on a CPU,
+against ~70 ms for a 500-node build). ``construction="jax"`` draws them with
+``jax.random`` instead (:func:`prng_key`, :mod:`orc._construct`), so a
+model can be built inside ``jax.vmap``/``jit`` from a traced seed.
 A seed may be an int (ORC's convention), a JAX PRNG key (typed or raw
 ``uint32[2]``), a numpy ``SeedSequence`` or ``Generator``.
 """
@@ -15,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["seed_sequence", "spawn", "numpy_rng", "jax_key"]
+__all__ = ["seed_sequence", "spawn", "numpy_rng", "jax_key", "prng_key"]
 
 
 def seed_sequence(seed, owner: str) -> np.random.SeedSequence:
@@ -58,6 +61,39 @@ def jax_key(seed, owner: str):
     return jax.random.key(int(numpy_rng(seed, owner).integers(0, 2**31 - 1)))
 
 
+def prng_key(seed, owner: str):
+    """A typed JAX key for ``seed`` that can be traced (``construction="jax"``).
+
+    An int seed gives ``jax.random.key(seed)``, a typed key is itself, raw key
+    data (``uint32[2]``) is wrapped, an integer array (also a traced one,
+    under ``vmap``) seeds a key; a numpy ``SeedSequence``/``Generator`` draws
+    the int first. Unlike :func:`seed_sequence`, a traced seed is accepted:
+    building under ``jax.vmap``/``jax.jit`` is what this is for.
+    """
+    if isinstance(seed, (np.random.SeedSequence, np.random.Generator)):
+        return jax_key(seed, owner)
+    if isinstance(seed, (jax.Array, np.ndarray)):
+        if jnp.issubdtype(seed.dtype, jax.dtypes.prng_key):
+            return seed
+        if not jnp.issubdtype(seed.dtype, jnp.integer):
+            raise TypeError(
+                f"{owner}: seed must be an int or a JAX PRNG key, got {seed.dtype}"
+            )
+        if seed.shape == (2,) and seed.dtype == jnp.uint32:
+            return jax.random.wrap_key_data(seed)
+        if seed.shape == ():
+            return jax.random.key(seed)
+        raise ValueError(
+            f"{owner}: seed must be a scalar or uint32[2] key data, got shape "
+            f"{seed.shape}"
+        )
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"{owner}: seed must be an int or a JAX PRNG key, got {seed!r}")
+    if seed < 0:
+        raise ValueError(f"{owner}: seed must be non-negative, got {seed}")
+    return jax.random.key(int(seed))
+
+
 def seed_field(seed, owner: str):
     """The value a model stores as its ``seed`` attribute: data, not metadata.
 
@@ -78,9 +114,12 @@ def seed_field(seed, owner: str):
             words.append(seed & 0xFFFFFFFF)
             seed >>= 32
         return jnp.asarray(words, jnp.uint32)
-    if isinstance(seed, (jax.Array, np.ndarray)) and not isinstance(
-        seed, jax.core.Tracer
-    ):
+    if isinstance(seed, jax.core.Tracer):  # a model built under vmap/jit
+        prng_key(seed, owner)  # checks it is a key or integer key data
+        if jnp.issubdtype(seed.dtype, jax.dtypes.prng_key):
+            return jax.random.key_data(seed)
+        return seed
+    if isinstance(seed, (jax.Array, np.ndarray)):
         seed_sequence(seed, owner)  # checks it is a key or integer key data
         if jnp.issubdtype(seed.dtype, jax.dtypes.prng_key):
             return jax.random.key_data(seed)

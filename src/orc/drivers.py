@@ -43,7 +43,7 @@ from ._matrix import (
     nonzeros_per_row,
     random_reservoir_matrices,
 )
-from ._random import jax_key, numpy_rng, spawn
+from ._random import jax_key, numpy_rng, prng_key, spawn
 from ._signatures import REQUIRED, orc_signature
 from ._validation import (
     check_component,
@@ -168,11 +168,13 @@ class DriverBase(eqx.Module):
 # --------------------------------------------------------------------------- #
 
 
-CONSTRUCTIONS = ("orc", "orc04")
+CONSTRUCTIONS = ("orc", "orc04", "jax")
 
 
 def check_construction(value, owner) -> str:
-    """``construction``: ``"orc"`` (ours) or ``"orc04"`` (ORC 0.4's exact draw)."""
+    """``construction``: ``"orc"`` (ours, drawn on the host), ``"orc04"``
+    (ORC 0.4's exact draw) or ``"jax"`` (ours as a pure JAX function of a
+    key, :mod:`orc._construct`: traceable, so models build under ``vmap``)."""
     if value not in CONSTRUCTIONS:
         raise ValueError(
             f"{owner}: construction must be one of {CONSTRUCTIONS}, got {value!r}"
@@ -196,6 +198,20 @@ def _reservoir_matrix(
     # built one chunk at a time on the host, so memory is bounded anyway.
     if batch is not None:
         check_int("eigenval_batch_size", batch, owner, minimum=1)
+    if construction == "jax":
+        from ._construct import reservoir_bank
+
+        return ReservoirMatrix(
+            *reservoir_bank(
+                prng_key(seed, owner),
+                res_dim,
+                density,
+                spectral_radius,
+                chunks=chunks,
+                dtype=dtype,
+                method="arnoldi" if use_sparse_eigs else "dense",
+            )
+        )
     if construction == "orc04":
         from ._orc04 import orc04_reservoir
 
@@ -270,7 +286,7 @@ class _SparseReservoirDriver(DriverBase):
         # its bank is padded to the longest row (ReservoirMatrix.from_bcoo)
         k = (
             nonzeros_per_row(self.res_dim, self.density)
-            if self.construction == "orc"
+            if self.construction != "orc04"
             else self.wr.values.shape[-1]
         )
         shape = (self.chunks, self.res_dim, k)
@@ -590,12 +606,17 @@ class ParallelESNDriver(_ESNDriverCore):
         dense eigen-decomposition. Exact when ``res_dim <= 200``.
     eigenval_batch_size : int, optional
         Build this many chunks at a time (bounds memory for many chunks).
-    construction : {"orc", "orc04"}, default "orc"
+    construction : {"orc", "orc04", "jax"}, default "orc"
         ``"orc"``: this library's draw (a fixed count of non-zeros per row,
         numpy, fast). ``"orc04"``: exactly the matrices ORC 0.4 draws for the
         same ``seed`` (:mod:`orc._orc04`; slower), so an ORC 0.4 notebook
         reproduces number for number; rows then hold varying counts, padded
-        with zeros to the longest.
+        with zeros to the longest. ``"jax"``: the same distribution as
+        ``"orc"`` drawn by ``jax.random`` from ``seed`` as a key
+        (:mod:`orc._construct`; another random stream, and ~2 s to compile
+        per shape), so drivers and models build under ``jax.vmap``/``jit``:
+        ``eqx.filter_vmap(lambda s: ESNForecaster(3, 300, seed=s,
+        construction="jax"))(jnp.arange(8))`` is a population of eight.
 
     Example
     -------

@@ -32,7 +32,7 @@ from jaxtyping import Array, Float
 
 from ._bank import to_view
 from ._matrix import linear_drive
-from ._random import numpy_rng
+from ._random import numpy_rng, prng_key
 from ._signatures import REQUIRED, orc_signature
 from ._validation import (
     check_component,
@@ -195,7 +195,11 @@ class _LinearEmbeddingCore(EmbedBase):
         self.scaling = jnp.asarray(scaling, self.dtype)
         scale = float(scaling)
         shape = (self.chunks, self.res_dim, width)
-        if construction == "orc04":  # ORC 0.4's exact draw (orc._orc04)
+        if construction == "jax":  # traceable (orc._construct)
+            from ._construct import uniform_input_matrix
+
+            win = uniform_input_matrix(prng_key(seed, name), shape, scale, self.dtype)
+        elif construction == "orc04":  # ORC 0.4's exact draw (orc._orc04)
             from ._orc04 import orc04_uniform
 
             win = orc04_uniform(seed, shape, scale, self.dtype)
@@ -262,8 +266,10 @@ class ParallelLinearEmbedding(_LinearEmbeddingCore):
     locality : int, default 0
     periodic : bool, default True
     seed : int or PRNG key
-    construction : {"orc", "orc04"}, default "orc"
-        ``"orc04"``: exactly ORC 0.4's ``win`` for the same ``seed``.
+    construction : {"orc", "orc04", "jax"}, default "orc"
+        ``"orc04"``: exactly ORC 0.4's ``win`` for the same ``seed``;
+        ``"jax"``: drawn by ``jax.random`` (traceable), see
+        :class:`orc.drivers.ParallelESNDriver`.
 
     Example
     -------

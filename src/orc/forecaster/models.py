@@ -68,10 +68,13 @@ class ESNForecaster(RCForecasterBase):
     quadratic : bool, default False
     periodic : bool, default True
     use_sparse_eigs : bool, default True
-    construction : {"orc", "orc04"}, default "orc"
+    construction : {"orc", "orc04", "jax"}, default "orc"
         ``"orc04"`` builds exactly ORC 0.4's ``wr`` and ``win`` for ``seed``
         (slower to build), so ORC 0.4 results reproduce number for number;
-        also accepted by the other ESN models (not by ``DeepESNForecaster``).
+        ``"jax"`` draws them with ``jax.random`` from ``seed`` (an int or a
+        key, also a traced one), so a population builds under one
+        ``eqx.filter_vmap`` (see :class:`orc.drivers.ParallelESNDriver`).
+        Also accepted by the other ESN models (not by ``DeepESNForecaster``).
 
     Example
     -------
