@@ -88,7 +88,7 @@ def test_distinct_columns_jit_vmap():
     assert not np.array_equal(batch[0], batch[1])
 
 
-@pytest.mark.parametrize("n, density", [(50, 0.1), (200, 0.05), (400, 0.02)])
+@pytest.mark.parametrize("n, density", [(50, 0.1), (400, 0.02)])
 def test_bank_spectral_radius_matches_numpy(n, density):
     values, columns = bank_jit(jax.random.key(n), n, density, 0.85, chunks=3)
     k = nonzeros_per_row(n, density)
@@ -121,11 +121,11 @@ def test_bank_vmapped_spectral_radii():
 
 
 def test_bank_is_the_unscaled_draw_scaled():
-    n, density = 300, 0.03
-    raw, raw_cols = unscaled_bank(jax.random.key(7), n, density, chunks=2)
-    values, columns = bank_jit(jax.random.key(7), n, density, 0.7, chunks=2)
+    n, density = 400, 0.02  # the program of test_bank_spectral_radius_matches_numpy
+    raw, raw_cols = unscaled_bank(jax.random.key(7), n, density, chunks=3)
+    values, columns = bank_jit(jax.random.key(7), n, density, 0.7, chunks=3)
     np.testing.assert_array_equal(columns, raw_cols)
-    for c in range(2):
+    for c in range(3):
         factor = 0.7 / _radius_np(raw[c], raw_cols[c])
         np.testing.assert_allclose(values[c], raw[c] * factor, rtol=1e-9)
 
