@@ -244,3 +244,38 @@ def test_uniform_input_matrix():
     se = 0.4 / math.sqrt(3 * x.size)
     assert abs(x.mean()) < 6 * se
     assert abs(x.std() - 0.4 / math.sqrt(3)) < 0.01
+
+
+@pytest.mark.parametrize("partitionable", [True, False])
+def test_flat_draw_equals_the_shaped_draw(partitionable):
+    # flat_draw only exists to compile faster: it must give jax.random's own
+    # numbers for the shape, in both of jax's threefry bit layouts
+    from orc._random import flat_draw
+
+    key = jax.random.key(7)
+    top = jnp.arange(40, 47) + 1
+    with jax.threefry_partitionable(partitionable):
+        cases = [
+            (
+                jax.random.normal(key, (30, 7)),
+                flat_draw(jax.random.normal, key, (30, 7)),
+            ),
+            (
+                jax.random.uniform(key, (2, 5, 3), jnp.float32, -0.5, 0.5),
+                flat_draw(jax.random.uniform, key, (2, 5, 3), jnp.float32, -0.5, 0.5),
+            ),
+            (
+                jax.random.randint(key, (30, 7), 0, top, dtype=jnp.int32),
+                flat_draw(
+                    jax.random.randint,
+                    key,
+                    (30, 7),
+                    minval=0,
+                    maxval=top,
+                    dtype=jnp.int32,
+                ),
+            ),
+        ]
+    for shaped, flat in cases:
+        assert flat.shape == shaped.shape and flat.dtype == shaped.dtype
+        np.testing.assert_array_equal(np.asarray(flat), np.asarray(shaped))

@@ -42,6 +42,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
 from ._matrix import _dense_one, _gather_matvec, nonzeros_per_row
+from ._random import flat_draw
 
 __all__ = [
     "distinct_columns",
@@ -75,7 +76,9 @@ def distinct_columns(key, n_rows: int, n_cols: int, k: int) -> Int[Array, "n_row
     if n_cols > jnp.iinfo(jnp.int32).max:
         raise ValueError(f"distinct_columns: n_cols={n_cols} exceeds int32")
     top = jnp.arange(n_cols - k, n_cols, dtype=jnp.int32)  # j of each step
-    draws = jax.random.randint(key, (n_rows, k), 0, top + 1, dtype=jnp.int32)
+    draws = flat_draw(
+        jax.random.randint, key, (n_rows, k), minval=0, maxval=top + 1, dtype=jnp.int32
+    )
 
     def step(i, cols):
         t = draws[:, i]
@@ -255,7 +258,9 @@ def unscaled_bank(
     dtype = jax.dtypes.canonicalize_dtype(dtype)
     keys = _chunk_keys(key, chunks)
     columns = jax.vmap(lambda kk: distinct_columns(kk, n, n, k))(keys[:, 0])
-    values = jax.vmap(lambda kk: jax.random.normal(kk, (n, k), dtype))(keys[:, 1])
+    values = jax.vmap(lambda kk: flat_draw(jax.random.normal, kk, (n, k), dtype))(
+        keys[:, 1]
+    )
     return values, columns
 
 
@@ -316,5 +321,5 @@ def uniform_input_matrix(key, shape, scale, dtype=jnp.float64) -> Array:
     """Entries uniform in ``[-scale, scale]`` (the input matrices'
     distribution), ``scale`` possibly traced."""
     dtype = jax.dtypes.canonicalize_dtype(dtype)
-    u = jax.random.uniform(key, shape, dtype, -1.0, 1.0)
+    u = flat_draw(jax.random.uniform, key, shape, dtype, -1.0, 1.0)
     return u * jnp.asarray(scale, dtype)

@@ -79,6 +79,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import sparse
 
+from ._random import flat_draw
+
 __all__ = [
     "ORC04_MODELS",
     "orc04_nse",
@@ -204,7 +206,7 @@ def orc04_random_bcoo(
     index_dtype = jnp.asarray(0).dtype  # jax's default int dtype
     with _partitionable():
         keys = jax.random.split(_key(key), chunks + 1)
-        values = _barrier(jax.random.normal(keys[0], (chunks, nse), dtype))
+        values = _barrier(flat_draw(jax.random.normal, keys[0], (chunks, nse), dtype))
         flat = jax.vmap(lambda k: _first_of_permutation(k, n, nse, index_dtype))(
             keys[1:]
         )
@@ -440,7 +442,9 @@ def _uniform(seed, shape, scaling, dtype) -> jax.Array:
 @functools.partial(jax.jit, static_argnames=("shape", "dtype"))
 def _uniform_key(key, scaling, *, shape, dtype) -> jax.Array:
     with _partitionable():
-        return jax.random.uniform(key, shape, dtype, minval=-scaling, maxval=scaling)
+        return flat_draw(
+            jax.random.uniform, key, shape, dtype, minval=-scaling, maxval=scaling
+        )
 
 
 def orc04_embedding(

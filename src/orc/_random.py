@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["seed_sequence", "spawn", "numpy_rng", "jax_key", "prng_key"]
+__all__ = ["seed_sequence", "spawn", "numpy_rng", "jax_key", "prng_key", "flat_draw"]
 
 
 def seed_sequence(seed, owner: str) -> np.random.SeedSequence:
@@ -138,3 +138,28 @@ def check_seed_field(value, owner: str) -> None:
         raise TypeError(
             f"{owner}: seed must be None or an integer array, got {value!r}"
         )
+
+
+def flat_draw(sampler, key, shape, *args, **kwargs) -> jax.Array:
+    """``sampler(key, shape, *args, **kwargs)`` drawn as one flat vector and
+    reshaped: the same numbers, compiled faster.
+
+    JAX's threefry counters run over the flattened shape in row-major order
+    (in both its partitionable and its default mode), so the flat draw
+    reshaped equals the draw of ``shape`` bit for bit (tested). XLA's CPU
+    compiler, though, takes ~1.3 s for a ``(500, 10)`` draw against ~0.2 s
+    for a ``(5000,)`` one (jax 0.10.2: the rolled threefry loop over a short
+    minor axis), and the build of a model draws several such matrices.
+    Array arguments of the sampler that broadcast against ``shape`` (e.g.
+    ``randint``'s ``maxval``) must be given by keyword, and are broadcast
+    and flattened alike.
+    """
+    shape = tuple(int(d) for d in shape)
+    size = int(np.prod(shape, dtype=np.int64))
+    flat = {
+        name: jnp.broadcast_to(value, shape).reshape(size)
+        if jnp.ndim(value) > 0
+        else value
+        for name, value in kwargs.items()
+    }
+    return sampler(key, (size,), *args, **flat).reshape(shape)

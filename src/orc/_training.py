@@ -10,7 +10,7 @@ from jaxtyping import Array
 
 from . import _progress
 from ._bank import declares
-from ._random import jax_key
+from ._random import flat_draw, jax_key
 from ._ridge import RidgeStats, sequence_stats, solve, stats_update
 from ._validation import check_finite, check_float, check_int, check_rank
 
@@ -476,7 +476,9 @@ class TrainingNoise(eqx.Module):
     def perturb(self, seq):
         if not self.has_input:
             return seq
-        eps = jax.random.normal(jax.random.fold_in(self.key, 0), seq.shape, seq.dtype)
+        eps = flat_draw(
+            jax.random.normal, jax.random.fold_in(self.key, 0), seq.shape, seq.dtype
+        )
         return seq + self.input_scale.astype(seq.dtype) * eps
 
     def states(self, states, offset):
@@ -484,7 +486,7 @@ class TrainingNoise(eqx.Module):
         if not self.has_state:
             return states
         key = jax.random.fold_in(jax.random.fold_in(self.key, 1), offset)
-        eps = jax.random.normal(key, states.shape, states.dtype)
+        eps = flat_draw(jax.random.normal, key, states.shape, states.dtype)
         return states + self.state_scale.astype(states.dtype) * eps
 
     def features(self, readout):
