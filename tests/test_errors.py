@@ -792,3 +792,27 @@ def test_cesn_t_train_must_be_finite_and_increasing(bad):
         RUNTIME_ERRORS, match="ts must be finite and strictly increasing"
     ):
         jax.block_until_ready(train_CESNForecaster(model, U, t))
+
+
+def test_pipeline_check_runs_once_per_structure_and_still_catches_mismatches(
+    monkeypatch,
+):
+    # the abstract check of a model's pipeline is remembered by structure and
+    # leaf shapes only: a second model of the same shapes skips it, a model
+    # whose shapes differ is checked (and rejected) as before
+    from orc import _compose
+
+    calls = []
+    real = _compose._check_pipeline
+    monkeypatch.setattr(
+        _compose, "_check_pipeline", lambda *a: calls.append(a[0]) or real(*a)
+    )
+    _compose._PASSED.clear()
+    RCForecasterBase(**_components())
+    RCForecasterBase(**_components())
+    assert len(calls) == 1
+    with pytest.raises(ValueError, match="res_dim"):
+        RCForecasterBase(**_components(embed_res=RES + 10))
+    assert len(calls) == 2
+    with pytest.raises(ValueError, match="out_dim|fed-back"):
+        RCForecasterBase(**_components(out_dim=2))
