@@ -296,8 +296,15 @@ def test_format_1_files_still_load(name):
         y = model.apply_control(jnp.ones((10, 1)), r)
     else:
         y = model.forecast(10, r)
-    np.testing.assert_array_equal(
-        np.asarray(y), np.load(DATA / "model_v1_expected.npz")[name]
+    # the file loads to the same model; its outputs are those recorded when
+    # the file was written, to rounding (forecasting's own arithmetic may be
+    # reordered between versions, e.g. the embedding's product; an adaptive
+    # ODE solver's step control amplifies that to ~1e-11)
+    np.testing.assert_allclose(
+        np.asarray(y),
+        np.load(DATA / "model_v1_expected.npz")[name],
+        rtol=1e-9,
+        atol=1e-10,
     )
 
 

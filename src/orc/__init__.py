@@ -32,6 +32,7 @@ from . import (
     regression,
     utils,
 )
+from ._config import show_config
 from ._ridge import IllConditionedRidgeWarning
 from ._strategy import use_backend
 from .io import load, save
@@ -54,6 +55,7 @@ __all__ = [
     "regression",
     "utils",
     "use_backend",
+    "show_config",
     "IllConditionedRidgeWarning",
     "__version__",
 ]

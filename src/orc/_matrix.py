@@ -202,7 +202,7 @@ def _esn_fit_plain(
 def _esn_fit_native(
     values, indices, win, windows, bias, r0, leak, gram, cross, targets, start, stop
 ):
-    target, routines = _native.esn_fit_target(values.dtype)
+    target = _native.esn_fit_target(values.dtype)
     steps, chunks, n = windows.shape[0], values.shape[0], values.shape[1]
     call = jax.ffi.ffi_call(
         target,
@@ -227,8 +227,6 @@ def _esn_fit_native(
         targets,
         start=np.int64(start),
         stop=np.int64(stop),
-        syrk=np.int64(routines["syrk"]),
-        gemm=np.int64(routines["gemm"]),
     )
 
 

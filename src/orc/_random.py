@@ -158,7 +158,7 @@ def flat_draw(sampler, key, shape, *args, **kwargs) -> jax.Array:
     size = int(np.prod(shape, dtype=np.int64))
     flat = {
         name: jnp.broadcast_to(value, shape).reshape(size)
-        if jnp.ndim(value) > 0
+        if isinstance(value, (jax.Array, np.ndarray)) and value.ndim > 0
         else value
         for name, value in kwargs.items()
     }

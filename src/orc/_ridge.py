@@ -224,7 +224,7 @@ def _stats_update_host(g, c, x, y, start, stop):
     return jax.pure_callback(host, shapes, g, c, x, y, vmap_method="broadcast_all")
 
 
-def _stats_update_native(g, c, x, y, start, stop, target, routines):
+def _stats_update_native(g, c, x, y, start, stop, target):
     """The same update as one XLA FFI call into SciPy's BLAS (see
     :mod:`orc._native`): no hand-over to Python, no copies of the rows, and
     the results alias ``g`` and ``c``."""
@@ -245,8 +245,6 @@ def _stats_update_native(g, c, x, y, start, stop, target, routines):
         start=np.int64(start),
         stop=np.int64(stop),
         chunked=np.int64(x.ndim == 3),
-        syrk=np.int64(routines["syrk"]),
-        gemm=np.int64(routines["gemm"]),
     )
 
 
@@ -258,7 +256,7 @@ def _stats_update_cpu(g, c, x, y, start, stop):
         return _stats_update_xla(g, c, x, y, start, stop)
     native = _native.stats_update_target(g.dtype)
     if native is not None and x.dtype == y.dtype == g.dtype == c.dtype:
-        return _stats_update_native(g, c, x, y, start, stop, *native)
+        return _stats_update_native(g, c, x, y, start, stop, native)
     return _stats_update_host(g, c, x, y, start, stop)
 
 
@@ -442,7 +440,7 @@ def _solve_xla(gram: Array, cross: Array, beta) -> Array:
     return _solve_xla_status(gram, cross, beta)[0]
 
 
-def _solve_native(gram, cross, beta, target, routines) -> tuple[Array, Array]:
+def _solve_native(gram, cross, beta, target) -> tuple[Array, Array]:
     """The same solve by LAPACK inside the Gram's buffer (:mod:`orc._native`),
     minimum-norm fallback included; returns the solution and the kernel's
     status (0 Cholesky, 1 fallback, -1 non-finite input, -2 failure)."""
@@ -456,9 +454,7 @@ def _solve_native(gram, cross, beta, target, routines) -> tuple[Array, Array]:
         vmap_method="broadcast_all",
         input_output_aliases={0: 0},
     )
-    _, x, status = call(
-        gram, cross, beta, **{k: np.int64(v) for k, v in routines.items()}
-    )
+    _, x, status = call(gram, cross, beta)
     return x, status
 
 
@@ -473,7 +469,7 @@ def _over_stack(fn, gram):
 def _solve_cpu(gram: Array, cross: Array, beta) -> tuple[Array, Array]:
     native = _native.ridge_solve_target(gram.dtype) if _strategy.native() else None
     if native is not None and cross.dtype == gram.dtype:
-        return _solve_native(gram, cross, jnp.asarray(beta, gram.dtype), *native)
+        return _solve_native(gram, cross, jnp.asarray(beta, gram.dtype), native)
     return _over_stack(_solve_default, gram)(gram, cross, beta)
 
 

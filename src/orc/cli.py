@@ -483,6 +483,16 @@ def evaluate(model_file, data_file, warmup, dt, lyapunov) -> None:
     _report(pred, jnp.asarray(U[warmup:]), dt, lyapunov, "evaluation")
 
 
+# ---------------------------------------------------------------------- info
+@cli.command()
+def info() -> None:
+    """Show which implementation runs here: native kernels or XLA, SIMD, threads, BLAS."""
+    _configure_jax()
+    from ._config import show_config
+
+    show_config()
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         cli.main(args=argv, prog_name="orc", standalone_mode=False)

@@ -1,13 +1,21 @@
-"""Native CPU kernels, compiled on first use and cached.
+"""Native CPU kernels, built at install time.
 
 The reservoir step is a sparse matrix-vector product inside ``lax.scan``. On
 CPU, XLA lowers the gather it needs to a generic loop at ~2 ns per non-zero,
 which makes that product the bottleneck of training and forecasting (about
 155 µs per step at ``res_dim=2000``). ``kernels.cc`` holds a small XLA FFI
-kernel for the same product. It is compiled with the system C++ compiler
-against the headers shipped in the installed ``jaxlib`` the first time it is
-needed, and the shared library is cached (``$ORC_CACHE_DIR`` or
-``~/.cache/orc``), keyed by the source, the jaxlib version and the compiler.
+kernel for the same product. ``pip install`` compiles it (scikit-build-core
+and ``CMakeLists.txt`` at the repository root, against the FFI headers of
+the jaxlib in the build environment) into the extension module
+:mod:`orc._native._kernels`, whose handlers are registered with XLA when this
+module is imported. Nothing is compiled, and no shared library is looked up
+in a cache, at run time: a file planted in a user-writable directory can
+never be loaded, and a failed build shows at install time.
+
+BLAS/LAPACK routines are handed to the kernels once, at import, as SciPy's
+own capsules (``scipy.linalg.cython_blas``/``cython_lapack``): the compiled
+programs hold no process-specific address, so JAX's persistent compilation
+cache hits across processes and ``jax.export`` works.
 
 The same library holds the in-place update of the ridge statistics used by
 training, ``g += X^T X`` and ``c += X^T Y`` over rows ``start:stop``: one FFI
@@ -54,28 +62,22 @@ not numerically positive definite (long runs with a tiny ridge), the
 minimum-norm solution comes from ``syevd`` in the same buffer, with its
 workspace allocated only then.
 
-Nothing depends on it: without a compiler, on other platforms (GPU/TPU use
-XLA's own gather), or with ``ORC_NATIVE=0`` in the environment, the JAX
-implementation runs instead and gives the same results.
+Nothing depends on it: installed without a compiler, on other platforms
+(GPU/TPU use XLA's own gather), or with ``ORC_NATIVE=0`` in the environment,
+the JAX implementation runs instead and gives the same results;
+:func:`orc.show_config` says which path runs.
 """
 
 from __future__ import annotations
 
-import ctypes
-import hashlib
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import threading
 import warnings
-from pathlib import Path
 
 import jax
 
 __all__ = [
     "native_available",
+    "native_config",
     "ffi_target",
     "stats_update_target",
     "ridge_solve_target",
@@ -84,144 +86,117 @@ __all__ = [
     "esn_forecast_target",
 ]
 
-_SOURCE = Path(__file__).with_name("kernels.cc")
-_TARGETS = {
-    "float32": ("orc_ell_matvec_f32", "OrcEllMatvecF32"),
-    "float64": ("orc_ell_matvec_f64", "OrcEllMatvecF64"),
+
+def _pair(stem: str) -> dict[str, str]:
+    return {"float32": f"orc_{stem}_f32", "float64": f"orc_{stem}_f64"}
+
+
+_TARGETS = _pair("ell_matvec")
+_STATS_TARGETS = _pair("stats_update")
+_ESN_TARGETS = _pair("esn_run")
+_FORECAST_TARGETS = _pair("esn_forecast")
+_FIT_TARGETS = _pair("esn_fit")
+_SOLVE_TARGETS = _pair("ridge_solve")
+# what each family calls (single-precision names; the kernel takes the twin)
+_NEEDS = {
+    "stats_update": ("syrk", "gemm"),
+    "esn_fit": ("syrk", "gemm"),
+    "ridge_solve": ("potrf", "potrs", "syevd"),
 }
-_STATS_TARGETS = {
-    "float32": ("orc_stats_update_f32", "OrcStatsUpdateF32", "ssyrk", "sgemm"),
-    "float64": ("orc_stats_update_f64", "OrcStatsUpdateF64", "dsyrk", "dgemm"),
-}
-_ESN_TARGETS = {
-    "float32": ("orc_esn_run_f32", "OrcEsnRunF32"),
-    "float64": ("orc_esn_run_f64", "OrcEsnRunF64"),
-}
-_FORECAST_TARGETS = {
-    "float32": ("orc_esn_forecast_f32", "OrcEsnForecastF32"),
-    "float64": ("orc_esn_forecast_f64", "OrcEsnForecastF64"),
-}
-_FIT_TARGETS = {
-    "float32": ("orc_esn_fit_f32", "OrcEsnFitF32", "ssyrk", "sgemm"),
-    "float64": ("orc_esn_fit_f64", "OrcEsnFitF64", "dsyrk", "dgemm"),
-}
-_SOLVE_TARGETS = {
-    "float32": (
-        "orc_ridge_solve_f32",
-        "OrcRidgeSolveF32",
-        "spotrf",
-        "spotrs",
-        "ssyevd",
-    ),
-    "float64": (
-        "orc_ridge_solve_f64",
-        "OrcRidgeSolveF64",
-        "dpotrf",
-        "dpotrs",
-        "dsyevd",
-    ),
-}
-_FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-fno-trapping-math")
-# ORC_NATIVE_DEBUG=1 builds (and caches separately) a library whose kernels
-# also assert their index bounds on every block of rows (-DORC_DEBUG).
-_DEBUG_FLAGS = ("-DORC_DEBUG", "-g")
-# after the source: dladdr/dlopen (in libc itself from glibc 2.34 on)
-_LIBS = ("-ldl",) if sys.platform.startswith("linux") else ()
+_BLAS = ("ssyrk", "dsyrk", "sgemm", "dgemm")
+_LAPACK = ("spotrf", "dpotrf", "spotrs", "dpotrs", "ssyevd", "dsyevd")
 _lock = threading.Lock()
 _state: dict[str, object] = {}
 
 
-def _cache_dir() -> Path:
-    root = os.environ.get("ORC_CACHE_DIR")
-    return Path(root) if root else Path.home() / ".cache" / "orc"
+def _scipy_capsules() -> dict[str, object]:
+    """SciPy's exported Fortran-ABI BLAS/LAPACK routines (capsules whose
+    pointer is the routine), the ones the kernels call; those SciPy lacks are
+    left out (their kernels then fall back to XLA)."""
+    found: dict[str, object] = {}
+    for module, names in (("cython_blas", _BLAS), ("cython_lapack", _LAPACK)):
+        try:
+            import importlib
+
+            capi = importlib.import_module(f"scipy.linalg.{module}").__pyx_capi__
+        except Exception:  # noqa: BLE001 - no SciPy: those kernels fall back
+            continue
+        found.update({name: capi[name] for name in names if name in capi})
+    return found
 
 
-def _compiler() -> str | None:
-    for name in (os.environ.get("CXX"), "g++", "c++", "clang++"):
-        if name and shutil.which(name):
-            return shutil.which(name)
+def _load() -> str | None:
+    """Registers the kernels; returns why they are off, or None."""
+    import os
+
+    if os.environ.get("ORC_NATIVE", "1") == "0":
+        return "ORC_NATIVE=0 in the environment"
+    try:
+        from . import _kernels
+    except ImportError as err:
+        return (
+            "orc was installed without its native kernels (no C++ compiler at "
+            f"install time?): {err}"
+        )
+    try:
+        for name, capsule in _kernels.handlers().items():
+            jax.ffi.register_ffi_target(name, capsule, platform="cpu")
+        _kernels.set_routines(_scipy_capsules())
+    except Exception as err:  # noqa: BLE001 - any failure means: use the JAX path
+        return f"registering them with XLA failed: {err}"
+    _state["module"] = _kernels
     return None
 
 
-def _build() -> Path:
-    import jaxlib
-
-    cxx = _compiler()
-    if cxx is None:
-        raise RuntimeError("no C++ compiler found (set CXX)")
-    include = jax.ffi.include_dir()
-    flags = _FLAGS + (_DEBUG_FLAGS if os.environ.get("ORC_NATIVE_DEBUG") == "1" else ())
-    key = hashlib.sha256(
-        _SOURCE.read_bytes()
-        + " ".join(flags + _LIBS).encode()
-        + jaxlib.__version__.encode()
-        + cxx.encode()
-        + sys.platform.encode()
-    ).hexdigest()[:16]
-    target = _cache_dir() / "native" / key / "liborc_kernels.so"
-    if target.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        out = Path(tmp) / target.name
-        cmd = [cxx, *flags, f"-I{include}", str(_SOURCE), "-o", str(out), *_LIBS]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:  # e.g. a toolchain without target_clones
-            proc = subprocess.run(
-                cmd[: -len(_LIBS) or None] + ["-DORC_NO_CLONES", *_LIBS],
-                capture_output=True,
-                text=True,
-            )
-        if proc.returncode != 0:
-            raise RuntimeError(
-                f"compiling {_SOURCE.name} failed: {proc.stderr.strip()[-500:]}"
-            )
-        os.replace(out, target)  # atomic: concurrent builders never see a partial file
-    return target
-
-
-def _load() -> bool:
-    if os.environ.get("ORC_NATIVE", "1") == "0":
-        return False
-    try:
-        lib = ctypes.cdll.LoadLibrary(str(_build()))
-        every = (
-            *_TARGETS.values(),
-            *_STATS_TARGETS.values(),
-            *_SOLVE_TARGETS.values(),
-            *_ESN_TARGETS.values(),
-            *_FIT_TARGETS.values(),
-            *_FORECAST_TARGETS.values(),
-        )
-        for name, symbol, *_ in every:
-            jax.ffi.register_ffi_target(
-                name, jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu"
-            )
-    except Exception as err:  # noqa: BLE001 - any failure means: use the JAX path
-        warnings.warn(
-            f"orc: native CPU kernels unavailable ({err}); using the JAX implementation, "
-            "which is slower for large reservoirs.",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        return False
-    _state["lib"] = lib  # keep the library loaded
-    return True
+def _status() -> str | None:
+    with _lock:
+        if "reason" not in _state:
+            _state["reason"] = _load()
+            if _state["reason"] is not None and _state["reason"] != (
+                "ORC_NATIVE=0 in the environment"
+            ):
+                warnings.warn(
+                    f"orc: native CPU kernels unavailable ({_state['reason']}); "
+                    "using the JAX implementation, which is 3-6x slower for large "
+                    "reservoirs on CPU. orc.show_config() shows what runs.",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+        return _state["reason"]  # type: ignore[return-value]
 
 
 def native_available() -> bool:
-    """Whether the native CPU kernels are compiled and registered (builds them once)."""
-    with _lock:
-        if "ok" not in _state:
-            _state["ok"] = _load()
-        return bool(_state["ok"])
+    """Whether the native CPU kernels are installed and registered."""
+    return _status() is None
 
 
-def _target(table: dict, dtype) -> str | None:
+def native_config() -> dict[str, object]:
+    """What the native kernels run on this CPU, or why they are off:
+    ``{"available", "reason", "file", "ell", "tanh", "gram_kernel",
+    "threads", "routines"}``."""
+    reason = _status()
+    if reason is not None:
+        return {"available": False, "reason": reason}
+    module = _state["module"]
+    return {
+        "available": True,
+        "reason": None,
+        "file": module.__file__,  # type: ignore[attr-defined]
+        **module.config(),  # type: ignore[attr-defined]
+        "routines": module.routines(),  # type: ignore[attr-defined]
+    }
+
+
+def _target(table: dict, dtype, family: str | None = None) -> str | None:
     name = table.get(str(jax.numpy.dtype(dtype)))
     if name is None or not native_available():
         return None
-    return name[0]
+    if family is not None:
+        prefix = "d" if name.endswith("f64") else "s"
+        routines = _state["module"].routines()  # type: ignore[attr-defined]
+        if not all(routines.get(prefix + r) for r in _NEEDS[family]):
+            return None
+    return name
 
 
 def ffi_target(dtype) -> str | None:
@@ -239,55 +214,19 @@ def esn_forecast_target(dtype) -> str | None:
     return _target(_FORECAST_TARGETS, dtype)
 
 
-def _scipy_address(name: str, module: str = "cython_blas") -> int:
-    """Address of SciPy's Fortran-ABI BLAS/LAPACK routine ``name`` from
-    ``scipy.linalg.<module>`` (0 if unavailable)."""
-    try:
-        import importlib
-
-        capsule = importlib.import_module(f"scipy.linalg.{module}").__pyx_capi__[name]
-        api = ctypes.pythonapi
-        api.PyCapsule_GetName.restype = ctypes.c_char_p
-        api.PyCapsule_GetName.argtypes = [ctypes.py_object]
-        api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-        api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-        return int(
-            api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule)) or 0
-        )
-    except Exception:  # noqa: BLE001 - no SciPy BLAS/LAPACK: the caller falls back
-        return 0
+def stats_update_target(dtype) -> str | None:
+    """FFI target of the in-place update of the ridge statistics (SciPy's
+    BLAS ``syrk``/``gemm``), or None."""
+    return _target(_STATS_TARGETS, dtype, "stats_update")
 
 
-def _address(name: str, module: str) -> int:
-    key = f"{module}.{name}"
-    if key not in _state:
-        _state[key] = _scipy_address(name, module)
-    return int(_state[key])
+def esn_fit_target(dtype) -> str | None:
+    """FFI target of the teacher-forced ESN run overlapped with the ridge
+    statistics of its states, or None."""
+    return _target(_FIT_TARGETS, dtype, "esn_fit")
 
 
-def _target_with_routines(table: dict, dtype, module: str):
-    """``(FFI target, {routine: address})`` of a kernel that calls SciPy's
-    BLAS/LAPACK routines (named after the target in ``table``), or None."""
-    entry = table.get(str(jax.numpy.dtype(dtype)))
-    if entry is None or not native_available():
-        return None
-    routines = {n[1:]: _address(n, module) for n in entry[2:]}
-    return (entry[0], routines) if all(routines.values()) else None
-
-
-def stats_update_target(dtype) -> tuple[str, dict[str, int]] | None:
-    """``(FFI target, {"syrk": address, "gemm": address})`` of the in-place
-    update of the ridge statistics, or None."""
-    return _target_with_routines(_STATS_TARGETS, dtype, "cython_blas")
-
-
-def esn_fit_target(dtype) -> tuple[str, dict[str, int]] | None:
-    """``(FFI target, {"syrk": address, "gemm": address})`` of the teacher-forced
-    ESN run overlapped with the ridge statistics of its states, or None."""
-    return _target_with_routines(_FIT_TARGETS, dtype, "cython_blas")
-
-
-def ridge_solve_target(dtype) -> tuple[str, dict[str, int]] | None:
-    """``(FFI target, {"potrf": address, "potrs": ..., "syevd": ...})`` of the
-    in-place ridge solve, or None."""
-    return _target_with_routines(_SOLVE_TARGETS, dtype, "cython_lapack")
+def ridge_solve_target(dtype) -> str | None:
+    """FFI target of the in-place ridge solve (LAPACK ``potrf``/``potrs``,
+    ``syevd`` for the minimum-norm fallback), or None."""
+    return _target(_SOLVE_TARGETS, dtype, "ridge_solve")

@@ -35,6 +35,7 @@
 #endif
 
 #include "xla/ffi/api/ffi.h"
+#include "orc_native.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(ORC_NO_CLONES)
 #define ORC_X86_DISPATCH 1
@@ -42,6 +43,51 @@
 #endif
 
 namespace ffi = xla::ffi;
+
+// ---------------------------------------------------------------------------
+// BLAS/LAPACK routines, set once when the Python module is imported (from
+// SciPy's exported Cython capsules, see module.cc). They used to travel as
+// integer attributes of every call, which put process-specific addresses in
+// the compiled program: JAX's persistent compilation cache could then never
+// hit across processes, and an exported program carried dead pointers.
+namespace orc_native {
+
+namespace {
+std::atomic<void*> g_routines[kRoutineCount] = {};
+}  // namespace
+
+const char* const kRoutineNames[kRoutineCount] = {
+    "ssyrk", "dsyrk", "sgemm", "dgemm", "spotrf", "dpotrf",
+    "spotrs", "dpotrs", "ssyevd", "dsyevd",
+};
+
+void SetRoutine(int which, void* fn) {
+  if (which >= 0 && which < kRoutineCount) g_routines[which].store(fn, std::memory_order_release);
+}
+
+void* GetRoutine(int which) {
+  return which >= 0 && which < kRoutineCount ? g_routines[which].load(std::memory_order_acquire)
+                                             : nullptr;
+}
+
+}  // namespace orc_native
+
+namespace {
+
+// The routine for element type T: `single` for float, the next entry
+// (its double-precision twin) for double.
+template <typename T>
+void* RoutineFor(orc_native::Routine single) {
+  return orc_native::GetRoutine(single + (std::is_same_v<T, double> ? 1 : 0));
+}
+
+ffi::Error NoRoutines(const char* kernel) {
+  return ffi::Error::Internal(std::string("orc ") + kernel +
+                              ": BLAS/LAPACK routines were not registered (orc._native "
+                              "sets them from SciPy when it is imported)");
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------------------
 // Index safety. The kernels gather x[idx] with column indices that come from
@@ -721,8 +767,11 @@ template <ffi::DataType DT>
 ffi::Error StatsUpdate(ffi::Buffer<DT> g, ffi::Buffer<DT> c, ffi::Buffer<DT> x,
                        ffi::Buffer<DT> y, ffi::ResultBuffer<DT> g_out,
                        ffi::ResultBuffer<DT> c_out, int64_t start, int64_t stop,
-                       int64_t chunked, int64_t syrk_fn, int64_t gemm_fn) {
+                       int64_t chunked) {
   using T = ffi::NativeType<DT>;
+  void* const syrk_fn = RoutineFor<T>(orc_native::kSsyrk);
+  void* const gemm_fn = RoutineFor<T>(orc_native::kSgemm);
+  if (syrk_fn == nullptr || gemm_fn == nullptr) return NoRoutines("stats_update");
   const auto gd = g.dimensions(), cd = c.dimensions(), xd = x.dimensions(),
              yd = y.dimensions();
   const size_t tail = chunked ? 3 : 2;  // (C,) F, F
@@ -730,7 +779,7 @@ ffi::Error StatsUpdate(ffi::Buffer<DT> g, ffi::Buffer<DT> c, ffi::Buffer<DT> x,
       "orc stats_update: g (..., [C,] F, F), c (..., [C,] F, O), x (..., T, [C,] F), "
       "y (..., T, [C,] O) with equal leading dimensions";
   if (gd.size() < tail || cd.size() != gd.size() || xd.size() != gd.size() ||
-      yd.size() != gd.size() || syrk_fn == 0 || gemm_fn == 0) {
+      yd.size() != gd.size()) {
     return ffi::Error::InvalidArgument(shapes);
   }
   const size_t lead = gd.size() - tail;
@@ -778,9 +827,7 @@ ffi::Error StatsUpdate(ffi::Buffer<DT> g, ffi::Buffer<DT> c, ffi::Buffer<DT> x,
                                     .Ret<ffi::Buffer<DT>>() \
                                     .Attr<int64_t>("start") \
                                     .Attr<int64_t>("stop")  \
-                                    .Attr<int64_t>("chunked") \
-                                    .Attr<int64_t>("syrk")  \
-                                    .Attr<int64_t>("gemm"));
+                                    .Attr<int64_t>("chunked"));
 
 ORC_STATS_UPDATE(OrcStatsUpdateF32, ffi::F32)
 ORC_STATS_UPDATE(OrcStatsUpdateF64, ffi::F64)
@@ -885,12 +932,15 @@ int MinNormSolve(SyevdFn<T> syevd, T* a, int64_t f, int64_t o, const T* b, T* x)
 template <ffi::DataType DT>
 ffi::Error RidgeSolve(ffi::Buffer<DT> g, ffi::Buffer<DT> b, ffi::Buffer<DT> beta,
                       ffi::ResultBuffer<DT> g_out, ffi::ResultBuffer<DT> w,
-                      ffi::ResultBuffer<ffi::S32> status, int64_t potrf_fn,
-                      int64_t potrs_fn, int64_t syevd_fn) {
+                      ffi::ResultBuffer<ffi::S32> status) {
   using T = ffi::NativeType<DT>;
+  void* const potrf_fn = RoutineFor<T>(orc_native::kSpotrf);
+  void* const potrs_fn = RoutineFor<T>(orc_native::kSpotrs);
+  void* const syevd_fn = RoutineFor<T>(orc_native::kSsyevd);
+  if (!potrf_fn || !potrs_fn || !syevd_fn) return NoRoutines("ridge_solve");
   const auto gd = g.dimensions();
   const auto bd = b.dimensions();
-  if (gd.size() < 2 || bd.size() != gd.size() || !potrf_fn || !potrs_fn || !syevd_fn) {
+  if (gd.size() < 2 || bd.size() != gd.size()) {
     return ffi::Error::InvalidArgument("orc ridge_solve: g must be (..., F, F), b (..., F, O)");
   }
   const size_t lead = gd.size() - 2;
@@ -974,10 +1024,7 @@ ffi::Error RidgeSolve(ffi::Buffer<DT> g, ffi::Buffer<DT> b, ffi::Buffer<DT> beta
                                     .Arg<ffi::Buffer<DT>>()         \
                                     .Ret<ffi::Buffer<DT>>()         \
                                     .Ret<ffi::Buffer<DT>>()         \
-                                    .Ret<ffi::Buffer<ffi::S32>>()   \
-                                    .Attr<int64_t>("potrf")         \
-                                    .Attr<int64_t>("potrs")         \
-                                    .Attr<int64_t>("syevd"));
+                                    .Ret<ffi::Buffer<ffi::S32>>());
 
 ORC_RIDGE_SOLVE(OrcRidgeSolveF32, ffi::F32)
 ORC_RIDGE_SOLVE(OrcRidgeSolveF64, ffi::F64)
@@ -1434,16 +1481,17 @@ ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Bu
                   ffi::Buffer<DT> u, ffi::Buffer<DT> bias_buf, ffi::Buffer<DT> r0,
                   ffi::Buffer<DT> leak_buf, ffi::Buffer<DT> g, ffi::Buffer<DT> c,
                   ffi::Buffer<DT> y, ffi::ResultBuffer<DT> out, ffi::ResultBuffer<DT> g_out,
-                  ffi::ResultBuffer<DT> c_out, int64_t start, int64_t stop, int64_t syrk_fn,
-                  int64_t gemm_fn) {
+                  ffi::ResultBuffer<DT> c_out, int64_t start, int64_t stop) {
   using T = ffi::NativeType<DT>;
+  void* const syrk_fn = RoutineFor<T>(orc_native::kSsyrk);
+  void* const gemm_fn = RoutineFor<T>(orc_native::kSgemm);
+  if (syrk_fn == nullptr || gemm_fn == nullptr) return NoRoutines("esn_fit");
   const auto vd = values.dimensions(), wd = win.dimensions(), ud = u.dimensions(),
              rd = r0.dimensions(), gd = g.dimensions(), cd = c.dimensions(),
              yd = y.dimensions(), od = out->dimensions();
   if (vd.size() != 3 || indices.dimensions().size() != 3 || wd.size() != 3 || ud.size() != 3 ||
       rd.size() != 2 || gd.size() != 3 || cd.size() != 3 || yd.size() != 3 || od.size() != 3 ||
-      bias_buf.element_count() != 1 || leak_buf.element_count() != 1 || syrk_fn == 0 ||
-      gemm_fn == 0) {
+      bias_buf.element_count() != 1 || leak_buf.element_count() != 1) {
     return ffi::Error::InvalidArgument(
         "orc esn_fit: values/indices (C, n, k), win (C, n, w), u (T, C, w), bias (), r0 (C, n), "
         "leak (), g (C, n, n), c (C, n, O), y (T, C, O)");
@@ -1590,9 +1638,7 @@ ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Bu
                                     .Ret<ffi::Buffer<DT>>()       \
                                     .Ret<ffi::Buffer<DT>>()       \
                                     .Attr<int64_t>("start")       \
-                                    .Attr<int64_t>("stop")        \
-                                    .Attr<int64_t>("syrk")        \
-                                    .Attr<int64_t>("gemm"));
+                                    .Attr<int64_t>("stop"));
 
 ORC_ESN_FIT(OrcEsnFitF32, ffi::F32)
 ORC_ESN_FIT(OrcEsnFitF64, ffi::F64)
@@ -1726,3 +1772,33 @@ ffi::Error EsnForecast(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ff
 
 ORC_ESN_FORECAST(OrcEsnForecastF32, ffi::F32)
 ORC_ESN_FORECAST(OrcEsnForecastF64, ffi::F64)
+
+// ---------------------------------------------------------------------------
+// What runs on this CPU, for orc.show_config().
+namespace orc_native {
+
+const char* EllVariant() {
+  const EllRowsChoice<double> choice = PickEllRows<double>();
+#ifdef ORC_X86_DISPATCH
+  if (choice.vector == static_cast<EllRowsFn<double>>(EllRowsAvx512)) return "avx512";
+  if (choice.vector == static_cast<EllRowsFn<double>>(EllRowsAvx2)) return "avx2";
+#endif
+  (void)choice;
+  return "scalar";
+}
+
+const char* TanhVariant() {
+  const TanhFn tanh = PickTanh();
+#ifdef ORC_X86_DISPATCH
+  if (tanh == TanhAvx512) return "avx512";
+  if (tanh == TanhAvx2) return "avx2";
+#endif
+  (void)tanh;
+  return "baseline";
+}
+
+bool GramKernel() { return GramKernelOn(); }
+
+int Threads() { return ForceThreads(); }
+
+}  // namespace orc_native

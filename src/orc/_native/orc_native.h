@@ -1,0 +1,51 @@
+// What the Python module (module.cc) needs from the kernels (kernels.cc):
+// the BLAS/LAPACK routine table, a description of the variants picked on
+// this CPU, and the XLA FFI handler symbols.
+#ifndef ORC_NATIVE_H_
+#define ORC_NATIVE_H_
+
+#include "xla/ffi/api/c_api.h"
+
+namespace orc_native {
+
+// BLAS/LAPACK routines (Fortran ABI), single precision first, its double
+// twin right after it.
+enum Routine {
+  kSsyrk, kDsyrk, kSgemm, kDgemm, kSpotrf, kDpotrf, kSpotrs, kDpotrs, kSsyevd, kDsyevd,
+  kRoutineCount
+};
+extern const char* const kRoutineNames[kRoutineCount];
+void SetRoutine(int which, void* fn);
+void* GetRoutine(int which);
+
+// The sparse-row variant picked for float64 ("avx512", "avx2", "scalar"),
+// the activation's ("avx512", "avx2", "baseline"), whether the float64 Gram
+// runs orc's own kernel instead of BLAS, and the threads a call may use.
+const char* EllVariant();
+const char* TanhVariant();
+bool GramKernel();
+int Threads();
+
+}  // namespace orc_native
+
+// XLA FFI handlers (extern "C", defined by XLA_FFI_DEFINE_HANDLER_SYMBOL).
+#define ORC_NATIVE_HANDLERS(X)                                              \
+  X(orc_ell_matvec_f32, OrcEllMatvecF32)                                    \
+  X(orc_ell_matvec_f64, OrcEllMatvecF64)                                    \
+  X(orc_stats_update_f32, OrcStatsUpdateF32)                                \
+  X(orc_stats_update_f64, OrcStatsUpdateF64)                                \
+  X(orc_ridge_solve_f32, OrcRidgeSolveF32)                                  \
+  X(orc_ridge_solve_f64, OrcRidgeSolveF64)                                  \
+  X(orc_esn_run_f32, OrcEsnRunF32)                                          \
+  X(orc_esn_run_f64, OrcEsnRunF64)                                          \
+  X(orc_esn_fit_f32, OrcEsnFitF32)                                          \
+  X(orc_esn_fit_f64, OrcEsnFitF64)                                          \
+  X(orc_esn_forecast_f32, OrcEsnForecastF32)                                \
+  X(orc_esn_forecast_f64, OrcEsnForecastF64)
+
+#define ORC_DECLARE_HANDLER(target, symbol) \
+  extern "C" XLA_FFI_Error* symbol(XLA_FFI_CallFrame* call_frame);
+ORC_NATIVE_HANDLERS(ORC_DECLARE_HANDLER)
+#undef ORC_DECLARE_HANDLER
+
+#endif  // ORC_NATIVE_H_

@@ -1,0 +1,118 @@
+"""The native kernels are built by the install and loaded as a module.
+
+Nothing is compiled at run time, no shared library is loaded from a user
+cache, and compiled programs hold no process-specific addresses (so JAX's
+persistent compilation cache can hit across processes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import orc
+from orc import _native
+
+NATIVE_OFF = os.environ.get("ORC_NATIVE") == "0"
+
+
+def _run(code: str, env_extra: dict | None = None, **kw) -> str:
+    env = {**os.environ, **(env_extra or {})}
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        **kw,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.mark.skipif(NATIVE_OFF, reason="ORC_NATIVE=0: the XLA path is under test")
+def test_kernels_are_the_installed_extension_module():
+    config = _native.native_config()
+    assert config["available"], config["reason"]
+    so = Path(config["file"]).resolve()
+    # orc/_native/_kernels.<abi>.so inside the installed package
+    assert so.name.startswith("_kernels.") and so.suffix in (".so", ".pyd")
+    assert so.parent.name == "_native" and so.parent.parent.name == "orc"
+    cache = Path(os.environ.get("ORC_CACHE_DIR", Path.home() / ".cache" / "orc"))
+    assert cache.resolve() not in so.parents
+    assert all(config["routines"].values()), config["routines"]
+    # the run-time builder and its cache are gone
+    for name in ("_build", "_cache_dir", "_compiler"):
+        assert not hasattr(_native, name)
+
+
+@pytest.mark.skipif(NATIVE_OFF, reason="ORC_NATIVE=0: the XLA path is under test")
+def test_no_compiler_or_writable_home_needed_at_run_time(tmp_path):
+    # no compiler on PATH, an unwritable home and cache: the kernels still
+    # load (they were compiled at install), and training runs natively
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o500)
+    code = (
+        "import jax; jax.config.update('jax_enable_x64', True)\n"
+        "import numpy as np, jax.numpy as jnp, orc\n"
+        "from orc import _native\n"
+        "assert _native.native_available(), _native.native_config()\n"
+        "m = orc.forecaster.ESNForecaster(3, 60, seed=0)\n"
+        "U = jnp.asarray(np.random.default_rng(0).normal(size=(200, 3)))\n"
+        "m, R = orc.forecaster.train_RCForecaster(m, U)\n"
+        "print(float(jnp.abs(m.readout.wout).sum()))\n"
+    )
+    env = {
+        "PATH": str(tmp_path / "empty"),
+        "HOME": str(home),
+        "ORC_CACHE_DIR": str(home / "cache"),
+        "CXX": "/nonexistent/c++",
+    }
+    out = _run(code, env)
+    assert float(out) > 0
+    assert not (home / "cache").exists()
+
+
+_PROGRAM = """
+import hashlib, jax, numpy as np, jax.numpy as jnp
+jax.config.update('jax_enable_x64', True)
+import orc
+m = orc.forecaster.ESNForecaster(3, 60, seed=0)
+U = jnp.asarray(np.random.default_rng(0).normal(size=(200, 3)))
+train = jax.jit(lambda m, U: orc.forecaster.train_RCForecaster(m, U)[0].readout.wout)
+text = train.lower(m, U).as_text()
+print(hashlib.sha256(text.encode()).hexdigest(), "orc_esn_fit" in text, "syrk" in text)
+"""
+
+
+@pytest.mark.skipif(NATIVE_OFF, reason="ORC_NATIVE=0: the XLA path is under test")
+def test_training_program_is_the_same_in_every_process():
+    # BLAS/LAPACK routines are set at import, not passed as call attributes:
+    # two processes lower byte-identical programs (what the persistent
+    # compilation cache and jax.export need)
+    first = _run(_PROGRAM).split()
+    second = _run(_PROGRAM).split()
+    assert first[1] == "True", "the fused native fit is not in the program"
+    assert first[2] == "False", "a BLAS routine is named in the program"
+    assert first[0] == second[0]
+
+
+def test_show_config_and_cli_info(capsys):
+    orc.show_config()
+    out = capsys.readouterr().out
+    assert out.startswith(f"orc {orc.__version__}")
+    config = _native.native_config()
+    if config["available"]:
+        assert "native kernels installed and registered" in out
+        assert config["ell"] in out
+    else:
+        assert "native kernels OFF" in out and config["reason"] in out
+    cli = _run("from orc.cli import main; raise SystemExit(main(['info']))")
+    assert "native kernels" in cli and "BLAS" in cli
+    json.dumps(orc._config.config())  # plain data
