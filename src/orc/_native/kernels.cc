@@ -507,9 +507,9 @@ int ForceThreads() {
 // (the library reads only that one). Row-major c (F, O) is the column-major
 // O x F matrix M, and M += Y^T X is gemm('N', 'T') of the column-major O x rows
 // matrix (leading dimension C O) with A. The BLAS routines are not linked
-// here: their addresses (SciPy's Fortran-ABI syrk and gemm, from
-// scipy.linalg.cython_blas) arrive as attributes, so the kernel uses the very
-// BLAS numpy/SciPy use.
+// here: SciPy's Fortran-ABI syrk and gemm (scipy.linalg.cython_blas) are
+// set once at import (SetRoutine), so the kernel uses the very BLAS
+// numpy/SciPy use.
 namespace {
 
 template <typename T>
@@ -1082,7 +1082,9 @@ __attribute__((always_inline)) inline double Expm1NonPositive(double y) {
   const double base = kShift;
   std::memcpy(&sbits, &shifted, sizeof sbits);
   std::memcpy(&bbits, &base, sizeof bbits);
-  const int64_t scale_bits = ((sbits - bbits) + 1023) << 52;  // 2^k, k = kd exactly
+  // 2^k, k = kd exactly; shifted as unsigned (a NaN y gives garbage bits
+  // here, where a signed shift would be undefined; q is NaN then anyway)
+  const uint64_t scale_bits = static_cast<uint64_t>((sbits - bbits) + 1023) << 52;
   double scale;
   std::memcpy(&scale, &scale_bits, sizeof scale);
   return scale * q + (scale - 1.0);
