@@ -247,6 +247,16 @@ def main():
 
         res["import_s"] = time.perf_counter() - t0
         res["orc_file"] = os.path.dirname(orc.__file__)
+        tree = os.environ.get("PYTHONPATH", "")
+        if cfg.get("library") == "ours" and tree:
+            here = os.path.realpath(orc.__file__)
+            if not here.startswith(os.path.realpath(tree) + os.sep):
+                # an editable install's import hook wins over PYTHONPATH: a
+                # tree timed with another tree's venv would time the wrong code
+                raise RuntimeError(
+                    f"imported orc from {here}, not from the tree under test "
+                    f"({tree}); give that tree its own .venv (make .venv/.installed)"
+                )
         res["x64"] = bool(jax.config.jax_enable_x64)
         WORKLOADS[cfg["workload"]](cfg, orc, jnp, res)
         res["ok"] = True
