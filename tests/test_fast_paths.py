@@ -49,7 +49,8 @@ from orc._ridge import (
 
 RNG = np.random.default_rng(0)
 pytestmark = pytest.mark.skipif(
-    not _native.native_available(), reason="native kernels could not be built here"
+    not _native.native_available(),
+    reason="native kernels off here (not installed, or ORC_NATIVE=0)",
 )
 
 
