@@ -70,6 +70,8 @@ the JAX implementation runs instead and gives the same results;
 
 from __future__ import annotations
 
+import importlib
+import os
 import threading
 import warnings
 
@@ -105,6 +107,7 @@ _NEEDS = {
 }
 _BLAS = ("ssyrk", "dsyrk", "sgemm", "dgemm")
 _LAPACK = ("spotrf", "dpotrf", "spotrs", "dpotrs", "ssyevd", "dsyevd")
+_OFF_BY_ENV = "ORC_NATIVE=0 in the environment"
 _lock = threading.Lock()
 _state: dict[str, object] = {}
 
@@ -116,8 +119,6 @@ def _scipy_capsules() -> dict[str, object]:
     found: dict[str, object] = {}
     for module, names in (("cython_blas", _BLAS), ("cython_lapack", _LAPACK)):
         try:
-            import importlib
-
             capi = importlib.import_module(f"scipy.linalg.{module}").__pyx_capi__
         except Exception:  # noqa: BLE001 - no SciPy: those kernels fall back
             continue
@@ -127,10 +128,8 @@ def _scipy_capsules() -> dict[str, object]:
 
 def _load() -> str | None:
     """Registers the kernels; returns why they are off, or None."""
-    import os
-
     if os.environ.get("ORC_NATIVE", "1") == "0":
-        return "ORC_NATIVE=0 in the environment"
+        return _OFF_BY_ENV
     try:
         from . import _kernels
     except ImportError as err:
@@ -142,6 +141,7 @@ def _load() -> str | None:
         for name, capsule in _kernels.handlers().items():
             jax.ffi.register_ffi_target(name, capsule, platform="cpu")
         _kernels.set_routines(_scipy_capsules())
+        _state["routines"] = _kernels.routines()
     except Exception as err:  # noqa: BLE001 - any failure means: use the JAX path
         return f"registering them with XLA failed: {err}"
     _state["module"] = _kernels
@@ -152,9 +152,7 @@ def _status() -> str | None:
     with _lock:
         if "reason" not in _state:
             _state["reason"] = _load()
-            if _state["reason"] is not None and _state["reason"] != (
-                "ORC_NATIVE=0 in the environment"
-            ):
+            if _state["reason"] not in (None, _OFF_BY_ENV):
                 warnings.warn(
                     f"orc: native CPU kernels unavailable ({_state['reason']}); "
                     "using the JAX implementation, which is 3-6x slower for large "
@@ -193,8 +191,8 @@ def _target(table: dict, dtype, family: str | None = None) -> str | None:
         return None
     if family is not None:
         prefix = "d" if name.endswith("f64") else "s"
-        routines = _state["module"].routines()  # type: ignore[attr-defined]
-        if not all(routines.get(prefix + r) for r in _NEEDS[family]):
+        routines = _state["routines"]
+        if not all(routines.get(prefix + r) for r in _NEEDS[family]):  # type: ignore[attr-defined]
             return None
     return name
 
