@@ -805,3 +805,30 @@ def test_nan_and_inf_propagate_as_in_xla(dtype):
     fc = {b: esn.forecast(20, got[b][-1], backend=b) for b in ("native", "xla")}
     assert np.isnan(np.asarray(fc["native"])).all()
     assert np.isnan(np.asarray(fc["xla"])).all()
+
+
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+def test_nan_reaches_every_kernel_on_both_paths(dtype):
+    """The kernels the test above does not reach: one reservoir step (the
+    sparse product), and the fused fit and the blocked statistics update fed
+    a NaN initial state (the data passes its own check, so the NaN goes
+    through the run, the Gram and the solve): an error, never NaN weights,
+    on both paths alike."""
+    U, _ = orc.data.lorenz63(tN=4, dt=0.01)
+    U = jnp.asarray(U, dtype)
+    esn = orc.forecaster.ESNForecaster(3, 300, dtype=dtype, seed=2)
+    r = esn.driver.default_state().at[..., 7].set(jnp.nan)
+    p = esn.embedding.embed(U[0])
+    steps = {}
+    for b in ("native", "xla"):
+        with orc.use_backend(b):
+            steps[b] = np.asarray(esn.driver.advance(p, r))
+    # a row is NaN exactly when it reads column 7 (or is row 7 itself, leak)
+    np.testing.assert_array_equal(np.isnan(steps["native"]), np.isnan(steps["xla"]))
+    assert np.isnan(steps["native"]).any() and not np.isnan(steps["native"]).all()
+    for b in ("native", "xla"):
+        for batch_size in (None, 64):  # fused fit / blocked statistics
+            with pytest.raises(Exception, match="NaN"):
+                orc.forecaster.train_RCForecaster(
+                    esn, U, initial_res_state=r, batch_size=batch_size, backend=b
+                )
