@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import contextlib
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import monitoring
+
+# What a failed eqx.error_if raises: EquinoxRuntimeError eagerly and under
+# eqx.filter_jit, a JaxRuntimeError (XlaRuntimeError in older jaxlib) under
+# plain jax.jit; both carry the library's message.
+RUNTIME_ERRORS = (
+    eqx.EquinoxRuntimeError,
+    getattr(jax.errors, "JaxRuntimeError", RuntimeError),
+)
 
 _events: list[str] = []
 monitoring.register_event_duration_secs_listener(

@@ -11,20 +11,14 @@ attractor's extent, and the symmetries of the double-scroll and Chen fields.
 
 import math
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import orc.data
-from _helpers import count_compiles
+from _helpers import RUNTIME_ERRORS, count_compiles
 from orc.data import datasets as ds
-
-RUNTIME_ERRORS = (
-    eqx.EquinoxRuntimeError,
-    getattr(jax.errors, "JaxRuntimeError", RuntimeError),
-)
 
 PUBLIC = [
     "mackey_glass",

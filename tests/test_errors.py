@@ -9,12 +9,12 @@ checked with ``eqx.error_if`` and raise a ``RuntimeError`` subclass, also under
 
 from __future__ import annotations
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from _helpers import RUNTIME_ERRORS
 from orc import drivers, embeddings, readouts
 from orc.classifier import ESNClassifier, RCClassifierBase, train_RCClassifier
 from orc.control import ESNController, RCControllerBase, train_RCController
@@ -26,14 +26,6 @@ from orc.forecaster import (
     train_CESNForecaster,
     train_ESNForecaster,
     train_RCForecaster,
-)
-
-# ``eqx.error_if`` raises EquinoxRuntimeError under eqx.filter_jit and a
-# JaxRuntimeError (XlaRuntimeError in older jaxlib) under plain jax.jit; both
-# are RuntimeErrors carrying the library's message.
-RUNTIME_ERRORS = (
-    eqx.EquinoxRuntimeError,
-    getattr(jax.errors, "JaxRuntimeError", RuntimeError),
 )
 
 RES = 20

@@ -8,20 +8,14 @@ model can represent), finite differences, and the paper's Lorenz63 figures.
 from __future__ import annotations
 
 import diffrax
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import orc
-from _helpers import count_compiles
+from _helpers import RUNTIME_ERRORS, count_compiles
 from orc.forecaster import NVARForecaster, train_NVARForecaster
-
-RUNTIME_ERRORS = (
-    eqx.EquinoxRuntimeError,
-    getattr(jax.errors, "JaxRuntimeError", RuntimeError),
-)
 
 
 # --------------------------------------------------------------------------- #

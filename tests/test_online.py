@@ -13,14 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from _helpers import count_compiles, lorenz_rk4
+from _helpers import RUNTIME_ERRORS, count_compiles, lorenz_rk4
 from orc import online
 from orc.forecaster import CESNForecaster, ESNForecaster, train_RCForecaster
 
-RUNTIME_ERRORS = (
-    eqx.EquinoxRuntimeError,
-    getattr(jax.errors, "JaxRuntimeError", RuntimeError),
-)
 RNG = np.random.default_rng(42)
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import orc
+from _helpers import RUNTIME_ERRORS
 from orc import _ridge
 from orc._ridge import (
     RESULTS,
@@ -29,12 +30,6 @@ from orc._ridge import (
     solve_with_result,
 )
 
-# eqx.error_if raises EquinoxRuntimeError eagerly and under eqx.filter_jit, a
-# JaxRuntimeError (XlaRuntimeError in older jaxlib) under plain jax.jit.
-RUNTIME_ERRORS = (
-    eqx.EquinoxRuntimeError,
-    getattr(jax.errors, "JaxRuntimeError", RuntimeError),
-)
 BACKENDS = ("native", "xla")
 F, O = 9, 3
 
