@@ -39,6 +39,7 @@ _spec.loader.exec_module(_format)
 digest, case_name = _format.digest, _format.case_name
 Z = np.load(DATA / "fixtures.npz")
 INDEX = json.loads(str(Z["index"]))
+OTHER_CPUS = json.loads((DATA / "other_cpus.json").read_text())
 SEEDS = INDEX["seeds"]
 MODEL_SEEDS = INDEX["model_seeds"]
 DTYPES = {"float64": jnp.float64, "float32": jnp.float32}
@@ -68,15 +69,42 @@ def check_wr(prefix: str, data, indices, shape, flags) -> None:
     assert list(indices.shape) == meta["indices_shape"]
     assert indices.dtype.name == meta["indices_dtype"]
     assert flags == (meta["indices_sorted"], meta["unique_indices"])
-    if f"{prefix}/wr_data" in Z:
-        assert_bits(data, Z[f"{prefix}/wr_data"], f"{prefix} wr.data")
+    if f"{prefix}/wr_indices" in Z:
         assert_bits(
             np.asarray(indices).astype(np.int16),
             Z[f"{prefix}/wr_indices"],
             f"{prefix} wr.indices",
         )
-    assert digest(data) == meta["data_sha"], f"{prefix}: wr.data differs"
     assert digest(indices) == meta["indices_sha"], f"{prefix}: wr.indices differ"
+    check_wr_data(prefix, data)
+
+
+def check_wr_data(prefix: str, data) -> None:
+    """wr.data bit for bit as ORC 0.4 gives it on the fixtures' CPU or on
+    another CPU it was recorded on; on a CPU never recorded, equal to the
+    fixtures' within the spread of the spectral-radius normalisation.
+
+    ORC 0.4 divides each reservoir by its spectral radius, which an
+    eigenvalue solver computes (LAPACK through OpenBLAS, XLA's dots) with
+    kernels chosen for the CPU: ORC's own matrix for a seed differs from CPU
+    to CPU in its last bits (up to ~10 ulp measured between an AVX-512 Xeon
+    and the first fixtures' CPU), a common factor per reservoir. Our
+    construction matched ORC 0.4 bit for bit on both CPUs."""
+    sha = digest(data)
+    if (
+        sha == INDEX[prefix]["wr"]["data_sha"]
+        or sha in OTHER_CPUS.get(prefix, {}).values()
+    ):
+        return
+    stored = Z[f"{prefix}/wr_data"]
+    eps = np.finfo(stored.dtype).eps
+    a = np.asarray(data)
+    assert a.dtype == stored.dtype and a.shape == stored.shape
+    np.testing.assert_allclose(a, stored, rtol=32 * eps, atol=0, err_msg=prefix)
+    # ... and the difference is one factor per reservoir (the normalisation)
+    for chunk, ref in zip(a, stored, strict=True):
+        ratio = chunk[ref != 0] / ref[ref != 0]
+        assert np.ptp(ratio) <= 4 * eps, f"{prefix}: not a common factor"
 
 
 def check_win(prefix: str, win) -> None:

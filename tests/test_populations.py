@@ -166,14 +166,35 @@ _TRAIN = textwrap.dedent(
     model = orc.forecaster.ESNForecaster(3, 1000, seed=1)
     trained = orc.forecaster.train_ESNForecaster(model, U[:4000], spinup=100)[0]
     np.save(sys.argv[1], np.asarray(trained.readout.wout))
+    # the fused fit's statistics themselves (run + Gram + cross products)
+    from orc._matrix import _esn_fit_native
+    n, f64 = 1000, jax.numpy.float64
+    z = lambda *shape: jax.numpy.zeros(shape, f64)
+    _, gram, cross = _esn_fit_native(
+        model.driver.wr.values, model.driver.wr.columns, model.embedding.win,
+        U[:3999, None, :], z(), z(1, n), jax.numpy.ones((), f64), z(1, n, n),
+        z(1, n, 3), U[1:4000, None, :], 100, 3999)
+    np.save(sys.argv[1] + ".stats.npy", np.concatenate([gram.ravel(), cross.ravel()]))
     """
 )
 
 
 def test_training_is_bit_identical_across_processes_and_thread_counts(tmp_path):
     """The fused fit sums the Gram in a fixed order, whichever thread adds
-    which block: two processes, and one thread against two, give the same bits."""
-    runs = {"two_a": {}, "two_b": {}, "one": {"ORC_NATIVE_THREADS": "1"}}
+    which block, with orc's own Gram kernel (never BLAS, whose thread count
+    is the process's): two processes, one thread against two, and BLAS on
+    1, 2 or 4 threads give the same statistics bit for bit, and the same
+    weights for the same BLAS thread count. (The ridge solve is LAPACK's
+    Cholesky, which OpenBLAS splits by its thread count: weights trained
+    with BLAS on 1 and on 2 threads differ in their last bits.)"""
+    runs = {
+        "two_a": {},
+        "two_b": {},
+        "one": {"ORC_NATIVE_THREADS": "1"},
+        "blas1": {"OPENBLAS_NUM_THREADS": "1"},
+        "one_blas4": {"ORC_NATIVE_THREADS": "1", "OPENBLAS_NUM_THREADS": "4"},
+        "blas4": {"OPENBLAS_NUM_THREADS": "4"},
+    }
     for name, extra in runs.items():
         env = dict(os.environ, **extra)
         proc = subprocess.run(
@@ -184,8 +205,13 @@ def test_training_is_bit_identical_across_processes_and_thread_counts(tmp_path):
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
     w = {name: np.load(tmp_path / f"{name}.npy") for name in runs}
-    np.testing.assert_array_equal(w["two_a"], w["two_b"])
-    np.testing.assert_array_equal(w["two_a"], w["one"])
+    for name in runs:
+        stats = np.load(tmp_path / f"{name}.npy.stats.npy")
+        np.testing.assert_array_equal(
+            np.load(tmp_path / "two_a.npy.stats.npy"), stats, err_msg=name
+        )
+    for a, b in (("two_a", "two_b"), ("two_a", "one"), ("blas4", "one_blas4")):
+        np.testing.assert_array_equal(w[a], w[b], err_msg=f"{a} vs {b}")
 
 
 def test_ensemble_equals_its_members_trained_alone():

@@ -16,6 +16,12 @@ Training solves a ridge regression; when ``G + beta I`` is numerically
 singular for the ridge strength (collinear features), the minimum-norm
 solution is used and :class:`IllConditionedRidgeWarning` says so (raise
 ``beta``, or train in float64). Non-finite statistics are an error.
+
+Errors found while a compiled program runs are returned by it as data and
+raised (or warned) when the call returns, so orc's programs hold no host
+callback: JAX's persistent compilation cache stores them, and
+:func:`export` serialises them. :func:`capture_errors` gives them to you as
+a value under your own ``jax.jit``.
 """
 
 from . import (
@@ -33,6 +39,8 @@ from . import (
     utils,
 )
 from ._config import show_config
+from ._errors import Errors, capture_errors
+from ._export import export
 from ._ridge import IllConditionedRidgeWarning
 from ._strategy import use_backend
 from .io import load, save
@@ -56,6 +64,9 @@ __all__ = [
     "utils",
     "use_backend",
     "show_config",
+    "capture_errors",
+    "Errors",
+    "export",
     "IllConditionedRidgeWarning",
     "__version__",
 ]

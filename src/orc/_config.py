@@ -62,14 +62,15 @@ def show_config() -> None:
         + (" (ORC_NATIVE=0)" if os.environ.get("ORC_NATIVE") == "0" else ""),
     ]
     if native["available"]:
-        gram = "orc's AVX2 kernel" if native["gram_kernel"] else "BLAS syrk/gemm"
+        stats = f"orc's {native['gram']}" if native["gram_kernel"] else "BLAS syrk/gemm"
         missing = [n for n, ok in native["routines"].items() if not ok]
         lines += [
             "  native kernels installed and registered",
             f"    module       {native['file']}",
             f"    sparse rows  {native['ell']}",
             f"    tanh         {native['tanh']}",
-            f"    float64 Gram {gram}",
+            f"    Gram kernel  {native['gram']} (fused training fit; float64 "
+            f"statistics updates: {stats})",
             f"    threads      {native['threads']} per call (of {c['cpu_count']} CPUs)",
             "    BLAS/LAPACK  "
             + ("all routines set" if not missing else f"missing {', '.join(missing)}"),

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from . import _native, _strategy
+from . import _errors, _native, _strategy
 from ._ridge import RidgeStats, stats_update
 from ._validation import check_index_bounds
 from .utils.numerics import spectral_radius_np
@@ -58,11 +58,12 @@ def checked_columns(indices, n: int):
     the native kernels refuse, refused on the XLA path as well (one pass over
     the indices per call, not per step)."""
     bad = jnp.any((indices < 0) | (indices >= n))
-    return eqx.error_if(
+    return _errors.check(
         indices,
         bad,
         "reservoir matrix: a column index lies outside [0, res_dim) (a corrupted or "
         "edited matrix); nothing was computed.",
+        replace=jnp.zeros_like(indices),  # what the kernels accept; the error wins
     )
 
 

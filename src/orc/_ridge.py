@@ -31,7 +31,6 @@ for ``fallback``.
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Callable
 
 import equinox as eqx
@@ -41,7 +40,7 @@ import numpy as np
 import scipy.linalg.blas
 from jaxtyping import Array, Float
 
-from . import _native, _strategy
+from . import _errors, _native, _strategy
 
 __all__ = [
     "RidgeStats",
@@ -116,35 +115,6 @@ def _as_result(code: Array) -> RESULTS:
     result = RESULTS.where(code == _FALLBACK, RESULTS.fallback, RESULTS.successful)
     result = RESULTS.where(code == _FAILED, RESULTS.failed, result)
     return RESULTS.where(code == _NONFINITE, RESULTS.nonfinite, result)
-
-
-def _warn_host(fell_back) -> None:
-    if bool(np.any(fell_back)):
-        warnings.warn(
-            RESULTS[RESULTS.fallback], IllConditionedRidgeWarning, stacklevel=1
-        )
-
-
-@jax.custom_batching.custom_vmap
-def _warn_if_fallback(fell_back: Array) -> Array:
-    """Warn (from compiled code, when it runs) if ``fell_back`` is true.
-
-    The callback sits in a branch taken only on a fallback: a host callback
-    on every solve cost 0.6 ms per training (measured on a 2 ms fit of a
-    100-node ESN), the branch costs 0.3 ms."""
-    jax.lax.cond(
-        fell_back, lambda: jax.debug.callback(_warn_host, fell_back), lambda: None
-    )
-    return fell_back
-
-
-@_warn_if_fallback.def_vmap
-def _warn_if_fallback_vmap(axis_size, in_batched, fell_back):
-    # jax.debug.callback unrolls over a vmapped axis (one call, one warning,
-    # per element): reduce the axis first, so a vmapped solve warns once.
-    del axis_size
-    (batched,) = in_batched
-    return _warn_if_fallback(jnp.any(fell_back) if batched else fell_back), False
 
 
 class RidgeStats(eqx.Module):
@@ -587,17 +557,23 @@ def solve(
     weight, the output bias, is not penalised (ridge on centred features).
 
     Non-finite statistics, or a solve that gives no finite weights, raise
-    (``eqx.error_if``, also under ``jax.jit``); when ``G + beta I`` is not
+    (:func:`orc._errors.check`, also under ``jax.jit``); when ``G + beta I`` is not
     numerically positive definite the minimum-norm solution is returned and an
     :class:`IllConditionedRidgeWarning` is emitted when the computation runs.
     :func:`solve_with_result` returns the outcome instead.
     """
     w, code = _solve_coded(stats, beta, batch_size, intercept)
-    result = _as_result(code)
-    _warn_if_fallback(code == _FALLBACK)
-    # the message is the result's own: `nonfinite` or `failed`
-    w = result.error_if(w, code >= _FAILED)
-    return eqx.error_if(
+    _errors.warn(
+        code == _FALLBACK, RESULTS[RESULTS.fallback], IllConditionedRidgeWarning
+    )
+    # the message is the result's own: `failed` or `nonfinite`
+    w = _errors.check_index(
+        w,
+        code >= _FAILED,
+        (code == _NONFINITE).astype(jnp.int32),
+        (RESULTS[RESULTS.failed], RESULTS[RESULTS.nonfinite]),
+    )
+    return _errors.check(
         w,
         ~jnp.all(jnp.isfinite(w)),
         "ridge regression produced non-finite readout weights: the reservoir states "

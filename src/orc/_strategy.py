@@ -29,6 +29,8 @@ import os
 
 import equinox as eqx
 
+from . import _errors
+
 __all__ = ["BACKENDS", "use_backend", "default_backend", "native", "compiled"]
 
 BACKENDS = ("native", "xla")
@@ -75,15 +77,17 @@ def native() -> bool:
 def compiled(fn):
     """``eqx.filter_jit`` of ``fn`` with a static keyword ``backend`` (see the
     module doc). Works on functions and methods (``self`` is traced like any
-    argument, as with ``eqx.filter_jit``)."""
+    argument, as with ``eqx.filter_jit``). The program returns the run-time
+    checks of ``fn`` as codes, which the wrapper raises or warns on the host
+    (:mod:`orc._errors`): no host callback in the program."""
 
     @eqx.filter_jit
     def run(*args, _backend, **kwargs):
         with use_backend(_backend):
-            return fn(*args, **kwargs)
+            return _errors.collect(fn, *args, **kwargs)
 
     @functools.wraps(fn)
     def call(*args, backend: str | None = None, **kwargs):
-        return run(*args, _backend=resolve(backend), **kwargs)
+        return _errors.report(*run(*args, _backend=resolve(backend), **kwargs))
 
     return call

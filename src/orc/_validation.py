@@ -2,8 +2,9 @@
 
 Shapes, ranks, dtypes and configuration are checked in Python, at trace time,
 and raise ``ValueError``/``TypeError`` naming the argument. Values only known at
-run time (NaN data, singular solves) are checked with ``eqx.error_if`` by the
-callers, so the check also fires under ``jax.jit``.
+run time (NaN data, singular solves) are checked with :func:`orc._errors.check`
+by the callers: returned as data by orc's compiled programs and raised when
+they return, an ``eqx.error_if`` under the user's own ``jax.jit``.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from __future__ import annotations
 import numbers
 import warnings
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from . import _errors
 
 __all__ = [
     "check_int",
@@ -165,7 +167,7 @@ def check_finite(x, name: str, owner: str, hint: str = ""):
     msg = f"{owner}: {name} contains NaN or inf values."
     if hint:
         msg += " " + hint
-    return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), msg)
+    return _errors.check(x, ~jnp.all(jnp.isfinite(x)), msg)
 
 
 def check_esn_arguments(

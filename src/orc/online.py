@@ -89,6 +89,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from . import _errors
 from ._strategy import compiled
 from ._training import check_initial_state, initial_states
 from ._validation import (
@@ -199,7 +200,7 @@ class RLSState(eqx.Module):
         return eqx.tree_at(
             lambda s: s.forgetting,
             self,
-            eqx.error_if(
+            _errors.check(
                 lam,
                 ~((lam > 0) & (lam <= 1)),
                 f"{owner}: the learner's forgetting factor must lie in (0, 1].",
@@ -257,7 +258,7 @@ class LMSState(eqx.Module):
         return eqx.tree_at(
             lambda s: s.learning_rate,
             self,
-            eqx.error_if(
+            _errors.check(
                 mu,
                 bad,
                 f"{owner}: the learner's learning_rate must be > 0"
@@ -288,7 +289,7 @@ def _forgetting(owner, value, dtype):
     lam = jnp.asarray(value).astype(dtype)
     if lam.shape != ():
         raise ValueError(f"{owner}: forgetting must be a scalar, got shape {lam.shape}")
-    return eqx.error_if(
+    return _errors.check(
         lam, ~((lam > 0) & (lam <= 1)), f"{owner}: forgetting must lie in (0, 1]."
     )
 
@@ -298,7 +299,7 @@ def _delta(owner, value, dtype):
     delta = jnp.asarray(value).astype(dtype)
     if delta.shape != ():
         raise ValueError(f"{owner}: delta must be a scalar, got shape {delta.shape}")
-    return eqx.error_if(delta, ~(delta > 0), f"{owner}: delta must be > 0.")
+    return _errors.check(delta, ~(delta > 0), f"{owner}: delta must be > 0.")
 
 
 def _learning_rate(owner, value, normalized, dtype):
@@ -314,7 +315,7 @@ def _learning_rate(owner, value, normalized, dtype):
         )
     bad = ~(mu > 0) | (~(mu < 2) if normalized else False)
     rng = "(0, 2) for normalised LMS" if normalized else "> 0"
-    return eqx.error_if(mu, bad, f"{owner}: learning_rate must be {rng}.")
+    return _errors.check(mu, bad, f"{owner}: learning_rate must be {rng}.")
 
 
 def _check_state(owner, state, cls):
@@ -475,7 +476,7 @@ def _update(state, f, y, owner):
     f = check_finite(f, "f", owner, _NAN_HINT)
     y = check_finite(y, "y", owner, _NAN_HINT)
     new, e = state._row(f, y)
-    new = eqx.error_if(
+    new = _errors.check(
         new, ~jnp.all(jnp.isfinite(new.W)), _DIVERGED.format(owner=owner)
     )
     return new, e
@@ -491,7 +492,7 @@ def _fit(state, feats, targets, owner, return_errors):
         return s._row(*fy)
 
     new, errs = jax.lax.scan(step, state, (feats, targets))
-    new = eqx.error_if(
+    new = _errors.check(
         new, ~jnp.all(jnp.isfinite(new.W)), _DIVERGED.format(owner=owner)
     )
     return (new, errs) if return_errors else new
@@ -799,7 +800,7 @@ def _run(
     if target_seq is not None:
         learner, out = learn(learner, r, target_seq[-1], jnp.asarray(True))
         errs = jnp.concatenate([errs, (target_seq[-1] - out)[None]], axis=0)
-    learner = eqx.error_if(
+    learner = _errors.check(
         learner, ~jnp.all(jnp.isfinite(learner.W)), _DIVERGED.format(owner=owner)
     )
     model = model.set_readout(readout.set_wout(learner.W))

@@ -9,7 +9,9 @@
 // activation tanh (every variant: maximum ulp error against std::tanh over
 // the float64 range, special values), and the ridge statistics update on two
 // threads (orc's Gram kernel where the CPU uses it, else the BLAS path) against
-// a plain triple loop, repeated for bit-identical results.
+// a plain triple loop, repeated for bit-identical results; orc's Gram and
+// cross-product kernels (every vector width this CPU runs, float and double)
+// against a long-double reference, split as the threads split them.
 
 #include "kernels.cc"
 
@@ -242,12 +244,159 @@ void TestStats() {
               UsesGramKernel<double>(97) ? "orc's" : "BLAS", ForceThreads());
 }
 
+// ------------------------------------------------------------------ Gram kernel
+template <typename T>
+struct GramVariant {
+  const char* name;
+  GramRowsFn<T> gram;
+  CrossRowsFn<T> cross;
+  bool fma;
+};
+
+template <typename T>
+std::vector<GramVariant<T>> GramVariants() {
+  std::vector<GramVariant<T>> out = {{"baseline", static_cast<GramRowsFn<T>>(GramRowsBase),
+                                      static_cast<CrossRowsFn<T>>(CrossRowsBase), false}};
+#ifdef ORC_X86_DISPATCH
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    out.push_back({"avx2", static_cast<GramRowsFn<T>>(GramRowsAvx2),
+                   static_cast<CrossRowsFn<T>>(CrossRowsAvx2), true});
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("fma"))
+    out.push_back({"avx512", static_cast<GramRowsFn<T>>(GramRowsAvx512),
+                   static_cast<CrossRowsFn<T>>(CrossRowsAvx512), true});
+#endif
+  return out;
+}
+
+// Every variant of the Gram and cross-product kernels, float and double,
+// against a long-double reference: odd sizes around the 6 x 2W tiles, rows
+// across the 256-step blocks (and none), row ranges [j0, j1) as the threads
+// split them; nothing written outside the upper triangle of those rows; the
+// two halves of a split equal the whole bit for bit, and so do all FMA
+// variants (each element is summed in the same order whatever the width);
+// a NaN or inf in one feature reaches exactly that feature's row and column.
+template <typename T>
+void TestGram(const char* type) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> normal;
+  const T eps = std::numeric_limits<T>::epsilon();
+  int cases = 0;
+  const auto variants = GramVariants<T>();
+  for (int64_t f : {1, 5, 17, 64, 97, 130}) {
+    for (int64_t rows : {0, 1, 13, 300, 700}) {
+      const int64_t lda = f + 3, o = 3, ldb = o + 1;  // strided rows, as in chunked data
+      std::vector<T> A(std::max<int64_t>(rows, 1) * lda), B(std::max<int64_t>(rows, 1) * ldb);
+      for (auto& e : A) e = static_cast<T>(normal(rng));
+      for (auto& e : B) e = static_cast<T>(normal(rng));
+      const int64_t split = GramSplit(f);
+      std::vector<T> first_fma_g, first_fma_c;
+      for (const auto& v : variants) {
+        for (int pass = 0; pass < 2; ++pass) {  // 0: [0, f) at once, 1: split in two
+          std::vector<T> G(f * f, T(-7)), C(f * o, T(-7));  // sentinels below the triangle
+          for (int64_t i = 0; i < f; ++i)
+            for (int64_t l = i; l < f; ++l) G[i * f + l] = 0;
+          std::fill(C.begin(), C.end(), T(0));
+          GramWork work;
+          if (pass == 0) {
+            v.gram(G.data(), A.data(), lda, f, rows, 0, f, work);
+            v.cross(C.data(), A.data(), lda, B.data(), ldb, o, rows, 0, f, work);
+          } else {
+            GramWork other;
+            v.gram(G.data(), A.data(), lda, f, rows, split, f, other);
+            v.gram(G.data(), A.data(), lda, f, rows, 0, split, work);
+            v.cross(C.data(), A.data(), lda, B.data(), ldb, o, rows, split, f, other);
+            v.cross(C.data(), A.data(), lda, B.data(), ldb, o, rows, 0, split, work);
+          }
+          for (int64_t i = 0; i < f; ++i) {
+            for (int64_t l = 0; l < i; ++l)
+              CHECK(G[i * f + l] == T(-7), "%s %s gram f=%" PRId64 ": wrote below the diagonal",
+                    type, v.name, f);
+            for (int64_t l = i; l < f; ++l) {
+              long double ref = 0, scale = 0;
+              for (int64_t t = 0; t < rows; ++t) {
+                const long double p = static_cast<long double>(A[t * lda + i]) * A[t * lda + l];
+                ref += p;
+                scale += std::fabs(p);
+              }
+              CHECK(std::fabs(G[i * f + l] - ref) <= (rows + 2) * eps * scale + eps,
+                    "%s %s gram f=%" PRId64 " rows=%" PRId64 " (%" PRId64 ",%" PRId64 ")", type,
+                    v.name, f, rows, i, l);
+            }
+            for (int64_t q = 0; q < o; ++q) {
+              long double ref = 0, scale = 0;
+              for (int64_t t = 0; t < rows; ++t) {
+                const long double p = static_cast<long double>(A[t * lda + i]) * B[t * ldb + q];
+                ref += p;
+                scale += std::fabs(p);
+              }
+              CHECK(std::fabs(C[i * o + q] - ref) <= (rows + 2) * eps * scale + eps,
+                    "%s %s cross f=%" PRId64 " rows=%" PRId64, type, v.name, f, rows);
+            }
+          }
+          if (!v.fma) continue;
+          if (first_fma_g.empty()) {
+            first_fma_g = G;
+            first_fma_c = C;
+          } else {
+            CHECK(std::memcmp(G.data(), first_fma_g.data(), G.size() * sizeof(T)) == 0 &&
+                      std::memcmp(C.data(), first_fma_c.data(), C.size() * sizeof(T)) == 0,
+                  "%s %s f=%" PRId64 " rows=%" PRId64 " pass %d: not bit for bit the first FMA "
+                  "variant's whole update",
+                  type, v.name, f, rows, pass);
+          }
+        }
+      }
+      ++cases;
+    }
+  }
+  // NaN and inf: feature 3 of row 5 is NaN, feature 7 of row 9 is +inf
+  for (const auto& v : variants) {
+    const int64_t f = 97, rows = 300, o = 2;
+    std::vector<T> A(rows * f), B(rows * o);
+    for (auto& e : A) e = static_cast<T>(normal(rng));
+    for (auto& e : B) e = static_cast<T>(normal(rng));
+    A[5 * f + 3] = std::numeric_limits<T>::quiet_NaN();
+    A[9 * f + 7] = std::numeric_limits<T>::infinity();
+    std::vector<T> G(f * f, T(0)), C(f * o, T(0));
+    GramWork work;
+    v.gram(G.data(), A.data(), f, f, rows, 0, f, work);
+    v.cross(C.data(), A.data(), f, B.data(), o, o, rows, 0, f, work);
+    for (int64_t i = 0; i < f; ++i)
+      for (int64_t l = i; l < f; ++l) {
+        const bool nan = i == 3 || l == 3, inf_row = i == 7 || l == 7;
+        const T g = G[i * f + l];
+        // inf * inf = +inf on the diagonal; inf times a random sign elsewhere
+        if (nan)
+          CHECK(std::isnan(g), "%s %s: NaN lost at (%" PRId64 ",%" PRId64 ")", type, v.name, i, l);
+        else if (inf_row)
+          CHECK(std::isinf(g) || std::isnan(g), "%s %s: inf lost at (%" PRId64 ",%" PRId64 ")",
+                type, v.name, i, l);
+        else
+          CHECK(std::isfinite(g), "%s %s: non-finite at (%" PRId64 ",%" PRId64 ")", type,
+                v.name, i, l);
+      }
+    for (int64_t i = 0; i < f; ++i)
+      for (int64_t q = 0; q < o; ++q)
+        CHECK((i == 3 ? std::isnan(C[i * o + q]) : i == 7 ? std::isinf(C[i * o + q])
+                                                            : std::isfinite(C[i * o + q])),
+              "%s %s: cross row %" PRId64, type, v.name, i);
+    CHECK(std::isinf(G[7 * f + 7]) && G[7 * f + 7] > 0, "%s %s: inf^2 not +inf", type, v.name);
+  }
+  std::printf("Gram kernel (%s): %d cases, variants", type, cases);
+  for (const auto& v : variants) std::printf(" %s", v.name);
+  std::printf(" (picked: %s)\n", GramIsaName());
+}
+
 }  // namespace
 
 int main() {
   TestEllRows<double>("double");
   TestEllRows<float>("float");
   TestTanh();
+  TestGram<double>("double");
+  TestGram<float>("float");
   TestStats();
   if (g_failures) {
     std::fprintf(stderr, "%d check(s) failed\n", g_failures);

@@ -73,9 +73,10 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-import warnings
 
 import jax
+
+from .._errors import warn_at_caller
 
 __all__ = [
     "native_available",
@@ -86,6 +87,7 @@ __all__ = [
     "esn_run_target",
     "esn_fit_target",
     "esn_forecast_target",
+    "target_names",
 ]
 
 
@@ -153,12 +155,11 @@ def _status() -> str | None:
         if "reason" not in _state:
             _state["reason"] = _load()
             if _state["reason"] not in (None, _OFF_BY_ENV):
-                warnings.warn(
+                warn_at_caller(
                     f"orc: native CPU kernels unavailable ({_state['reason']}); "
                     "using the JAX implementation, which is 3-6x slower for large "
                     "reservoirs on CPU. orc.show_config() shows what runs.",
                     RuntimeWarning,
-                    stacklevel=4,
                 )
         return _state["reason"]  # type: ignore[return-value]
 
@@ -170,7 +171,7 @@ def native_available() -> bool:
 
 def native_config() -> dict[str, object]:
     """What the native kernels run on this CPU, or why they are off:
-    ``{"available", "reason", "file", "ell", "tanh", "gram_kernel",
+    ``{"available", "reason", "file", "ell", "tanh", "gram_kernel", "gram",
     "threads", "routines"}``."""
     reason = _status()
     if reason is not None:
@@ -195,6 +196,19 @@ def _target(table: dict, dtype, family: str | None = None) -> str | None:
         if not all(routines.get(prefix + r) for r in _NEEDS[family]):  # type: ignore[attr-defined]
             return None
     return name
+
+
+def target_names() -> tuple[str, ...]:
+    """The names of every FFI target the kernels register (both dtypes)."""
+    tables = (
+        _TARGETS,
+        _STATS_TARGETS,
+        _ESN_TARGETS,
+        _FORECAST_TARGETS,
+        _FIT_TARGETS,
+        _SOLVE_TARGETS,
+    )
+    return tuple(name for table in tables for name in table.values())
 
 
 def ffi_target(dtype) -> str | None:
@@ -228,3 +242,9 @@ def ridge_solve_target(dtype) -> str | None:
     """FFI target of the in-place ridge solve (LAPACK ``potrf``/``potrs``,
     ``syevd`` for the minimum-norm fallback), or None."""
     return _target(_SOLVE_TARGETS, dtype, "ridge_solve")
+
+
+# Registered when orc is imported (not at first use): a process that only runs
+# an exported program (orc.export) or a persistent-cache hit needs the handlers
+# before anything of orc has been traced.
+_status()

@@ -7,7 +7,8 @@
 //                       routines, from scipy.linalg.cython_blas/_lapack's
 //                       __pyx_capi__ (a capsule's pointer is the routine)
 //   routines()          {name: whether it is set}
-//   config()            {"ell": ..., "tanh": ..., "gram_kernel": ..., "threads": ...}
+//   config()            {"ell": ..., "tanh": ..., "gram_kernel": ..., "gram": ...,
+//                        "threads": ...}
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -69,10 +70,10 @@ PyObject* Routines(PyObject*, PyObject*) {
 }
 
 PyObject* Config(PyObject*, PyObject*) {
-  return Py_BuildValue("{s:s,s:s,s:O,s:i}", "ell", orc_native::EllVariant(), "tanh",
+  return Py_BuildValue("{s:s,s:s,s:O,s:s,s:i}", "ell", orc_native::EllVariant(), "tanh",
                        orc_native::TanhVariant(), "gram_kernel",
-                       orc_native::GramKernel() ? Py_True : Py_False, "threads",
-                       orc_native::Threads());
+                       orc_native::GramKernel() ? Py_True : Py_False, "gram",
+                       orc_native::GramVariant(), "threads", orc_native::Threads());
 }
 
 PyMethodDef kMethods[] = {

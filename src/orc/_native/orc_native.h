@@ -19,11 +19,14 @@ void SetRoutine(int which, void* fn);
 void* GetRoutine(int which);
 
 // The sparse-row variant picked for float64 ("avx512", "avx2", "scalar"),
-// the activation's ("avx512", "avx2", "baseline"), whether the float64 Gram
-// runs orc's own kernel instead of BLAS, and the threads a call may use.
+// the activation's ("avx512", "avx2", "baseline"), whether stats_update's
+// float64 Gram runs orc's own kernel instead of BLAS, that kernel's variant
+// ("avx512", "avx2", "baseline"; the overlapped fit always runs it), and the
+// threads a call may use.
 const char* EllVariant();
 const char* TanhVariant();
 bool GramKernel();
+const char* GramVariant();
 int Threads();
 
 }  // namespace orc_native

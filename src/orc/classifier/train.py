@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Int
 
+from .. import _errors
 from .._strategy import compiled
 from .._training import fit_readout
 from .._validation import check_finite, check_float, check_int, check_rank
@@ -29,7 +29,7 @@ def _train(model, train_seqs, labels, beta, spinup, batch_size):
         owner,
         "Remove or fill missing samples.",
     )
-    labels = eqx.error_if(
+    labels = _errors.check(
         labels,
         jnp.any((labels < 0) | (labels >= model.n_classes)),
         f"{owner}: labels must lie in [0, n_classes) = [0, {model.n_classes}).",

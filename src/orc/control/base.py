@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import optimistix as optx
 from jaxtyping import Array, Float
 
+from .. import _errors
 from .._compose import check_model
 from .._random import seed_field
 from .._strategy import compiled
@@ -299,7 +300,7 @@ class RCControllerBase(eqx.Module):
         penalty = jnp.minimum(final, initial)
         success = sol.result == optx.RESULTS.successful
         if throw:
-            control = eqx.error_if(
+            control = _errors.check(
                 control,
                 ~success,
                 "compute_control: the optimiser did not converge (step limit reached or "

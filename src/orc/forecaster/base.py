@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .. import _errors
 from .._bank import declares
 from .._compose import check_model
 from .._random import seed_field
@@ -338,10 +339,11 @@ class CRCForecasterBase(RCForecasterBase):
         if length < 2:
             raise ValueError(f"{type(self).__name__}: {name} needs at least 2 times")
         ts = ts.astype(self.dtype)
-        return eqx.error_if(
+        return _errors.check(
             ts,
             ~jnp.all(jnp.isfinite(ts)) | jnp.any(jnp.diff(ts) <= 0),
             f"{type(self).__name__}: {name} must be finite and strictly increasing.",
+            replace=jnp.arange(length, dtype=self.dtype),  # so that diffrax ends
         )
 
     @compiled

@@ -1,0 +1,305 @@
+"""Run-time checks are returned as data, not raised from host callbacks.
+
+orc's compiled entry points return what their checks found (NaN data, a
+failed ridge solve, a corrupted matrix) next to their result and raise or
+warn when the call returns (orc._errors). So their programs hold no host
+callback: JAX's persistent compilation cache stores them (a second process
+compiles nothing) and ``orc.export`` serialises them into a fresh process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import orc
+from _helpers import RUNTIME_ERRORS, lorenz_rk4, noisy_sinusoids
+from orc import _native
+
+NATIVE = _native.native_available() and os.environ.get("ORC_NATIVE") != "0"
+BACKENDS = ["native", "xla"] if NATIVE else ["xla"]
+# what a host callback lowers to in the HLO (CPU and GPU spellings)
+CALLBACK_MARKERS = ("callback", "host_compute", "SendToHost", "RecvFromHost")
+
+U = jnp.asarray(lorenz_rk4(300))
+
+
+def _hlo(fn, *args) -> str:
+    return jax.jit(orc.capture_errors(fn)).lower(*args).as_text()
+
+
+def _esn():
+    return orc.forecaster.ESNForecaster(3, 40, seed=0)
+
+
+def _trained():
+    return orc.forecaster.train_RCForecaster(_esn(), U)
+
+
+def _programs():
+    """(name, function, args) for the main entry points."""
+    esn, (model, R) = _esn(), _trained()
+    seqs, labels = noisy_sinusoids(jax.random.key(0), 2, n_classes=2, seq_len=30)
+    cls = orc.classifier.ESNClassifier(3, 2, 30, seed=0)
+    trained_cls = orc.classifier.train_RCClassifier(cls, seqs, labels)
+    nvar = orc.forecaster.NVARForecaster(3, k=2, s=1, order=2)
+    trained_nvar, windows = orc.forecaster.train_NVARForecaster(nvar, U)
+    ens = orc.forecaster.EnsembleESNForecaster(3, 40, chunks=2, seed=0)
+    return [
+        ("train", orc.forecaster.train_RCForecaster, (esn, U)),
+        ("forecast", lambda m, r: m.forecast(50, r), (model, R[-1])),
+        ("forecast_from_IC", lambda m, u: m.forecast_from_IC(50, u), (model, U[:40])),
+        ("ensemble train", orc.forecaster.train_RCForecaster, (ens, U)),
+        ("classifier train", orc.classifier.train_RCClassifier, (cls, seqs, labels)),
+        ("classify", lambda m, s: m.classify(s), (trained_cls, seqs[0])),
+        ("nvar train", orc.forecaster.train_NVARForecaster, (nvar, U)),
+        ("nvar forecast", lambda m, u: m.forecast(50, u), (trained_nvar, windows[-1])),
+    ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_entry_programs_hold_no_host_callback(backend):
+    with orc.use_backend(backend):
+        programs = _programs()
+        for name, fn, args in programs:
+            text = _hlo(fn, *args)
+            found = [m for m in CALLBACK_MARKERS if m in text]
+            assert not found, f"{name}: {found} in the compiled program"
+            if backend == "native" and name == "train":
+                assert "orc_esn_fit" in text  # the native program, checks and all
+
+
+def test_checks_still_raise_eagerly_and_under_filter_jit():
+    bad = U.at[7, 1].set(jnp.nan)
+    for call in (
+        orc.forecaster.train_RCForecaster,
+        eqx.filter_jit(orc.forecaster.train_RCForecaster),
+    ):
+        with pytest.raises(eqx.EquinoxRuntimeError, match="train_seq"):
+            call(_esn(), bad)
+    # under the user's own jax.jit there is no Python to return to: the check
+    # is threaded onto the result and raised when the program runs
+    with pytest.raises(RUNTIME_ERRORS, match="train_seq"):
+        jax.block_until_ready(
+            jax.jit(lambda m, u: orc.forecaster.train_RCForecaster(m, u)[1])(
+                _esn(), bad
+            )
+        )
+
+
+def test_ridge_warning_points_at_the_callers_line():
+    model = orc.forecaster.ESNForecaster(3, 20, seed=0, dtype=jnp.float32)
+    data = jnp.zeros((200, 3), jnp.float32)  # constant states: G is rank 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        orc.forecaster.train_RCForecaster(model, data, beta=0.0)
+    ours = [w for w in caught if issubclass(w.category, orc.IllConditionedRidgeWarning)]
+    assert len(ours) == 1, [str(w.message) for w in caught]
+    assert ours[0].filename == __file__, ours[0].filename
+
+
+def test_capture_errors_returns_the_checks_as_values():
+    bad = U.at[3, 0].set(jnp.inf)
+    train = jax.jit(orc.capture_errors(orc.forecaster.train_RCForecaster))
+    (model, R), errors = train(_esn(), bad)
+    assert isinstance(errors, orc.Errors)
+    found = errors.found()
+    # the data check first, in the order the checks were written; what the
+    # inf did downstream (the ridge solve's checks) follows it
+    assert {kind for kind, _, _ in found} == {"error"}
+    assert "train_seq" in found[0][1] and "NaN or inf" in found[0][1]
+    assert all("ridge" in msg for _, msg, _ in found[1:])
+    with pytest.raises(eqx.EquinoxRuntimeError, match="train_seq"):
+        errors.raise_if_any()
+    # clean data: nothing found, nothing raised, same model as the plain call
+    (model, R), errors = train(_esn(), U)
+    assert errors.found() == []
+    errors.raise_if_any()
+    ref, ref_R = _trained()
+    np.testing.assert_array_equal(model.readout.wout, ref.readout.wout)
+    np.testing.assert_array_equal(R, ref_R)
+
+
+def test_capture_errors_under_vmap_reports_any_member():
+    # three data sets, the middle one with a NaN: one error, found once
+    batch = jnp.stack([U, U.at[5, 2].set(jnp.nan), 2 * U])
+    train = jax.jit(
+        jax.vmap(
+            orc.capture_errors(
+                lambda u: orc.forecaster.train_RCForecaster(_esn(), u)[0].readout.wout
+            )
+        )
+    )
+    wout, errors = train(batch)
+    assert errors.codes.shape[0] == 3
+    assert np.array_equal(np.asarray(errors.codes[:, 0] >= 0), [False, True, False])
+    found = errors.found()
+    assert "train_seq" in found[0][1]  # the member's ridge checks follow it
+    assert np.array_equal(np.asarray((errors.codes >= 0).any(1)), [False, True, False])
+    clean = orc.forecaster.train_RCForecaster(_esn(), U)[0].readout.wout
+    np.testing.assert_allclose(wout[0], clean, rtol=1e-10, atol=1e-12)
+
+
+def test_warnings_are_data_too():
+    model = orc.forecaster.ESNForecaster(3, 20, seed=0, dtype=jnp.float32)
+    data = jnp.zeros((200, 3), jnp.float32)
+    train = jax.jit(
+        orc.capture_errors(
+            lambda m, u: orc.forecaster.train_RCForecaster(m, u, beta=0.0)
+        )
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing may warn before raise_if_any
+        _, errors = train(model, data)
+    found = errors.found()
+    assert [(k, c) for k, _, c in found] == [
+        ("warning", "orc._ridge.IllConditionedRidgeWarning")
+    ]
+    with pytest.warns(orc.IllConditionedRidgeWarning) as record:
+        errors.raise_if_any()
+    assert record[0].filename == __file__
+
+
+def test_nested_entry_points_report_once_from_the_outer_program():
+    # forecast_from_IC calls force/forecast inside its own program: their
+    # checks are handed to the outermost orc program, not threaded twice
+    model, _ = _trained()
+    text = _hlo(lambda m, u: m.forecast_from_IC(20, u), model, U[:30])
+    assert "callback" not in text
+    nan_ic = U[:30].at[0, 0].set(jnp.nan)
+    out = model.forecast_from_IC(20, nan_ic)  # NaN propagates, no check
+    assert np.isnan(np.asarray(out)).all()
+
+
+# -- across processes --------------------------------------------------------
+
+_CACHE_SCRIPT = """
+import sys, jax
+from jax import monitoring
+events = []
+monitoring.register_event_listener(lambda name, **kw: events.append(name))
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+import numpy as np, jax.numpy as jnp, orc
+with orc.use_backend(sys.argv[2]):
+    u = jnp.asarray(np.sin(np.arange(600)[:, None] * [0.05, 0.07, 0.11]))
+    model, R = orc.forecaster.train_RCForecaster(
+        orc.forecaster.ESNForecaster(3, 50, seed=1), u)
+    fc = model.forecast(100, R[-1])
+    fc2 = model.forecast_from_IC(60, u[-40:])
+    jax.block_until_ready((fc, fc2))
+hits = events.count("/jax/compilation_cache/cache_hits")
+misses = events.count("/jax/compilation_cache/cache_misses")
+print(hits, misses, float(jnp.sum(fc)), float(jnp.sum(fc2)))
+"""
+
+
+def _python(code: str, *argv: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_second_process_compiles_nothing(backend, tmp_path):
+    # training and both forecasts (and every small program around them) are
+    # written to the persistent cache by the first process and read back by
+    # the second: no "uses host callbacks" refusal, nothing compiled again
+    first = _python(_CACHE_SCRIPT, str(tmp_path), backend).split()
+    second = _python(_CACHE_SCRIPT, str(tmp_path), backend).split()
+    hits1, misses1 = int(first[0]), int(first[1])
+    hits2, misses2 = int(second[0]), int(second[1])
+    assert misses1 >= 3 and hits1 == 0, first
+    assert misses2 == 0, f"second process compiled {misses2} programs again"
+    assert hits2 == misses1, (first, second)
+    assert first[2:] == second[2:]  # same numbers, bit for bit in repr
+
+
+_EXPORT_WRITE = """
+import sys, jax
+jax.config.update("jax_enable_x64", True)
+import numpy as np, jax.numpy as jnp, orc
+path, backend = sys.argv[1], sys.argv[2]
+u = jnp.asarray(np.sin(np.arange(600)[:, None] * [0.05, 0.07, 0.11]))
+model, R = orc.forecaster.train_RCForecaster(
+    orc.forecaster.ESNForecaster(3, 50, seed=1), u, backend=backend)
+exp = orc.export(lambda r: model.forecast(100, r), R[-1], backend=backend)
+open(path + ".bin", "wb").write(exp.serialize())
+y, errors = exp.call(R[-1])
+errors.raise_if_any()
+np.save(path + ".r0.npy", np.asarray(R[-1]))
+np.save(path + ".y.npy", np.asarray(y))
+np.save(path + ".direct.npy", np.asarray(model.forecast(100, R[-1], backend=backend)))
+tr = orc.export(lambda u: orc.forecaster.train_RCForecaster(
+    orc.forecaster.ESNForecaster(3, 50, seed=1), u)[0].readout.wout, u, backend=backend)
+open(path + ".train.bin", "wb").write(tr.serialize())
+np.save(path + ".u.npy", np.asarray(u))
+print("ok")
+"""
+
+_EXPORT_READ = """
+import sys, jax
+jax.config.update("jax_enable_x64", True)
+import numpy as np, jax.numpy as jnp, equinox as eqx
+import orc  # registers the native kernels and orc.Errors' serialisation
+path = sys.argv[1]
+exp = jax.export.deserialize(open(path + ".bin", "rb").read())
+y, errors = exp.call(jnp.asarray(np.load(path + ".r0.npy")))
+assert errors.found() == [], errors.found()
+np.save(path + ".y2.npy", np.asarray(y))
+tr = jax.export.deserialize(open(path + ".train.bin", "rb").read())
+u = np.load(path + ".u.npy")
+u[10, 1] = np.nan
+w, errors = tr.call(jnp.asarray(u))
+found = errors.found()
+assert found[0][0] == "error" and "train_seq" in found[0][1], found
+try:
+    errors.raise_if_any()
+except eqx.EquinoxRuntimeError as e:
+    assert "train_seq" in str(e)
+else:
+    raise AssertionError("raise_if_any did not raise")
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_export_round_trips_into_a_fresh_process(backend, tmp_path):
+    path = str(tmp_path / "fc")
+    assert _python(_EXPORT_WRITE, path, backend) == "ok"
+    assert _python(_EXPORT_READ, path) == "ok"
+    direct = np.load(path + ".direct.npy")
+    np.testing.assert_array_equal(np.load(path + ".y.npy"), direct)
+    np.testing.assert_array_equal(np.load(path + ".y2.npy"), direct)
+
+
+def test_errors_is_a_pytree_that_serialises():
+    errors = orc.Errors(
+        jnp.array([1, -1], jnp.int32),
+        (("error", ("a", "b"), None), ("warning", ("w",), "builtins.UserWarning")),
+    )
+    leaves, treedef = jax.tree.flatten(errors)
+    assert len(leaves) == 1
+    back = jax.tree.unflatten(treedef, leaves)
+    assert back.entries == errors.entries
+    assert back.found() == [("error", "b", None)]
+    with pytest.raises(eqx.EquinoxRuntimeError, match="^b$"):
+        back.raise_if_any()
+    empty = orc.Errors(None, ())
+    assert empty.found() == [] and empty.raise_if_any() is None
