@@ -48,7 +48,8 @@ check-dist: dist
 	c = n.native_config(); assert c['available'], c; print('wheel OK:', c['file'])"
 
 # C++ tests of the native kernels (tests/native) under AddressSanitizer +
-# UndefinedBehaviorSanitizer, then ThreadSanitizer; cmake/ninja from PyPI
+# UndefinedBehaviorSanitizer, then ThreadSanitizer, then built for a CPU
+# without AVX2 (-march=x86-64, only the portable loops); cmake/ninja from PyPI
 # into the venv where the system has none
 SANITIZERS := address,undefined thread
 check-native: $(STAMP)
@@ -62,7 +63,15 @@ check-native: $(STAMP)
 	  cmake --build $$dir --target orc_native_tests >> $$dir.log 2>&1 || { cat $$dir.log; exit 1; }; \
 	  echo "== C++ kernel tests, -fsanitize=$$san"; \
 	  $$dir/orc_native_tests; \
-	done
+	done; \
+	dir=build/native-tests-generic; \
+	arch=$$([ "$$(uname -m)" = x86_64 ] && echo "-march=x86-64"); \
+	cmake -S . -B $$dir -G Ninja -DORC_NATIVE_TESTS=ON -DORC_SANITIZE= \
+	  -DCMAKE_CXX_FLAGS="$$arch -DORC_NO_CLONES" \
+	  -DPython_EXECUTABLE=$(abspath $(PY)) > $$dir.log 2>&1 || { cat $$dir.log; exit 1; }; \
+	cmake --build $$dir --target orc_native_tests >> $$dir.log 2>&1 || { cat $$dir.log; exit 1; }; \
+	echo "== C++ kernel tests, portable build ($${arch:-native arch}, no per-function SIMD targets)"; \
+	$$dir/orc_native_tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check --fix src tests benchmarks examples
