@@ -33,6 +33,20 @@ int g_failures = 0;
     }                                                                \
   } while (0)
 
+#ifdef ORC_X86_DISPATCH
+// What the variant lists below may run on this CPU (every AVX-512 CPU also
+// has AVX-512VL and FMA, which the AVX-512 variants are compiled for).
+bool HasAvx2Fma() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+bool HasAvx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("fma");
+}
+#endif
+
 // ------------------------------------------------------------------ sparse rows
 template <typename T>
 void EllReference(const T* v, const int32_t* idx, int64_t k, const T* x, T* z, int64_t i0,
@@ -50,10 +64,9 @@ std::vector<std::pair<const char*, EllRowsFn<T>>> EllVariants() {
       {"scalar", static_cast<EllRowsFn<T>>(EllRowsScalar<T>)},
       {"dispatch", static_cast<EllRowsFn<T>>(EllRows<T>)}};
 #ifdef ORC_X86_DISPATCH
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+  if (HasAvx2Fma())
     out.push_back({"avx2", static_cast<EllRowsFn<T>>(EllRowsAvx2)});
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"))
+  if (HasAvx512())
     out.push_back({"avx512", static_cast<EllRowsFn<T>>(EllRowsAvx512)});
 #endif
   return out;
@@ -115,10 +128,9 @@ double UlpDistance(double a, double b) {
 std::vector<std::pair<const char*, TanhFn>> TanhVariants() {
   std::vector<std::pair<const char*, TanhFn>> out = {{"baseline", TanhBaseline}};
 #ifdef ORC_X86_DISPATCH
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+  if (HasAvx2Fma())
     out.push_back({"avx2", TanhAvx2});
-  if (__builtin_cpu_supports("avx512f")) out.push_back({"avx512", TanhAvx512});
+  if (HasAvx512()) out.push_back({"avx512", TanhAvx512});
 #endif
   return out;
 }
@@ -258,12 +270,10 @@ std::vector<GramVariant<T>> GramVariants() {
   std::vector<GramVariant<T>> out = {{"baseline", static_cast<GramRowsFn<T>>(GramRowsBase),
                                       static_cast<CrossRowsFn<T>>(CrossRowsBase), false}};
 #ifdef ORC_X86_DISPATCH
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+  if (HasAvx2Fma())
     out.push_back({"avx2", static_cast<GramRowsFn<T>>(GramRowsAvx2),
                    static_cast<CrossRowsFn<T>>(CrossRowsAvx2), true});
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("fma"))
+  if (HasAvx512())
     out.push_back({"avx512", static_cast<GramRowsFn<T>>(GramRowsAvx512),
                    static_cast<CrossRowsFn<T>>(CrossRowsAvx512), true});
 #endif
