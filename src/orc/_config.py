@@ -62,18 +62,25 @@ def show_config() -> None:
         + (" (ORC_NATIVE=0)" if os.environ.get("ORC_NATIVE") == "0" else ""),
     ]
     if native["available"]:
-        stats = f"orc's {native['gram']}" if native["gram_kernel"] else "BLAS syrk/gemm"
         missing = [n for n, ok in native["routines"].items() if not ok]
+        cap = (
+            f", capped by ORC_NATIVE_THREADS={native['thread_limit']}"
+            if native["thread_limit"]
+            else ""
+        )
         lines += [
             "  native kernels installed and registered",
             f"    module       {native['file']}",
             f"    sparse rows  {native['ell']}",
             f"    tanh         {native['tanh']}",
-            f"    Gram kernel  {native['gram']} (fused training fit; float64 "
-            f"statistics updates: {stats})",
-            f"    threads      {native['threads']} per call (of {c['cpu_count']} CPUs)",
+            f"    variants     {native['variants']} (from {native['variants_from']})",
+            f"    Gram kernel  {native['gram']} (ridge statistics from 64 features on, "
+            "Cholesky solve; BLAS syrk/gemm below 64)",
+            f"    threads      up to {native['threads']} per call: XLA's CPU thread pool "
+            f"({native['pool_threads']} threads{cap}; {c['cpu_count']} CPUs)",
             "    BLAS/LAPACK  "
-            + ("all routines set" if not missing else f"missing {', '.join(missing)}"),
+            + ("all routines set" if not missing else f"missing {', '.join(missing)}")
+            + " (syrk/gemm below 64 features, syevd for the minimum-norm fallback)",
         ]
     else:
         lines += [

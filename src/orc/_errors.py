@@ -89,14 +89,17 @@ def warn_at_caller(msg: str, category: type[Warning]) -> None:
     ):
         frame = frame.f_back
     module_globals = frame.f_globals
+    filename = frame.f_code.co_filename
     warnings.warn_explicit(
         msg,
         category,
-        frame.f_code.co_filename,
+        filename,
         frame.f_lineno,
         module=module_globals.get("__name__", "<unknown>"),
         registry=module_globals.setdefault("__warningregistry__", {}),
-        module_globals=module_globals,
+        # the source line comes from the module's loader, which code run by
+        # `python -c` or exec has not (its loader raises ImportError)
+        module_globals=None if filename.startswith("<") else module_globals,
     )
 
 

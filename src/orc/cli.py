@@ -485,12 +485,25 @@ def evaluate(model_file, data_file, warmup, dt, lyapunov) -> None:
 
 # ---------------------------------------------------------------------- info
 @cli.command()
-def info() -> None:
+@click.option(
+    "--calibrate",
+    is_flag=True,
+    help="Also measure the native kernel variants on this machine now and print "
+    "the fastest (as ORC_NATIVE_VARIANTS takes them) with their times.",
+)
+def info(calibrate) -> None:
     """Show which implementation runs here: native kernels or XLA, SIMD, threads, BLAS."""
     _configure_jax()
     from ._config import show_config
 
     show_config()
+    if calibrate:
+        from . import _native
+
+        click.echo(
+            "\nMeasured now (the build measured the variants in use the same way):"
+        )
+        click.echo(_native.calibrate().rstrip())
 
 
 def main(argv: list[str] | None = None) -> int:

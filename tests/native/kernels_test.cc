@@ -17,6 +17,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <mutex>
 #include <random>
 
 namespace {
@@ -46,6 +47,99 @@ bool HasAvx512() {
          __builtin_cpu_supports("fma");
 }
 #endif
+
+// ------------------------------------------------------------------ workers
+// Schedulers standing in for XLA's pool: a thread per task (joined when the
+// scheduler goes), tasks kept and run only after the call has returned (a
+// pool whose threads were all busy), and tasks dropped unrun.
+class ThreadScheduler {
+ public:
+  ~ThreadScheduler() { Join(); }
+  Workers Make(int64_t threads) {
+    return Workers([this](Workers::Task task) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      threads_.emplace_back(std::move(task));
+    }, threads);
+  }
+  void Join() {
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::thread> threads_;
+};
+
+class LateScheduler {
+ public:
+  Workers Make(int64_t threads) {
+    return Workers([this](Workers::Task task) { tasks_.push_back(std::move(task)); }, threads);
+  }
+  // Runs what was scheduled; returns how many tasks there were.
+  size_t RunAll() {
+    const size_t n = tasks_.size();
+    for (auto& t : tasks_) t();
+    tasks_.clear();
+    return n;
+  }
+
+ private:
+  std::vector<Workers::Task> tasks_;
+};
+
+Workers DroppingWorkers(int64_t threads) {
+  return Workers([](Workers::Task) {}, threads);
+}
+
+// Every unit exactly once, whoever runs it; a helper that never starts or
+// starts after the call changes nothing; a task run by the scheduling thread
+// itself (a pool that cannot take tasks) is left to the caller.
+void TestWorkers() {
+  int cases = 0;
+  for (int64_t units : {0, 1, 2, 7, 100}) {
+    for (int kind = 0; kind < 4; ++kind) {
+      ThreadScheduler threads;
+      LateScheduler late;
+      Workers inline_workers([](Workers::Task task) { task(); }, 3);
+      const Workers workers = kind == 0   ? threads.Make(4)
+                              : kind == 1 ? late.Make(3)
+                              : kind == 2 ? DroppingWorkers(5)
+                                          : inline_workers;
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(units));
+      std::atomic<int64_t> bad_worker{0};
+      ParallelFor(workers, units, [&](int64_t u, int64_t w) {
+        hits[u].fetch_add(1);
+        if (w < 0 || w >= workers.threads()) bad_worker.fetch_add(1);
+      });
+      bool once = true;
+      for (auto& h : hits) once &= h.load() == 1;
+      CHECK(once && bad_worker.load() == 0, "ParallelFor kind %d units %" PRId64, kind, units);
+      late.RunAll();  // after the call: they must find nothing to do
+      for (auto& h : hits) once &= h.load() == 1;
+      CHECK(once, "ParallelFor kind %d units %" PRId64 ": a late task ran a unit", kind, units);
+      ++cases;
+    }
+  }
+  {  // a helper that has not started is claimed by the call and never runs
+    LateScheduler late;
+    int runs = 0;
+    {
+      Helper helper(late.Make(2), [&runs] { ++runs; });
+      CHECK(!helper.Started(), "a helper never scheduled reports a start");
+    }
+    CHECK(late.RunAll() == 1 && runs == 0, "a cancelled helper ran");
+    ThreadScheduler threads;
+    std::atomic<int> ran{0};
+    {
+      Helper helper(threads.Make(2), [&ran] { ran.fetch_add(1); });
+      CHECK(helper.AwaitStart(5000000), "a thread-per-task helper did not start in 5 s");
+    }
+    CHECK(ran.load() == 1, "a started helper did not run once");
+    ++cases;
+  }
+  std::printf("workers: %d cases\n", cases);
+}
 
 // ------------------------------------------------------------------ sparse rows
 template <typename T>
@@ -100,6 +194,16 @@ void TestEllRows(const char* type) {
                 " row %" PRId64 ": %g vs %g", type, name, n, k, i, double(z[i]), double(ref[i]));
         }
         CHECK(z[n] == guard, "%s %s wrote past its rows", type, name);
+        // a row's sum does not depend on the range it is computed in (the
+        // threads of a run split the rows anywhere): one row at a time
+        // gives the same bits
+        for (int64_t i = i0; i < n; ++i) {
+          T one;
+          fn(v.data(), idx.data(), k, x.data(), &one, i, i + 1);
+          CHECK(std::memcmp(&one, &z[i - i0], sizeof(T)) == 0,
+                "%s %s n=%" PRId64 " k=%" PRId64 " row %" PRId64 ": alone %g, in a range %g",
+                type, name, n, k, i, double(one), double(z[i - i0]));
+        }
         // NaN and inf in x reach exactly the rows that read them
         x[idx[0]] = std::numeric_limits<T>::quiet_NaN();
         fn(v.data(), idx.data(), k, x.data(), z.data(), 0, n);
@@ -219,12 +323,22 @@ void TestStats() {
         for (auto& e : X) e = normal(rng);
         for (auto& e : Y) e = normal(rng);
         std::vector<double> G(chunks * f * f, 0.0), C(chunks * f * o, 0.0);
-        AddAllRows(blas, G.data(), C.data(), X.data(), Y.data(), chunks, f, o, 0, rows);
-        std::vector<double> G2(chunks * f * f, 0.0), C2(chunks * f * o, 0.0);
-        AddAllRows(blas, G2.data(), C2.data(), X.data(), Y.data(), chunks, f, o, 0, rows);
-        CHECK(std::memcmp(G.data(), G2.data(), G.size() * sizeof(double)) == 0 &&
-                  std::memcmp(C.data(), C2.data(), C.size() * sizeof(double)) == 0,
-              "stats f=%" PRId64 " rows=%" PRId64 ": two runs differ", f, rows);
+        AddAllRows(blas, Workers(), G.data(), C.data(), X.data(), Y.data(), chunks, f, o, 0,
+                   rows);
+        for (int64_t threads : {2, 3, 4}) {  // same bits on any number of threads
+          ThreadScheduler sched;
+          LateScheduler late;
+          for (const Workers& workers : {sched.Make(threads), late.Make(threads)}) {
+            std::vector<double> G2(chunks * f * f, 0.0), C2(chunks * f * o, 0.0);
+            AddAllRows(blas, workers, G2.data(), C2.data(), X.data(), Y.data(), chunks, f, o, 0,
+                       rows);
+            late.RunAll();
+            CHECK(std::memcmp(G.data(), G2.data(), G.size() * sizeof(double)) == 0 &&
+                      std::memcmp(C.data(), C2.data(), C.size() * sizeof(double)) == 0,
+                  "stats f=%" PRId64 " rows=%" PRId64 ": %" PRId64 " threads differ from one",
+                  f, rows, threads);
+          }
+        }
         for (int64_t c = 0; c < chunks; ++c)
           for (int64_t i = 0; i < f; ++i) {
             for (int64_t l = i; l < f; ++l) {  // upper triangle of row-major G
@@ -252,8 +366,7 @@ void TestStats() {
       }
     }
   }
-  std::printf("ridge statistics: %d cases (Gram kernel %s, %d threads)\n", cases,
-              UsesGramKernel<double>(97) ? "orc's" : "BLAS", ForceThreads());
+  std::printf("ridge statistics: %d cases (1-4 threads, bit-identical)\n", cases);
 }
 
 // ------------------------------------------------------------------ Gram kernel
@@ -300,7 +413,7 @@ void TestGram(const char* type) {
       std::vector<T> A(std::max<int64_t>(rows, 1) * lda), B(std::max<int64_t>(rows, 1) * ldb);
       for (auto& e : A) e = static_cast<T>(normal(rng));
       for (auto& e : B) e = static_cast<T>(normal(rng));
-      const int64_t split = GramSplit(f);
+      const int64_t split = SplitForShare(f, 0.5);
       std::vector<T> first_fma_g, first_fma_c;
       for (const auto& v : variants) {
         for (int pass = 0; pass < 2; ++pass) {  // 0: [0, f) at once, 1: split in two
@@ -310,12 +423,12 @@ void TestGram(const char* type) {
           std::fill(C.begin(), C.end(), T(0));
           GramWork work;
           if (pass == 0) {
-            v.gram(G.data(), A.data(), lda, f, rows, 0, f, work);
+            v.gram(G.data(), f, A.data(), lda, f, rows, 0, f, false, work);
             v.cross(C.data(), A.data(), lda, B.data(), ldb, o, rows, 0, f, work);
           } else {
             GramWork other;
-            v.gram(G.data(), A.data(), lda, f, rows, split, f, other);
-            v.gram(G.data(), A.data(), lda, f, rows, 0, split, work);
+            v.gram(G.data(), f, A.data(), lda, f, rows, split, f, false, other);
+            v.gram(G.data(), f, A.data(), lda, f, rows, 0, split, false, work);
             v.cross(C.data(), A.data(), lda, B.data(), ldb, o, rows, split, f, other);
             v.cross(C.data(), A.data(), lda, B.data(), ldb, o, rows, 0, split, work);
           }
@@ -371,7 +484,7 @@ void TestGram(const char* type) {
     A[9 * f + 7] = std::numeric_limits<T>::infinity();
     std::vector<T> G(f * f, T(0)), C(f * o, T(0));
     GramWork work;
-    v.gram(G.data(), A.data(), f, f, rows, 0, f, work);
+    v.gram(G.data(), f, A.data(), f, f, rows, 0, f, false, work);
     v.cross(C.data(), A.data(), f, B.data(), o, o, rows, 0, f, work);
     for (int64_t i = 0; i < f; ++i)
       for (int64_t l = i; l < f; ++l) {
@@ -399,15 +512,220 @@ void TestGram(const char* type) {
   std::printf(" (picked: %s)\n", GramIsaName());
 }
 
+
+// ------------------------------------------------------------------ Cholesky
+// orc's Cholesky factor and solve (the ridge solve) against long-double
+// references: U^T U reproduces the matrix and the solve its right-hand side;
+// the factor is the same bits alone, on 2-4 threads and when the helpers
+// start late or never; the lower triangle (the fallback's copy) is left as
+// it was; a matrix that is not positive definite, or holds a NaN, reports a
+// bad pivot.
+template <typename T>
+void TestCholesky(const char* type) {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> normal;
+  const long double eps = std::numeric_limits<T>::epsilon();
+  int cases = 0;
+  for (int64_t f : {1, 2, 5, 64, 97, 200, 301}) {
+    const int64_t rows = f + 10;
+    std::vector<double> X(rows * f);
+    for (auto& e : X) e = normal(rng);
+    std::vector<long double> M(f * f);
+    long double top = 0;
+    for (int64_t i = 0; i < f; ++i)
+      for (int64_t l = 0; l < f; ++l) {
+        long double acc = i == l ? 0.1L : 0.0L;
+        for (int64_t t = 0; t < rows; ++t) acc += static_cast<long double>(X[t * f + i]) * X[t * f + l] / rows;
+        M[i * f + l] = acc;
+        top = std::max(top, std::fabs(acc));
+      }
+    std::vector<T> a(f * f, T(-7));
+    for (int64_t i = 0; i < f; ++i)
+      for (int64_t l = i; l < f; ++l) a[i * f + l] = static_cast<T>(M[i * f + l]);
+    std::vector<T> u = a;
+    std::vector<GramWork> works(4);
+    CHECK(CholeskyUpper(u.data(), f, Workers(), works) == 0, "%s cholesky f=%" PRId64 " failed",
+          type, f);
+    for (int64_t threads : {2, 4}) {
+      ThreadScheduler sched;
+      LateScheduler late;
+      for (const Workers& workers : {sched.Make(threads), late.Make(threads), DroppingWorkers(threads)}) {
+        std::vector<T> u2 = a;
+        CHECK(CholeskyUpper(u2.data(), f, workers, works) == 0, "%s cholesky failed", type);
+        late.RunAll();
+        CHECK(std::memcmp(u.data(), u2.data(), u.size() * sizeof(T)) == 0,
+              "%s cholesky f=%" PRId64 ": %" PRId64 " threads differ from one", type, f, threads);
+      }
+    }
+    bool lower_kept = true;
+    long double worst = 0;
+    for (int64_t i = 0; i < f; ++i) {
+      for (int64_t l = 0; l < i; ++l) lower_kept &= u[i * f + l] == T(-7);
+      for (int64_t l = i; l < f; ++l) {
+        long double acc = 0;
+        for (int64_t p = 0; p <= i; ++p) acc += static_cast<long double>(u[p * f + i]) * u[p * f + l];
+        worst = std::max(worst, std::fabs(acc - M[i * f + l]));
+      }
+    }
+    CHECK(lower_kept, "%s cholesky f=%" PRId64 ": wrote into the lower triangle", type, f);
+    CHECK(worst <= 4 * (f + 2) * eps * top, "%s cholesky f=%" PRId64 ": |U^T U - M| = %Lg",
+          type, f, worst);
+    // the solve: residual of M x = b relative to |M| |x| + |b|
+    std::vector<T> x(f);
+    std::vector<long double> b(f);
+    for (int64_t i = 0; i < f; ++i) x[i] = static_cast<T>(normal(rng));
+    for (int64_t i = 0; i < f; ++i) b[i] = x[i];
+    CholeskySolveUpper(u.data(), f, x.data());
+    long double res = 0, scale = 0;
+    for (int64_t i = 0; i < f; ++i) {
+      long double acc = 0, mag = 0;
+      for (int64_t l = 0; l < f; ++l) {
+        acc += M[i * f + l] * x[l];
+        mag += std::fabs(M[i * f + l] * x[l]);
+      }
+      res = std::max(res, std::fabs(acc - b[i]));
+      scale = std::max(scale, mag + std::fabs(b[i]));
+    }
+    CHECK(res <= 64 * (f + 2) * eps * scale, "%s cholesky solve f=%" PRId64 ": residual %Lg of %Lg",
+          type, f, res, scale);
+    ++cases;
+  }
+  {  // indefinite: pivot 4 (index 3) is -1; a NaN reaches a later pivot
+    const int64_t f = 97;
+    std::vector<T> a(f * f, T(0));
+    for (int64_t i = 0; i < f; ++i) a[i * f + i] = T(2);
+    a[3 * f + 3] = T(-1);
+    std::vector<GramWork> works(1);
+    CHECK(CholeskyUpper(a.data(), f, Workers(), works) == 4, "%s: indefinite pivot not found", type);
+    for (int64_t i = 0; i < f; ++i)
+      for (int64_t l = i; l < f; ++l) a[i * f + l] = i == l ? T(2) : T(0);
+    a[2 * f + 50] = std::numeric_limits<T>::quiet_NaN();
+    CHECK(CholeskyUpper(a.data(), f, Workers(), works) == 51, "%s: NaN did not stop pivot 51", type);
+    ++cases;
+  }
+  std::printf("Cholesky (%s): %d cases, bit-identical on 1-4 threads\n", type, cases);
+}
+
+// ------------------------------------------------------------------ ESN run
+// The teacher-forced run shares every step between two threads when the
+// reservoir is large: the states are the same bits alone, with a helper, and
+// with a helper that starts late or never (this thread then runs alone
+// after kJoinMicros), and match a long-double reference.
+void TestRunEsn() {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> normal;
+  std::uniform_int_distribution<int32_t> column(0, 299);
+  const int64_t n = 300, k = 60, steps = 40;  // n k >= kEsnParallelNonzeros
+  std::vector<double> V(n * k), P(steps * n), R0(n);
+  std::vector<int32_t> I(n * k);
+  for (auto& e : V) e = 0.02 * normal(rng);
+  for (auto& e : I) e = column(rng);
+  for (auto& e : P) e = normal(rng);
+  for (auto& e : R0) e = normal(rng);
+  const double leak = 0.6;
+  Drive<double> drive;
+  drive.p = P.data();
+  std::vector<double> Y(steps * n);
+  RunEsn<double>(V.data(), I.data(), n, k, 1, steps, drive, R0.data(), Y.data(), leak, Workers());
+  ThreadScheduler sched;
+  LateScheduler late;
+  int cases = 0;
+  for (const Workers& workers : {sched.Make(2), sched.Make(8), late.Make(2), DroppingWorkers(2)}) {
+    std::vector<double> Y2(steps * n);
+    RunEsn<double>(V.data(), I.data(), n, k, 1, steps, drive, R0.data(), Y2.data(), leak, workers);
+    late.RunAll();
+    CHECK(std::memcmp(Y.data(), Y2.data(), Y.size() * sizeof(double)) == 0,
+          "esn run: workers case %d differs from one thread", cases);
+    ++cases;
+  }
+  std::vector<long double> x(R0.begin(), R0.end()), y(n);
+  double worst = 0;
+  for (int64_t t = 0; t < steps; ++t) {
+    for (int64_t i = 0; i < n; ++i) {
+      long double acc = P[t * n + i];
+      for (int64_t j = 0; j < k; ++j) acc += V[i * k + j] * x[I[i * k + j]];
+      y[i] = leak * std::tanh(acc) + (1 - leak) * x[i];
+      worst = std::max(worst, static_cast<double>(std::fabs(y[i] - Y[t * n + i])));
+    }
+    x = y;
+  }
+  CHECK(worst < 1e-12, "esn run: %g from the reference", worst);
+  std::printf("ESN run: %d schedules, bit-identical, %.2g from a long-double reference\n", cases,
+              worst);
+}
+
+
+// ------------------------------------------------------------------ variants
+// The choice from measured times (made-up tables: the logic, not this
+// machine), and the spec parser of calibration.txt / ORC_NATIVE_VARIANTS.
+void TestVariantChoice() {
+  int cases = 0;
+  // fastest, with a 3% margin before a wider candidate is taken
+  CHECK(ChooseFastest({10.0, 5.0, 6.0}) == 1, "fastest: 5 of 10, 5, 6");
+  CHECK(ChooseFastest({10.0, 9.9, 9.8}) == 0, "fastest: within the margin keeps the first");
+  CHECK(ChooseFastest({10.0, 12.0, 9.0}) == 2, "fastest: 9 of 10, 12, 9");
+  CHECK(ChooseFastest({1.0}) == 0, "fastest: one candidate");
+  cases += 4;
+  const std::vector<int64_t> ks = {4, 8, 16, 40};
+  // gathers lose on short rows, win from 16 on: taken from 16
+  auto pick = ChooseEll({{1, 2, 4, 10}, {2, 3, 3, 6}}, ks);
+  CHECK(pick.first == 1 && pick.second == 16, "ell: from 16 (got %zu:%" PRId64 ")", pick.first,
+        pick.second);
+  // a vector loop slower than the scalar one at long rows (the AMD EPYC
+  // gathers of the issue): scalar
+  pick = ChooseEll({{1, 2, 4, 10}, {0.5, 1, 3, 12}}, ks);
+  CHECK(pick.first == 0, "ell: gathers that lose on long rows must not be taken");
+  // two candidates: the faster at the longest rows, each from its own length
+  pick = ChooseEll({{1, 2, 4, 10}, {0.5, 1, 2, 7}, {2, 3, 3, 5}}, ks);
+  CHECK(pick.first == 2 && pick.second == 16, "ell: avx512 from 16 (got %zu:%" PRId64 ")",
+        pick.first, pick.second);
+  // winning everywhere: from the shortest length
+  pick = ChooseEll({{1, 2, 4, 10}, {0.5, 1, 2, 5}}, ks);
+  CHECK(pick.first == 1 && pick.second == 4, "ell: from 4");
+  // a win that is not kept at every longer length starts after the loss
+  pick = ChooseEll({{1, 2, 4, 10}, {0.5, 2.5, 2, 5}}, ks);
+  CHECK(pick.first == 1 && pick.second == 16, "ell: a loss at 8 moves the start to 16");
+  cases += 5;
+  // the spec parser (nothing is set when anything is wrong)
+  const Variants saved = g_variants;
+  CHECK(orc_native::SetVariants("ell_f64=scalar, tanh=baseline # comment\ngram=baseline").empty(),
+        "a valid spec was refused");
+  CHECK(g_variants.ell[1] == Isa::kBase && g_variants.tanh == Isa::kBase &&
+            g_variants.gram == Isa::kBase, "a valid spec was not applied");
+  g_variants = saved;
+  for (const char* bad : {"ell_f64", "ell_f64=gather", "ell_f64=avx2", "ell_f64=avx2:x",
+                          "tanh=avx1024", "colour=blue", "gram=scalar"}) {
+    const Variants before = g_variants;
+    const std::string error = orc_native::SetVariants(std::string("tanh=baseline ") + bad);
+    CHECK(!error.empty(), "spec '%s' was accepted", bad);
+    CHECK(g_variants.tanh == before.tanh, "spec '%s' set tanh although it failed", bad);
+    ++cases;
+  }
+#ifdef ORC_X86_DISPATCH
+  if (!HasAvx512()) {
+    CHECK(!orc_native::SetVariants("gram=avx512").empty(), "avx512 accepted without AVX-512");
+  }
+#else
+  CHECK(!orc_native::SetVariants("gram=avx2").empty(), "avx2 accepted by a portable build");
+#endif
+  g_variants = saved;
+  std::printf("variant choice: %d cases\n", cases + 3);
+}
+
 }  // namespace
 
 int main() {
+  TestVariantChoice();  // first: the kernels below fix the variants
+  TestWorkers();
   TestEllRows<double>("double");
   TestEllRows<float>("float");
   TestTanh();
   TestGram<double>("double");
   TestGram<float>("float");
   TestStats();
+  TestCholesky<double>("double");
+  TestCholesky<float>("float");
+  TestRunEsn();
   if (g_failures) {
     std::fprintf(stderr, "%d check(s) failed\n", g_failures);
     return 1;

@@ -19,9 +19,9 @@ cache hits across processes and ``jax.export`` works.
 
 The same library holds the in-place update of the ridge statistics used by
 training, ``g += X^T X`` and ``c += X^T Y`` over rows ``start:stop``: one FFI
-call that runs SciPy's own BLAS ``syrk`` and ``gemm`` (their addresses come
-from ``scipy.linalg.cython_blas``) on XLA's buffers, with no hand-over to
-Python and no copies. The rows are read with their stride, so the chunks of a
+call on XLA's buffers, with no hand-over to Python and no copies, that runs
+orc's own blocked Gram kernel from 64 features on (SciPy's BLAS ``syrk`` and
+``gemm`` below). The rows are read with their stride, so the chunks of a
 parallel reservoir and the fitted rows of a stored state history are used
 where they are (at res_dim 2000 and 20000 steps the fit is one call of
 0.58 s; fed block by block from the history it cost 0.15 s more in slices,
@@ -30,19 +30,22 @@ Gram copies and XLA's cross product).
 For teacher forcing, a whole block of steps of the discrete ESN update runs
 in one call (``esn_run``): the drive of every step is computed beforehand in
 one product, and each step's rows are split in two halves, one for this thread
-and one for a helper thread started for the call, which hand over once per
-step, so both cores work on the sequential part of training. The sparse row
+and one for a task on XLA's CPU thread pool, which hand over once per step,
+so both cores work on the sequential part of training. Every kernel's
+threads are XLA's pool's (``ORC_NATIVE_THREADS`` caps them); no call waits
+for a pool task to start, and results do not depend on which thread
+computes what. The sparse row
 sums are an unrolled loop, AVX-512 vector gathers when the CPU has them, or
 on CPUs with AVX2 and FMA a loop that packs the gathered values into vectors
-by hand (picked once per process; ``ORC_NATIVE_SIMD=0`` forces the plain
-loop). On those AVX2 CPUs, float64 Gram updates run orc's own blocked kernel
-instead of BLAS's ``syrk`` (OpenBLAS runs its Haswell kernel on AMD Zen:
-36-38 against 42-43 GFLOP/s on one Zen 3 core).
+by hand: which one, like every kernel's variant, is measured when the
+package is built (``calibration.txt`` next to the extension, loaded at
+import; ``ORC_NATIVE_VARIANTS`` overrides it, ``ORC_NATIVE_SIMD=0`` forces
+the plain loops).
 
 Training a forecaster that keeps its states runs ``esn_fit``: the reservoir
 run (its drive computed step by step from the linear embedding) on one
-thread while a second thread folds the finished rows into the ridge
-statistics with single-threaded BLAS (or the Gram kernel above), the rows
+thread while a pool task folds the finished rows into the ridge
+statistics with the Gram kernel, the rows
 left at the end split by Gram columns between both so that they end
 together (res_dim 2000, 20000 steps, AMD Zen 3: 2.7 -> 1.9 s; 1.6-1.8 s
 with the AVX2 loops, the Gram kernel and the output's pages mapped ahead of
@@ -53,14 +56,15 @@ readout's output is one call too (``esn_forecast``): both threads share the
 rows of every step and each computes the small readout of the whole state,
 so there is one hand-over per step and no per-step loop of XLA's.
 
-It also holds the ridge solve ``(G + beta I) w = B``: LAPACK's Cholesky
-(SciPy's ``potrf``/``potrs``, again by address) run inside the Gram's own
-buffer, using the triangle the Gram update leaves free, so solving needs no
-copy of the Gram and no factor buffer (at 4000 features those are 256 MB;
-0.04 s against 0.13 s for XLA's solve at 2000 features). When the matrix is
-not numerically positive definite (long runs with a tiny ridge), the
-minimum-norm solution comes from ``syevd`` in the same buffer, with its
-workspace allocated only then.
+It also holds the ridge solve ``(G + beta I) w = B``: orc's own Cholesky
+factorisation (panels of 96 rows, the update below each panel by the Gram
+kernel, on the pool's threads; each element computed by one thread in a
+fixed order, so the weights are the same bits on any number of threads) run
+inside the Gram's own buffer, using the triangle the Gram update leaves free
+for a copy, so solving needs no factor buffer (at 4000 features that is 128
+MB). When the matrix is not numerically positive definite (long runs with a
+tiny ridge), the minimum-norm solution comes from LAPACK's ``syevd``
+(SciPy's, by address) on that copy, with its workspace allocated only then.
 
 Nothing depends on it: installed without a compiler, on other platforms
 (GPU/TPU use XLA's own gather), or with ``ORC_NATIVE=0`` in the environment,
@@ -105,10 +109,10 @@ _SOLVE_TARGETS = _pair("ridge_solve")
 _NEEDS = {
     "stats_update": ("syrk", "gemm"),
     "esn_fit": ("syrk", "gemm"),
-    "ridge_solve": ("potrf", "potrs", "syevd"),
+    "ridge_solve": ("syevd",),
 }
 _BLAS = ("ssyrk", "dsyrk", "sgemm", "dgemm")
-_LAPACK = ("spotrf", "dpotrf", "spotrs", "dpotrs", "ssyevd", "dsyevd")
+_LAPACK = ("ssyevd", "dsyevd")
 _OFF_BY_ENV = "ORC_NATIVE=0 in the environment"
 _lock = threading.Lock()
 _state: dict[str, object] = {}
@@ -147,7 +151,47 @@ def _load() -> str | None:
     except Exception as err:  # noqa: BLE001 - any failure means: use the JAX path
         return f"registering them with XLA failed: {err}"
     _state["module"] = _kernels
+    _state["variants_from"] = _set_variants(_kernels)
     return None
+
+
+def _set_variants(kernels) -> str:
+    """Which variant each kernel runs: the build's measurement
+    (``calibration.txt`` next to the module), then ``ORC_NATIVE_VARIANTS``
+    over it; the CPU flags decide what neither sets. The file is read as
+    text and parsed by the kernels' own strict parser (``key=value`` words
+    naming known variants this CPU runs); one that fails is ignored with a
+    warning. Returns where the variants came from, for show_config()."""
+    sources = []
+    calibration = os.path.join(os.path.dirname(kernels.__file__), "calibration.txt")
+    if os.path.isfile(calibration):
+        try:
+            with open(calibration, encoding="ascii") as f:
+                kernels.set_variants(f.read(4096))
+            sources.append("the build's calibration")
+        except (OSError, UnicodeDecodeError, ValueError) as err:
+            warn_at_caller(
+                f"orc: ignoring {calibration} ({err}); kernel variants from the CPU flags",
+                RuntimeWarning,
+            )
+    spec = os.environ.get("ORC_NATIVE_VARIANTS")
+    if spec:
+        try:
+            kernels.set_variants(spec)
+            sources.append("ORC_NATIVE_VARIANTS")
+        except ValueError as err:
+            warn_at_caller(f"orc: ignoring ORC_NATIVE_VARIANTS ({err})", RuntimeWarning)
+    return " + ".join(sources) if sources else "the CPU flags"
+
+
+def calibrate() -> str:
+    """Measure the kernel variants on this machine now (a few seconds) and
+    return the result as ``calibration.txt`` holds it: the fastest variant
+    per kernel as ``key=value`` (what ``ORC_NATIVE_VARIANTS`` takes), the
+    times as comments. Changes nothing in this process."""
+    if _status() is not None:
+        raise RuntimeError(f"orc's native kernels are off: {_state['reason']}")
+    return _state["module"].calibrate()  # type: ignore[attr-defined]
 
 
 def _status() -> str | None:
@@ -171,19 +215,44 @@ def native_available() -> bool:
 
 def native_config() -> dict[str, object]:
     """What the native kernels run on this CPU, or why they are off:
-    ``{"available", "reason", "file", "ell", "tanh", "gram_kernel", "gram",
-    "threads", "routines"}``."""
+    ``{"available", "reason", "file", "ell", "tanh", "gram", "pool_threads",
+    "thread_limit", "threads", "variants", "variants_from", "routines"}``:
+    ``variants`` is the variant each kernel runs (as ``ORC_NATIVE_VARIANTS``
+    takes them) and ``variants_from`` what chose them; ``pool_threads`` is the size of
+    XLA's CPU thread pool the kernels run on, ``thread_limit`` the cap
+    ``ORC_NATIVE_THREADS`` sets (0: none) and ``threads`` the most threads a
+    call uses (the calling one included)."""
     reason = _status()
     if reason is not None:
         return {"available": False, "reason": reason}
     module = _state["module"]
+    if module.config()["pool_threads"] == 0:  # type: ignore[attr-defined]
+        _ask_pool()
+    config = module.config()  # type: ignore[attr-defined]
+    limit = config["thread_limit"]
     return {
         "available": True,
         "reason": None,
         "file": module.__file__,  # type: ignore[attr-defined]
-        **module.config(),  # type: ignore[attr-defined]
+        **config,
+        "threads": min(config["pool_threads"], limit)
+        if limit
+        else config["pool_threads"],
+        "variants_from": _state["variants_from"],
         "routines": module.routines(),  # type: ignore[attr-defined]
     }
+
+
+def _ask_pool() -> None:
+    """Run a 1 x 1 sparse product once, so the kernels learn the size of
+    XLA's CPU thread pool (they are told it only when a call runs)."""
+    f32 = jax.numpy.float32
+    call = jax.ffi.ffi_call(_TARGETS["float32"], jax.ShapeDtypeStruct((1,), f32))
+    with jax.default_device(jax.devices("cpu")[0]):
+        ones = jax.numpy.ones((1, 1), f32)
+        jax.block_until_ready(
+            call(ones, jax.numpy.zeros((1, 1), jax.numpy.int32), ones[0])
+        )
 
 
 def _target(table: dict, dtype, family: str | None = None) -> str | None:
@@ -239,8 +308,8 @@ def esn_fit_target(dtype) -> str | None:
 
 
 def ridge_solve_target(dtype) -> str | None:
-    """FFI target of the in-place ridge solve (LAPACK ``potrf``/``potrs``,
-    ``syevd`` for the minimum-norm fallback), or None."""
+    """FFI target of the in-place ridge solve (orc's Cholesky factorisation;
+    LAPACK ``syevd`` for the minimum-norm fallback), or None."""
     return _target(_SOLVE_TARGETS, dtype, "ridge_solve")
 
 

@@ -14,6 +14,7 @@
 // produces for arguments that are not mapped).
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -22,6 +23,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -56,8 +58,7 @@ std::atomic<void*> g_routines[kRoutineCount] = {};
 }  // namespace
 
 const char* const kRoutineNames[kRoutineCount] = {
-    "ssyrk", "dsyrk", "sgemm", "dgemm", "spotrf", "dpotrf",
-    "spotrs", "dpotrs", "ssyevd", "dsyevd",
+    "ssyrk", "dsyrk", "sgemm", "dgemm", "ssyevd", "dsyevd",
 };
 
 void SetRoutine(int which, void* fn) {
@@ -135,6 +136,331 @@ ffi::Error IndexError(const char* kernel) {
 }  // namespace
 
 // ---------------------------------------------------------------------------
+// Threads of the native kernels: one model. Every kernel that uses more than
+// its calling thread hands tasks to XLA's CPU thread pool for the call (the
+// intra-op pool XLA sizes from the CPUs the process may run on), capped by
+// ORC_NATIVE_THREADS; no kernel starts a thread of its own, and none changes
+// BLAS's (process-wide) thread count.
+//
+// A pool task may start late or, when every pool thread is busy (another
+// computation, a vmapped call whose pieces run at once), not before the call
+// would end. So no call ever waits for a task to *start*: work is claimed
+// through atomics, the calling thread takes whatever no task has claimed,
+// and a task that starts after its call has ended finds nothing to do and
+// touches nothing but the small shared record that tells it so. Which thread
+// computes a piece never changes the piece's result (each output element is
+// computed by one thread in a fixed order), so results are the same bits on
+// any number of threads and whatever the timing.
+namespace {
+
+// The cap from ORC_NATIVE_THREADS (a positive integer), 0 when not set.
+int64_t ThreadCap() {
+  static const int64_t cap = [] {
+    const char* env = std::getenv("ORC_NATIVE_THREADS");
+    const int64_t v = env != nullptr ? std::atoll(env) : 0;
+    return v > 0 ? v : int64_t{0};
+  }();
+  return cap;
+}
+
+// Threads of the last pool a handler was given (for orc.show_config()).
+std::atomic<int64_t> g_pool_threads{0};
+
+// Where a call's helper tasks go, and how many threads (this one included)
+// may work on it. Default: this thread alone.
+class Workers {
+ public:
+  using Task = std::function<void()>;
+  using Scheduler = std::function<void(Task)>;
+
+  Workers() = default;
+  Workers(Scheduler schedule, int64_t threads)
+      : schedule_(std::move(schedule)), threads_(schedule_ ? std::max<int64_t>(1, threads) : 1) {}
+
+  // XLA's pool of a handler call, capped by ORC_NATIVE_THREADS.
+  static Workers Of(ffi::ThreadPool& pool) {
+    int64_t threads = std::max<int64_t>(1, pool.num_threads());
+    g_pool_threads.store(threads, std::memory_order_relaxed);
+    if (ThreadCap() > 0) threads = std::min(threads, ThreadCap());
+    return Workers([&pool](Task task) { pool.Schedule(std::move(task)); }, threads);
+  }
+
+  int64_t threads() const { return threads_; }
+  void Schedule(Task task) const { schedule_(std::move(task)); }
+
+ private:
+  Scheduler schedule_;
+  int64_t threads_ = 1;
+};
+
+inline void SpinPause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// One helper task for the duration of a call: `work` runs at most once, on a
+// pool thread, and only if that thread claims it before the call gives up on
+// it; the call ends (Finish, or the destructor) only once `work` is not
+// running and never will. `work` may refer to the caller's locals: it is
+// never called after Finish.
+class Helper {
+ public:
+  Helper(const Workers& workers, std::function<void()> work) {
+    if (workers.threads() < 2) return;
+    shared_ = std::make_shared<Shared>();
+    shared_->work = std::move(work);
+    shared_->owner = std::this_thread::get_id();
+    workers.Schedule([s = shared_] {
+      int expected = kPending;
+      // A pool that cannot take tasks runs them in the scheduling thread:
+      // leave this one to the caller, which would otherwise wait for itself.
+      if (std::this_thread::get_id() == s->owner) return;
+      if (!s->phase.compare_exchange_strong(expected, kRunning, std::memory_order_acq_rel)) return;
+      s->work();
+      s->phase.store(kDone, std::memory_order_release);
+    });
+  }
+  Helper(const Helper&) = delete;
+  Helper& operator=(const Helper&) = delete;
+  ~Helper() { Finish(); }
+
+  // Whether `work` has started (or finished); when it has not, it never
+  // will: this call claims it.
+  bool Started() {
+    if (!shared_) return false;
+    int expected = kPending;
+    if (shared_->phase.compare_exchange_strong(expected, kCancelled, std::memory_order_acq_rel)) {
+      return false;
+    }
+    return expected != kCancelled;
+  }
+
+  // Started(), after waiting up to `micros` microseconds for the start.
+  bool AwaitStart(int64_t micros) {
+    if (!shared_) return false;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
+    int64_t spins = 0;
+    while (shared_->phase.load(std::memory_order_acquire) == kPending) {
+      SpinPause();
+      if ((++spins & 255) == 0 && std::chrono::steady_clock::now() > until) break;
+    }
+    return Started();
+  }
+
+  // Returns once `work` is over or certain never to run.
+  void Finish() {
+    if (!Started()) return;
+    int64_t spins = 0;
+    while (shared_->phase.load(std::memory_order_acquire) != kDone) {
+      SpinPause();
+      if (++spins > (1 << 12)) {
+        std::this_thread::yield();
+        spins = 0;
+      }
+    }
+  }
+
+ private:
+  enum : int { kPending, kRunning, kDone, kCancelled };
+  struct Shared {
+    std::atomic<int> phase{kPending};
+    std::function<void()> work;
+    std::thread::id owner;
+  };
+  std::shared_ptr<Shared> shared_;
+};
+
+// body(unit, worker) for every unit in [0, units), each exactly once, on
+// this thread (worker 0) and up to threads - 1 helpers (workers 1, 2, ...);
+// returns when every unit is done. Units are claimed in order from one
+// counter, so this thread never waits for a unit that no thread holds.
+// `worker` indexes per-thread scratch (fewer than workers.threads()).
+template <typename F>
+void ParallelFor(const Workers& workers, int64_t units, const F& body) {
+  if (units <= 0) return;
+  const int64_t helpers = std::min<int64_t>(workers.threads() - 1, units - 1);
+  if (helpers <= 0) {
+    for (int64_t u = 0; u < units; ++u) body(u, int64_t{0});
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  auto work = [&](int64_t worker) {
+    for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < units;) body(u, worker);
+  };
+  std::vector<std::unique_ptr<Helper>> team;
+  team.reserve(static_cast<size_t>(helpers));
+  for (int64_t h = 1; h <= helpers; ++h) {
+    team.push_back(std::make_unique<Helper>(workers, [&work, h] { work(h); }));
+  }
+  work(0);
+  team.clear();  // waits for the units helpers hold; cancels helpers not started
+}
+
+// How long a call that shares every step between two threads (the ESN runs)
+// waits for its helper to start before it runs alone: a pool thread that is
+// idle starts in microseconds; one that is busy elsewhere may not for long.
+constexpr int64_t kJoinMicros = 2000;
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Which variant each kernel runs. Without other instructions, the widest
+// the CPU has, from its flags. The build measures them instead (Calibrate
+// below: `pip install` runs it and installs calibration.txt next to the
+// module, which orc._native loads at import), and ORC_NATIVE_VARIANTS
+// overrides both ("ell_f64=scalar gram=avx2 ..."). Variants are set before
+// any kernel runs and then fixed for the process (each kernel keeps its
+// choice from its first call), so every call of a process, and of every
+// process using one install, runs the same arithmetic. ORC_NATIVE_SIMD=0
+// still forces the portable loops everywhere.
+namespace {
+
+enum class Isa : int { kAuto = -1, kBase = 0, kAvx2 = 1, kAvx512 = 2 };
+
+struct Variants {
+  Isa ell[2] = {Isa::kAuto, Isa::kAuto};  // float, double
+  int64_t ell_min_k[2] = {0, 0};          // shortest rows the vector loop takes
+  Isa tanh = Isa::kAuto;
+  Isa gram = Isa::kAuto;
+};
+
+Variants g_variants;
+std::atomic<bool> g_variants_fixed{false};
+
+// Whether vector variants may be picked (not with ORC_NATIVE_SIMD=0).
+bool SimdAllowed() {
+  const char* env = std::getenv("ORC_NATIVE_SIMD");
+  return env == nullptr || std::atoi(env) != 0;
+}
+
+// Whether this build and CPU can run variant `isa`.
+bool CpuRuns(Isa isa) {
+  if (isa == Isa::kBase) return true;
+#ifdef ORC_X86_DISPATCH
+  __builtin_cpu_init();
+  const bool fma = __builtin_cpu_supports("fma");
+  if (isa == Isa::kAvx2) return __builtin_cpu_supports("avx2") && fma;
+  if (isa == Isa::kAvx512) {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && fma;
+  }
+#endif
+  return false;
+}
+
+// The widest variant this CPU runs (kBase with ORC_NATIVE_SIMD=0).
+Isa WidestIsa() {
+  if (!SimdAllowed()) return Isa::kBase;
+  if (CpuRuns(Isa::kAvx512)) return Isa::kAvx512;
+  if (CpuRuns(Isa::kAvx2)) return Isa::kAvx2;
+  return Isa::kBase;
+}
+
+// The variant a kernel family runs: the one set (within what SIMD allows),
+// else `fallback`. Fixes the table for the process.
+Isa Resolve(Isa set, Isa fallback) {
+  g_variants_fixed.store(true, std::memory_order_release);
+  if (!SimdAllowed()) return Isa::kBase;
+  return set == Isa::kAuto ? fallback : set;
+}
+
+const char* IsaName(Isa isa, bool ell = false) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAvx2:
+      return "avx2";
+    default:
+      return ell ? "scalar" : "baseline";
+  }
+}
+
+bool ParseIsa(const std::string& word, bool ell, Isa& out) {
+  for (Isa isa : {Isa::kBase, Isa::kAvx2, Isa::kAvx512}) {
+    if (word == IsaName(isa, ell)) {
+      out = isa;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+namespace orc_native {
+
+// Sets variants from `spec`: "key=value" words separated by spaces, commas
+// or new lines, '#' to the end of a line a comment. Keys: ell_f64 and
+// ell_f32 (scalar, avx2:K or avx512:K, K the shortest rows of K entries the
+// vector loop takes), tanh and gram (baseline, avx2, avx512). Nothing is set
+// unless the whole spec is valid for this CPU. Returns "" or what is wrong.
+std::string SetVariants(const std::string& spec) {
+  if (g_variants_fixed.load(std::memory_order_acquire)) {
+    return "the kernels have already run in this process; variants are fixed";
+  }
+  Variants v = g_variants;
+  size_t at = 0;
+  while (at < spec.size()) {
+    if (spec[at] == '#') {
+      while (at < spec.size() && spec[at] != '\n') ++at;
+      continue;
+    }
+    if (std::isspace(static_cast<unsigned char>(spec[at])) || spec[at] == ',') {
+      ++at;
+      continue;
+    }
+    size_t end = at;
+    while (end < spec.size() && !std::isspace(static_cast<unsigned char>(spec[end])) &&
+           spec[end] != ',' && spec[end] != '#') {
+      ++end;
+    }
+    const std::string word = spec.substr(at, end - at);
+    at = end;
+    const size_t eq = word.find('=');
+    if (eq == std::string::npos) return "'" + word + "' is not key=value";
+    const std::string key = word.substr(0, eq), value = word.substr(eq + 1);
+    Isa isa = Isa::kAuto;
+    if (key == "ell_f64" || key == "ell_f32") {
+      const int t = key == "ell_f64" ? 1 : 0;
+      const size_t colon = value.find(':');
+      const std::string name = value.substr(0, colon);
+      if (!ParseIsa(name, true, isa)) {
+        return key + ": '" + name + "' is not one of scalar, avx2, avx512";
+      }
+      int64_t min_k = 0;
+      if (colon != std::string::npos) {
+        const std::string digits = value.substr(colon + 1);
+        if (digits.empty() || digits.size() > 6 ||
+            digits.find_first_not_of("0123456789") != std::string::npos) {
+          return key + ": '" + digits + "' is not a row length";
+        }
+        min_k = std::atoll(digits.c_str());
+      } else if (isa != Isa::kBase) {
+        return key + ": " + name + " needs the shortest row it takes, e.g. " + name + ":16";
+      }
+      v.ell[t] = isa;
+      v.ell_min_k[t] = min_k;
+    } else if (key == "tanh" || key == "gram") {
+      if (!ParseIsa(value, false, isa)) {
+        return key + ": '" + value + "' is not one of baseline, avx2, avx512";
+      }
+      (key == "tanh" ? v.tanh : v.gram) = isa;
+    } else {
+      return "unknown key '" + key + "' (ell_f64, ell_f32, tanh, gram)";
+    }
+    if (!CpuRuns(isa)) {
+      return key + "=" + value + ": this CPU (or build) cannot run " + IsaName(isa, true);
+    }
+  }
+  g_variants = v;
+  return "";
+}
+
+}  // namespace orc_native
+
+// ---------------------------------------------------------------------------
 // Row dot products of an ELL matrix: z[i - i0] = sum_j v[i][j] x[idx[i][j]]
 // for rows [i0, i1). Shared by the product and the ESN run. On x86-64 CPUs
 // with AVX-512 the gathers run as vector gathers, picked once at load time,
@@ -173,7 +499,27 @@ using EllRowsFn = void (*)(const T*, const int32_t*, int64_t, const T*, T*, int6
 
 #ifdef ORC_X86_DISPATCH
 // Four rows at a time, each with its own vector accumulator, so the
-// horizontal sums of one row overlap the gathers of the next.
+// horizontal sums of one row overlap the gathers of the next. The rows left
+// over (fewer than four) take the same per-row sums, so a row's result does
+// not depend on where a range of rows starts or ends (the threads of a run
+// split the rows in different places).
+__attribute__((target("avx512f,avx512vl"), always_inline)) inline __m512d EllRowAvx512(
+    const double* __restrict vr, const int32_t* __restrict ir, int64_t kf, __mmask8 tail,
+    const double* __restrict x) {
+  __m512d a = _mm512_setzero_pd();
+  int64_t j = 0;
+  for (; j < kf; j += 8) {
+    const __m256i id = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ir + j));
+    a = _mm512_fmadd_pd(_mm512_loadu_pd(vr + j), _mm512_i32gather_pd(id, x, 8), a);
+  }
+  if (tail) {
+    const __m256i id = _mm256_maskz_loadu_epi32(tail, ir + j);
+    const __m512d xv = _mm512_mask_i32gather_pd(_mm512_setzero_pd(), tail, id, x, 8);
+    a = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(tail, vr + j), xv, a);
+  }
+  return a;
+}
+
 __attribute__((target("avx512f,avx512vl"))) void EllRowsAvx512(
     const double* __restrict v, const int32_t* __restrict idx, int64_t k,
     const double* __restrict x, double* __restrict z, int64_t i0, int64_t i1) {
@@ -182,25 +528,12 @@ __attribute__((target("avx512f,avx512vl"))) void EllRowsAvx512(
   int64_t i = i0;
   for (; i + 4 <= i1; i += 4) {
     __m512d acc[4];
-    for (int r = 0; r < 4; ++r) {
-      const double* vr = v + (i + r) * k;
-      const int32_t* ir = idx + (i + r) * k;
-      __m512d a = _mm512_setzero_pd();
-      int64_t j = 0;
-      for (; j < kf; j += 8) {
-        const __m256i id = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ir + j));
-        a = _mm512_fmadd_pd(_mm512_loadu_pd(vr + j), _mm512_i32gather_pd(id, x, 8), a);
-      }
-      if (tail) {
-        const __m256i id = _mm256_maskz_loadu_epi32(tail, ir + j);
-        const __m512d xv = _mm512_mask_i32gather_pd(_mm512_setzero_pd(), tail, id, x, 8);
-        a = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(tail, vr + j), xv, a);
-      }
-      acc[r] = a;
-    }
+    for (int r = 0; r < 4; ++r) acc[r] = EllRowAvx512(v + (i + r) * k, idx + (i + r) * k, kf, tail, x);
     for (int r = 0; r < 4; ++r) z[i + r - i0] = _mm512_reduce_add_pd(acc[r]);
   }
-  if (i < i1) EllRowsScalar<double>(v, idx, k, x, z + (i - i0), i, i1);
+  for (; i < i1; ++i) {
+    z[i - i0] = _mm512_reduce_add_pd(EllRowAvx512(v + i * k, idx + i * k, kf, tail, x));
+  }
 }
 
 __attribute__((target("avx512f,avx512vl"))) void EllRowsAvx512(
@@ -313,27 +646,31 @@ struct EllRowsChoice {
   int64_t min_k = 0;
 };
 
-// Whether vector variants may be picked (not with ORC_NATIVE_SIMD=0).
-bool SimdAllowed() {
-  const char* env = std::getenv("ORC_NATIVE_SIMD");
-  return env == nullptr || std::atoi(env) != 0;
+// The vector loop of `isa` for T (none for kBase) and, from the CPU flags,
+// the shortest rows it gains on.
+template <typename T>
+EllRowsFn<T> EllRowsOf(Isa isa) {
+#ifdef ORC_X86_DISPATCH
+  if (isa == Isa::kAvx512) return static_cast<EllRowsFn<T>>(EllRowsAvx512);
+  if (isa == Isa::kAvx2) return static_cast<EllRowsFn<T>>(EllRowsAvx2);
+#endif
+  (void)isa;
+  return nullptr;
+}
+
+template <typename T>
+int64_t EllDefaultMinK(Isa isa) {
+  if (isa == Isa::kAvx512) return 16;
+  return sizeof(T) == 8 ? 4 : 16;
 }
 
 template <typename T>
 EllRowsChoice<T> PickEllRows() {
+  const int t = sizeof(T) == 8 ? 1 : 0;
+  const Isa isa = Resolve(g_variants.ell[t], WidestIsa());
   EllRowsChoice<T> choice;
-#ifdef ORC_X86_DISPATCH
-  if (SimdAllowed()) {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) {
-      choice.vector = static_cast<EllRowsFn<T>>(EllRowsAvx512);
-      choice.min_k = 16;
-    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-      choice.vector = static_cast<EllRowsFn<T>>(EllRowsAvx2);
-      choice.min_k = sizeof(T) == 8 ? 4 : 16;
-    }
-  }
-#endif
+  choice.vector = EllRowsOf<T>(isa);
+  choice.min_k = g_variants.ell[t] == Isa::kAuto ? EllDefaultMinK<T>(isa) : g_variants.ell_min_k[t];
   return choice;
 }
 
@@ -420,17 +757,17 @@ ffi::Error EllMatvec(ffi::ThreadPool pool, ffi::Buffer<DT> values,
   const int64_t total = by * n;
   // Large products are split in two: one half on a thread of XLA's intra-op
   // pool, the other here (res_dim 4000: 240 -> 92 us per product). Below
-  // ~128k non-zeros the hand-off, and the pool thread left spinning while
-  // BLAS wants both cores for the Gram, cost more than the split saves.
-  if (total * k >= kParallelNonzeros && pool.num_threads() > 1) {
+  // ~128k non-zeros the hand-off costs more than the split saves.
+  const Workers workers = Workers::Of(pool);
+  if (total * k >= kParallelNonzeros) {
     const int64_t mid = total / 2;
-    std::atomic<bool> done{false};
-    pool.Schedule([&rows, &done, mid, total]() {
-      rows(mid, total);
-      done.store(true, std::memory_order_release);
+    ParallelFor(workers, 2, [&](int64_t half, int64_t) {
+      if (half == 0) {
+        rows(0, mid);
+      } else {
+        rows(mid, total);
+      }
     });
-    rows(0, mid);
-    while (!done.load(std::memory_order_acquire)) std::this_thread::yield();
   } else {
     rows(0, total);
   }
@@ -455,41 +792,6 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEllMatvecF64, EllMatvec<ffi::F64>,
                                   .Arg<ffi::Buffer<ffi::F64>>()
                                   .Ret<ffi::Buffer<ffi::F64>>());
 
-// ---------------------------------------------------------------------------
-// Threads of the native kernels.
-namespace {
-
-// run(w, used) on this thread (w = 0) and, when threads > 1, on a helper
-// thread (w = 1) at the same time; `used` is how many run (1 when no thread
-// could be started). The helper is a thread of its own for the duration of
-// the call, not a task on XLA's intra-op pool: pool threads keep spinning
-// after their task and then compete with BLAS for the cores.
-template <typename F>
-void OnThreads(int threads, const F& run) {
-  std::thread helper;
-  if (threads > 1) {
-    try {
-      helper = std::thread([&run] { run(1, 2); });
-    } catch (const std::system_error&) {
-      // no thread to be had: this one does every row
-    }
-  }
-  run(0, helper.joinable() ? 2 : 1);
-  if (helper.joinable()) helper.join();
-}
-
-// Threads for the ESN run: 2 when the machine has two cores or more, 1 with
-// ORC_NATIVE_THREADS=1 in the environment.
-int ForceThreads() {
-  static const int threads = [] {
-    const char* env = std::getenv("ORC_NATIVE_THREADS");
-    if (env != nullptr && std::atoi(env) == 1) return 1;
-    return std::thread::hardware_concurrency() > 1 ? 2 : 1;
-  }();
-  return threads;
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------------------
 // Ridge statistics update by BLAS, in place, without leaving XLA:
@@ -548,7 +850,9 @@ class GramWork {
 
 // Gram update by orc's own blocked kernel:
 //   G[i][l] += sum_t A[t][i] A[t][l]  for rows i in [j0, j1), columns l >= i
-// (the upper triangle of row-major G, f x f), A (k x f) with row stride lda.
+// (the upper triangle of row-major G, f x f, row stride ldg), A (k x f) with
+// row stride lda; with `sub`, G[i][l] -= the same sum (the Cholesky update
+// of the ridge solve).
 // Blocking as in BLIS/GotoBLAS: per block of kGramKc steps, the columns
 // [j0, f) are packed in panels of Nr (a few MiB, read from L3), the rows of a
 // block of about kGramMc in panels of MR (L2), and an MR x Nr tile keeps its
@@ -575,12 +879,13 @@ class GramWork {
 // reservoir without touching BLAS's process-wide thread count.
 constexpr int64_t kGramKc = 256, kGramMc = 72;
 
-// The tile: c[i * ldc + j] += sum_p a[p * MR + i] b[p * Nr + j], Nr = 2 W,
-// its 2 MR vector sums held in registers for the whole run over p (the
-// loops over them fully unrolled).
+// The tile: c[i * ldc + j] += sum_p a[p * MR + i] b[p * Nr + j] (-= with
+// `sub`), Nr = 2 W, its 2 MR vector sums held in registers for the whole run
+// over p (the loops over them fully unrolled).
 template <typename T, int W, int MR>
 __attribute__((always_inline)) inline void GramTile(int64_t kc, const T* __restrict a,
-                                                    const T* __restrict b, T* c, int64_t ldc) {
+                                                    const T* __restrict b, T* c, int64_t ldc,
+                                                    bool sub) {
   typedef T V __attribute__((vector_size(sizeof(T) * W)));
   constexpr int64_t nr = 2 * W;
 #pragma GCC unroll 16
@@ -608,17 +913,22 @@ __attribute__((always_inline)) inline void GramTile(int64_t kc, const T* __restr
     V c0, c1;
     std::memcpy(&c0, c + i * ldc, sizeof(V));
     std::memcpy(&c1, c + i * ldc + W, sizeof(V));
-    c0 += lo[i];
-    c1 += hi[i];
+    if (sub) {
+      c0 -= lo[i];
+      c1 -= hi[i];
+    } else {
+      c0 += lo[i];
+      c1 += hi[i];
+    }
     std::memcpy(c + i * ldc, &c0, sizeof(V));
     std::memcpy(c + i * ldc + W, &c1, sizeof(V));
   }
 }
 
 template <typename T, int W, int MR>
-__attribute__((always_inline)) inline void GramRowsV(T* G, const T* A, int64_t lda, int64_t f,
-                                                     int64_t k, int64_t j0, int64_t j1,
-                                                     GramWork& work) {
+__attribute__((always_inline)) inline void GramRowsV(T* G, int64_t ldg, const T* A, int64_t lda,
+                                                     int64_t f, int64_t k, int64_t j0, int64_t j1,
+                                                     bool sub, GramWork& work) {
   constexpr int64_t nr = 2 * W;
   constexpr int64_t kMc = kGramMc / MR * MR;  // whole row panels
   const int64_t panels = (f - j0 + nr - 1) / nr;  // column panels from j0
@@ -652,14 +962,15 @@ __attribute__((always_inline)) inline void GramRowsV(T* G, const T* A, int64_t l
           const T* a = ap + r * kc * MR;
           const T* b = bp + q * kc * nr;
           if (i0 + MR - 1 <= l0 && l0 + nr <= f && i0 + MR <= ic + mc) {
-            GramTile<T, W, MR>(kc, a, b, G + i0 * f + l0, f);
+            GramTile<T, W, MR>(kc, a, b, G + i0 * ldg + l0, ldg, sub);
             continue;
           }
           alignas(64) T tile[MR * nr] = {};
-          GramTile<T, W, MR>(kc, a, b, tile, nr);
+          GramTile<T, W, MR>(kc, a, b, tile, nr, false);
           for (int64_t i = 0; i < MR && i0 + i < ic + mc; ++i) {
             for (int64_t c = std::max<int64_t>(0, i0 + i - l0); c < nr && l0 + c < f; ++c) {
-              G[(i0 + i) * f + l0 + c] += tile[i * nr + c];
+              T& g = G[(i0 + i) * ldg + l0 + c];
+              g = sub ? g - tile[i * nr + c] : g + tile[i * nr + c];
             }
           }
         }
@@ -696,8 +1007,8 @@ __attribute__((always_inline)) inline void CrossRowsV(T* C, const T* A, int64_t 
 }
 
 template <typename T>
-using GramRowsFn = void (*)(T*, const T*, int64_t, int64_t, int64_t, int64_t, int64_t,
-                            GramWork&);
+using GramRowsFn = void (*)(T*, int64_t, const T*, int64_t, int64_t, int64_t, int64_t, int64_t,
+                            bool, GramWork&);
 template <typename T>
 using CrossRowsFn = void (*)(T*, const T*, int64_t, const T*, int64_t, int64_t, int64_t,
                              int64_t, int64_t, GramWork&);
@@ -705,14 +1016,14 @@ using CrossRowsFn = void (*)(T*, const T*, int64_t, const T*, int64_t, int64_t, 
 // One function per vector width and type: the kernels above inlined under
 // the width's target, sums contracted to fused multiply-adds.
 #define ORC_GRAM_VARIANT(SUFFIX, ATTRS, WD, WF, MR)                                              \
-  ATTRS void GramRows##SUFFIX(double* G, const double* A, int64_t lda, int64_t f, int64_t k, \
-                              int64_t j0, int64_t j1, GramWork& work) {                      \
-    GramRowsV<double, WD, MR>(G, A, lda, f, k, j0, j1, work);                                    \
-  }                                                                                          \
-  ATTRS void GramRows##SUFFIX(float* G, const float* A, int64_t lda, int64_t f, int64_t k,   \
-                              int64_t j0, int64_t j1, GramWork& work) {                      \
-    GramRowsV<float, WF, MR>(G, A, lda, f, k, j0, j1, work);                                    \
-  }                                                                                          \
+  ATTRS void GramRows##SUFFIX(double* G, int64_t ldg, const double* A, int64_t lda, int64_t f, \
+                              int64_t k, int64_t j0, int64_t j1, bool sub, GramWork& work) {   \
+    GramRowsV<double, WD, MR>(G, ldg, A, lda, f, k, j0, j1, sub, work);                          \
+  }                                                                                            \
+  ATTRS void GramRows##SUFFIX(float* G, int64_t ldg, const float* A, int64_t lda, int64_t f,   \
+                              int64_t k, int64_t j0, int64_t j1, bool sub, GramWork& work) {   \
+    GramRowsV<float, WF, MR>(G, ldg, A, lda, f, k, j0, j1, sub, work);                           \
+  }                                                                                            \
   ATTRS void CrossRows##SUFFIX(double* C, const double* A, int64_t lda, const double* B,     \
                                int64_t ldb, int64_t o, int64_t k, int64_t j0, int64_t j1,    \
                                GramWork& work) {                                             \
@@ -740,23 +1051,9 @@ ORC_GRAM_VARIANT(Avx512, __attribute__((target("avx512f,avx512vl,fma"), ORC_CONT
 // BLAS's order of the sums (the one numpy's X.T @ X uses) is kept for them.
 constexpr int64_t kGramMinFeatures = 64;
 
-// The widest variant this CPU runs (the baseline with ORC_NATIVE_SIMD=0).
-enum class GramIsa { kBase, kAvx2, kAvx512 };
-
-GramIsa PickGramIsa() {
-  static const GramIsa isa = [] {
-#ifdef ORC_X86_DISPATCH
-    if (SimdAllowed()) {
-      __builtin_cpu_init();
-      if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-          __builtin_cpu_supports("fma")) {
-        return GramIsa::kAvx512;
-      }
-      if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return GramIsa::kAvx2;
-    }
-#endif
-    return GramIsa::kBase;
-  }();
+// The Gram kernel's variant: set, or the widest the CPU runs.
+Isa PickGramIsa() {
+  static const Isa isa = Resolve(g_variants.gram, WidestIsa());
   return isa;
 }
 
@@ -768,41 +1065,35 @@ struct GramKernels {
 };
 
 template <typename T>
-GramKernels<T> PickGramKernels() {
+GramKernels<T> GramKernelsOf(Isa isa) {
 #ifdef ORC_X86_DISPATCH
-  if (PickGramIsa() == GramIsa::kAvx512) {
+  if (isa == Isa::kAvx512) {
     return {static_cast<GramRowsFn<T>>(GramRowsAvx512),
             static_cast<CrossRowsFn<T>>(CrossRowsAvx512)};
   }
-  if (PickGramIsa() == GramIsa::kAvx2) {
+  if (isa == Isa::kAvx2) {
     return {static_cast<GramRowsFn<T>>(GramRowsAvx2), static_cast<CrossRowsFn<T>>(CrossRowsAvx2)};
   }
 #endif
+  (void)isa;
   return {static_cast<GramRowsFn<T>>(GramRowsBase), static_cast<CrossRowsFn<T>>(CrossRowsBase)};
 }
 
-const char* GramIsaName() {
-  switch (PickGramIsa()) {
-    case GramIsa::kAvx512:
-      return "avx512";
-    case GramIsa::kAvx2:
-      return "avx2";
-    default:
-      return "baseline";
-  }
+template <typename T>
+GramKernels<T> PickGramKernels() {
+  return GramKernelsOf<T>(PickGramIsa());
 }
 
-// Whether stats_update's float64 Gram goes through the kernel above instead
-// of BLAS: on CPUs with AVX2 and FMA but no AVX-512 (where OpenBLAS keeps
-// its Haswell kernel; measured on Zen 3, see above), not with
-// ORC_NATIVE_SIMD=0. The overlapped fit always uses the kernel (below).
-bool GramKernelOn() { return PickGramIsa() == GramIsa::kAvx2; }
+const char* GramIsaName() { return IsaName(PickGramIsa()); }
 
-// Whether a Gram of f features and element type T goes through the kernel
-// in stats_update.
+// Whether a Gram of f features goes through the kernel above (else BLAS):
+// from kGramMinFeatures on, in stats_update as in the fused fit. Its speed
+// matches or beats OpenBLAS's on one core (see above), it runs on XLA's
+// threads like every other kernel (BLAS would start threads of its own
+// beside them), and its sums do not depend on the number of threads.
 template <typename T>
 bool UsesGramKernel(int64_t f) {
-  return std::is_same_v<T, double> && f >= kGramMinFeatures && GramKernelOn();
+  return f >= kGramMinFeatures;
 }
 
 // Adds rows [a, b) of x (T, C, F) and y (T, C, O) to the statistics of every
@@ -830,7 +1121,7 @@ void AddRows(const Blas<T>& blas, bool own, T* G, T* Cr, const T* X, const T* Y,
     T* Cc = Cr + ci * f * o;
     if (own) {
       if (m > 0) kernels.cross(Cc, A, lda, B, ldb, o, k, j0, j1, work);
-      kernels.gram(Gc, A, lda, f, k, j0, j1, work);
+      kernels.gram(Gc, f, A, lda, f, k, j0, j1, false, work);
       continue;
     }
     if (m > 0) blas.gemm(&no, &tr, &m, &nd, &k, &one, B, &ldb, A + j0, &lda, &one, Cc + j0 * o, &m);
@@ -840,13 +1131,6 @@ void AddRows(const Blas<T>& blas, bool own, T* G, T* Cr, const T* X, const T* Y,
                 &ldg);
     }
   }
-}
-
-// Rows [0, split) of a Gram take as much work (their part of the upper
-// triangle) as rows [split, f): split^2/2 + split (f - split) = (f - split)^2/2
-// at split = (1 - 1/sqrt(2)) f.
-int64_t GramSplit(int64_t f) {
-  return static_cast<int64_t>(static_cast<double>(f) * (1.0 - std::sqrt(0.5)));
 }
 
 // The split s whose rows [0, s) hold the fraction `share` (clamped to
@@ -862,28 +1146,27 @@ int64_t SplitForShare(int64_t f, double share) {
 // Below this much Gram work (rows x features^2) a second thread is not worth it.
 constexpr double kOverlapWork = 1e8;
 
-// AddRows over every column. BLAS threads its routines itself; orc's Gram
-// kernel (where GramKernelOn) runs on two threads that split the Gram rows at
-// GramSplit (one with ORC_NATIVE_THREADS=1 or for little work).
+// AddRows over every column. BLAS (below kGramMinFeatures features) threads
+// its routines itself; orc's Gram kernel runs on the call's workers, the
+// Gram rows cut into pieces of equal work (two per thread, claimed in
+// order; one piece for little work).
 template <typename T>
-void AddAllRows(const Blas<T>& blas, T* G, T* Cr, const T* X, const T* Y, int64_t chunks,
-                int64_t f, int64_t o, int64_t a, int64_t b) {
+void AddAllRows(const Blas<T>& blas, const Workers& workers, T* G, T* Cr, const T* X,
+                const T* Y, int64_t chunks, int64_t f, int64_t o, int64_t a, int64_t b) {
   const double work = static_cast<double>(b - a) * static_cast<double>(f * f) * chunks;
-  GramWork works[2];
   const bool own = UsesGramKernel<T>(f);
-  if (!own || ForceThreads() < 2 || work < kOverlapWork) {
-    AddRows(blas, own, G, Cr, X, Y, chunks, f, o, a, b, 0, f, works[0]);
-    return;
-  }
-  const int64_t split = GramSplit(f);
-  OnThreads(2, [&](int w, int used) {
-    const int64_t j0 = w == 0 ? 0 : split, j1 = (w == 0 && used == 2) ? split : f;
-    AddRows(blas, own, G, Cr, X, Y, chunks, f, o, a, b, j0, j1, works[w]);
+  const int64_t threads = workers.threads();
+  const int64_t pieces = (own && work >= kOverlapWork) ? 2 * threads : 1;
+  std::vector<GramWork> works(static_cast<size_t>(std::min(threads, pieces)));
+  ParallelFor(workers, pieces, [&](int64_t piece, int64_t worker) {
+    const int64_t j0 = SplitForShare(f, static_cast<double>(piece) / pieces);
+    const int64_t j1 = SplitForShare(f, static_cast<double>(piece + 1) / pieces);
+    AddRows(blas, own, G, Cr, X, Y, chunks, f, o, a, b, j0, j1, works[worker]);
   });
 }
 
 template <ffi::DataType DT>
-ffi::Error StatsUpdate(ffi::Buffer<DT> g, ffi::Buffer<DT> c, ffi::Buffer<DT> x,
+ffi::Error StatsUpdate(ffi::ThreadPool pool, ffi::Buffer<DT> g, ffi::Buffer<DT> c, ffi::Buffer<DT> x,
                        ffi::Buffer<DT> y, ffi::ResultBuffer<DT> g_out,
                        ffi::ResultBuffer<DT> c_out, int64_t start, int64_t stop,
                        int64_t chunked) {
@@ -925,8 +1208,9 @@ ffi::Error StatsUpdate(ffi::Buffer<DT> g, ffi::Buffer<DT> c, ffi::Buffer<DT> x,
   if (Cr != c.typed_data()) std::memcpy(Cr, c.typed_data(), sizeof(T) * batch * chunks * f * o);
   if (stop == start || f == 0) return ffi::Error::Success();
   const Blas<T> blas{reinterpret_cast<SyrkFn<T>>(syrk_fn), reinterpret_cast<GemmFn<T>>(gemm_fn)};
+  const Workers workers = Workers::Of(pool);
   for (int64_t b = 0; b < batch; ++b) {
-    AddAllRows(blas, G + b * chunks * f * f, Cr + b * chunks * f * o,
+    AddAllRows(blas, workers, G + b * chunks * f * f, Cr + b * chunks * f * o,
                x.typed_data() + b * rows_total * chunks * f,
                y.typed_data() + b * rows_total * chunks * o, chunks, f, o, start, stop);
   }
@@ -938,6 +1222,7 @@ ffi::Error StatsUpdate(ffi::Buffer<DT> g, ffi::Buffer<DT> c, ffi::Buffer<DT> x,
 #define ORC_STATS_UPDATE(NAME, DT)                      \
   XLA_FFI_DEFINE_HANDLER_SYMBOL(NAME, StatsUpdate<DT>,  \
                                 ffi::Ffi::Bind()        \
+                                    .Ctx<ffi::ThreadPool>() \
                                     .Arg<ffi::Buffer<DT>>() \
                                     .Arg<ffi::Buffer<DT>>() \
                                     .Arg<ffi::Buffer<DT>>() \
@@ -952,35 +1237,28 @@ ORC_STATS_UPDATE(OrcStatsUpdateF32, ffi::F32)
 ORC_STATS_UPDATE(OrcStatsUpdateF64, ffi::F64)
 
 // ---------------------------------------------------------------------------
-// Ridge solve (G + beta I) w = B by LAPACK, in G's own buffer.
+// Ridge solve (G + beta I) w = B in G's own buffer.
 //
 // g is (..., F, F) row-major with only its upper triangle meaningful (what
 // the Gram update maintains); b is (..., F, O), beta has 1 or `batch`
-// elements. The upper triangle of row-major g is the lower triangle of the
-// column-major matrix LAPACK sees, so the Cholesky factor is built in the
-// other one: the row-major lower triangle gets a copy of the upper one, the
-// diagonal gets + beta, and potrf('U') factors there. No copy of the Gram and
-// no factor buffer are made (at F = 4000 those cost 256 MB).
+// elements. The upper triangle is first copied into the lower one (kept for
+// the fallback), the diagonal gets + beta, and orc's Cholesky factorisation
+// (CholeskyUpper below: deterministic, on XLA's threads) factors the upper
+// triangle in place. No copy of the Gram and no factor buffer are made (at
+// F = 4000 those cost 256 MB).
 //
-// When G + beta I is not numerically positive definite (potrf fails: long
-// runs with a tiny beta), the minimum-norm solution is computed from the
-// symmetric eigen-decomposition (syevd, eigenvalues below eps * F * max|w|
-// dropped), again in the same buffer; only then is workspace allocated
-// (2 F^2 elements for syevd, freed on return). g_out (aliasing g) holds the
-// Gram's upper triangle after a Cholesky solve and eigenvectors after the
-// fallback: callers must not read it.
+// When G + beta I is not numerically positive definite (a pivot is not
+// positive: long runs with a tiny beta), the minimum-norm solution is
+// computed from the symmetric eigen-decomposition (LAPACK's syevd from
+// SciPy, eigenvalues below eps * F * max|w| dropped) of the lower triangle's
+// copy, again in the same buffer; only then is workspace allocated (2 F^2
+// elements for syevd, freed on return). g_out (aliasing g) holds the factor
+// or eigenvectors afterwards: callers must not read it.
 //
 // status[i]: 0 Cholesky; 1 minimum-norm fallback; -1 g or b contains NaN/inf
-// (w is NaN); -2 the eigen-decomposition failed too (w is NaN). The LAPACK
-// routines arrive as addresses of SciPy's Fortran-ABI LAPACK
-// (scipy.linalg.cython_lapack).
+// (w is NaN); -2 the eigen-decomposition failed too (w is NaN).
 namespace {
 
-template <typename T>
-using PotrfFn = void (*)(const char*, const int*, T*, const int*, int*);
-template <typename T>
-using PotrsFn = void (*)(const char*, const int*, const int*, const T*, const int*, T*,
-                         const int*, int*);
 template <typename T>
 using SyevdFn = void (*)(const char*, const char*, const int*, T*, const int*, T*, T*,
                          const int*, int*, const int*, int*);
@@ -1006,6 +1284,102 @@ bool MirrorUpper(T* a, int64_t f) {
     }
   }
   return finite;
+}
+
+// Cholesky factor a = U^T U of the symmetric positive definite matrix whose
+// upper triangle is row-major a (f x f, row stride f), written over that
+// triangle; the lower triangle is neither read nor written. Right-looking,
+// in panels of kCholPanel rows: the panel's diagonal block is factored row
+// by row on this thread, the panel's rows right of it are solved in column
+// pieces on the workers, and the triangle below the panel is updated by the
+// Gram kernel (a -= P^T P for the panel's rows P) in row pieces on the
+// workers. Every element is computed by one thread in a fixed order, so
+// the factor is the same bits on any number of threads (LAPACK's potrf in
+// OpenBLAS splits its sums by its thread count: weights then differed in
+// the last bits between BLAS thread counts). Returns 0, or j + 1 when pivot
+// j is not positive and finite (a not numerically positive definite).
+constexpr int64_t kCholPanel = 96;
+// Columns per piece of the panel solve and rows of the trailing update per
+// thread are cut into pieces; below this much update work one thread does it.
+constexpr int64_t kCholPieceColumns = 256;
+constexpr double kCholParallelWork = 4e6;
+
+template <typename T>
+int64_t CholeskyUpper(T* a, int64_t f, const Workers& workers, std::vector<GramWork>& works) {
+  static const GramKernels<T> kernels = PickGramKernels<T>();
+  T inv[kCholPanel];
+  for (int64_t k0 = 0; k0 < f; k0 += kCholPanel) {
+    const int64_t k1 = std::min(f, k0 + kCholPanel), kb = k1 - k0;
+    // the diagonal block, row by row
+    for (int64_t j = k0; j < k1; ++j) {
+      T* rj = a + j * f;
+      const T d = rj[j];
+      if (!(d > T(0)) || !std::isfinite(d)) return j + 1;
+      const T s = std::sqrt(d);
+      rj[j] = s;
+      inv[j - k0] = T(1) / s;
+      for (int64_t l = j + 1; l < k1; ++l) rj[l] *= inv[j - k0];
+      for (int64_t i = j + 1; i < k1; ++i) {
+        T* ri = a + i * f;
+        const T u = rj[i];
+        for (int64_t l = i; l < k1; ++l) ri[l] -= u * rj[l];
+      }
+    }
+    const int64_t m = f - k1;  // columns right of the panel, rows below it
+    if (m == 0) break;
+    // the panel's rows right of the block: U[k0:k1, k1:f] = U_kk^-T a[k0:k1, k1:f]
+    const bool parallel = static_cast<double>(m) * m * kb >= kCholParallelWork;
+    const int64_t col_pieces = (m + kCholPieceColumns - 1) / kCholPieceColumns;
+    ParallelFor(parallel ? workers : Workers(), col_pieces, [&](int64_t piece, int64_t) {
+      const int64_t c0 = k1 + piece * kCholPieceColumns, c1 = std::min(f, c0 + kCholPieceColumns);
+      for (int64_t j = k0; j < k1; ++j) {
+        T* __restrict rj = a + j * f;
+        const T s = inv[j - k0];
+        for (int64_t l = c0; l < c1; ++l) rj[l] *= s;
+        for (int64_t i = j + 1; i < k1; ++i) {
+          T* __restrict ri = a + i * f;
+          const T u = rj[i];
+          for (int64_t l = c0; l < c1; ++l) ri[l] -= u * rj[l];
+        }
+      }
+    });
+    // the trailing triangle: a[k1:f, k1:f] -= P^T P, P = U[k0:k1, k1:f]
+    const int64_t pieces = parallel ? 2 * workers.threads() : 1;
+    ParallelFor(parallel ? workers : Workers(), pieces, [&](int64_t piece, int64_t worker) {
+      const int64_t j0 = SplitForShare(m, static_cast<double>(piece) / pieces);
+      const int64_t j1 = SplitForShare(m, static_cast<double>(piece + 1) / pieces);
+      if (j1 > j0) {
+        kernels.gram(a + k1 * f + k1, f, a + k0 * f + k1, f, m, kb, j0, j1, true,
+                     works[worker]);
+      }
+    });
+  }
+  return 0;
+}
+
+// Solves U^T U x = b for the factor of CholeskyUpper, b and x one vector of
+// f (in place): U^T z = b forward, U x = z backward, both along U's rows.
+template <typename T>
+void CholeskySolveUpper(const T* u, int64_t f, T* x) {
+  for (int64_t j = 0; j < f; ++j) {
+    const T* __restrict rj = u + j * f;
+    const T z = x[j] / rj[j];
+    x[j] = z;
+    for (int64_t l = j + 1; l < f; ++l) x[l] -= rj[l] * z;
+  }
+  for (int64_t j = f - 1; j >= 0; --j) {
+    const T* __restrict rj = u + j * f;
+    T acc[4] = {0, 0, 0, 0};  // four sums in a fixed order
+    int64_t l = j + 1;
+    for (; l + 4 <= f; l += 4) {
+      acc[0] += rj[l] * x[l];
+      acc[1] += rj[l + 1] * x[l + 1];
+      acc[2] += rj[l + 2] * x[l + 2];
+      acc[3] += rj[l + 3] * x[l + 3];
+    }
+    for (; l < f; ++l) acc[0] += rj[l] * x[l];
+    x[j] = (x[j] - ((acc[0] + acc[1]) + (acc[2] + acc[3]))) / rj[j];
+  }
 }
 
 // Minimum-norm solution of (a) x = b from the eigen-decomposition of the
@@ -1049,14 +1423,12 @@ int MinNormSolve(SyevdFn<T> syevd, T* a, int64_t f, int64_t o, const T* b, T* x)
 }
 
 template <ffi::DataType DT>
-ffi::Error RidgeSolve(ffi::Buffer<DT> g, ffi::Buffer<DT> b, ffi::Buffer<DT> beta,
-                      ffi::ResultBuffer<DT> g_out, ffi::ResultBuffer<DT> w,
-                      ffi::ResultBuffer<ffi::S32> status) {
+ffi::Error RidgeSolve(ffi::ThreadPool pool, ffi::Buffer<DT> g, ffi::Buffer<DT> b,
+                      ffi::Buffer<DT> beta, ffi::ResultBuffer<DT> g_out,
+                      ffi::ResultBuffer<DT> w, ffi::ResultBuffer<ffi::S32> status) {
   using T = ffi::NativeType<DT>;
-  void* const potrf_fn = RoutineFor<T>(orc_native::kSpotrf);
-  void* const potrs_fn = RoutineFor<T>(orc_native::kSpotrs);
   void* const syevd_fn = RoutineFor<T>(orc_native::kSsyevd);
-  if (!potrf_fn || !potrs_fn || !syevd_fn) return NoRoutines("ridge_solve");
+  if (!syevd_fn) return NoRoutines("ridge_solve");
   const auto gd = g.dimensions();
   const auto bd = b.dimensions();
   if (gd.size() < 2 || bd.size() != gd.size()) {
@@ -1081,9 +1453,9 @@ ffi::Error RidgeSolve(ffi::Buffer<DT> g, ffi::Buffer<DT> b, ffi::Buffer<DT> beta
     const T* src = g.typed_data();
     for (int64_t i = 0; i < batch * f * f; ++i) G[i] = src[i];
   }
-  const auto potrf = reinterpret_cast<PotrfFn<T>>(potrf_fn);
-  const auto potrs = reinterpret_cast<PotrsFn<T>>(potrs_fn);
   const auto syevd = reinterpret_cast<SyevdFn<T>>(syevd_fn);
+  const Workers workers = Workers::Of(pool);
+  std::vector<GramWork> works(static_cast<size_t>(workers.threads()));
   const T* B = b.typed_data();
   T* W = w->typed_data();
   int32_t* S = status->typed_data();
@@ -1096,34 +1468,27 @@ ffi::Error RidgeSolve(ffi::Buffer<DT> g, ffi::Buffer<DT> b, ffi::Buffer<DT> beta
     const T bt = beta.typed_data()[n_beta == 1 ? 0 : p];
     bool finite = std::isfinite(bt);
     for (int64_t i = 0; i < f * o; ++i) finite &= std::isfinite(bp[i]);
-    finite &= MirrorUpper(gp, f);
+    finite &= MirrorUpper(gp, f);  // the lower triangle keeps G for the fallback
     for (int64_t i = 0; i < f; ++i) {
-      diag[i] = gp[i * f + i];
-      finite &= std::isfinite(diag[i]);
-      gp[i * f + i] = diag[i] + bt;
+      finite &= std::isfinite(gp[i * f + i]);
+      diag[i] = gp[i * f + i] + bt;
+      gp[i * f + i] = diag[i];
     }
     if (!finite) {
       for (int64_t i = 0; i < f * o; ++i) wp[i] = nan;
-      for (int64_t i = 0; i < f; ++i) gp[i * f + i] = diag[i];
       S[p] = -1;
       continue;
     }
-    for (int64_t i = 0; i < f; ++i)  // row-major (F, O) -> column-major
+    for (int64_t i = 0; i < f; ++i)  // row-major (F, O) -> one vector per output
       for (int64_t j = 0; j < o; ++j) rhs[j * f + i] = bp[i * o + j];
-    int info = 0;
-    const int n = static_cast<int>(f), nrhs = static_cast<int>(o);
-    const char uplo = 'U';
-    potrf(&uplo, &n, gp, &n, &info);
-    if (info == 0) {
-      if (o > 0) potrs(&uplo, &n, &nrhs, gp, &n, rhs.data(), &n, &info);
-      for (int64_t i = 0; i < f; ++i) gp[i * f + i] = diag[i];
+    if (CholeskyUpper(gp, f, workers, works) == 0) {
+      for (int64_t j = 0; j < o; ++j) CholeskySolveUpper(gp, f, rhs.data() + j * f);
       S[p] = 0;
     } else {
-      // rebuild G + beta I from the untouched upper triangle and the diagonal
-      MirrorUpper(gp, f);
-      for (int64_t i = 0; i < f; ++i) gp[i * f + i] = diag[i] + bt;
+      // G + beta I again: the lower triangle's copy and the saved diagonal
+      for (int64_t i = 0; i < f; ++i) gp[i * f + i] = diag[i];
       std::vector<T> sol(f * o);
-      info = MinNormSolve(syevd, gp, f, o, rhs.data(), sol.data());
+      const int info = MinNormSolve(syevd, gp, f, o, rhs.data(), sol.data());
       rhs.swap(sol);
       S[p] = info == 0 ? 1 : -2;
     }
@@ -1138,6 +1503,7 @@ ffi::Error RidgeSolve(ffi::Buffer<DT> g, ffi::Buffer<DT> b, ffi::Buffer<DT> beta
 #define ORC_RIDGE_SOLVE(NAME, DT)                                   \
   XLA_FFI_DEFINE_HANDLER_SYMBOL(NAME, RidgeSolve<DT>,               \
                                 ffi::Ffi::Bind()                    \
+                                    .Ctx<ffi::ThreadPool>()         \
                                     .Arg<ffi::Buffer<DT>>()         \
                                     .Arg<ffi::Buffer<DT>>()         \
                                     .Arg<ffi::Buffer<DT>>()         \
@@ -1163,14 +1529,6 @@ ORC_RIDGE_SOLVE(OrcRidgeSolveF64, ffi::F64)
 // of steps, so the per-step cost of XLA's loop, the separate activation pass
 // and the thread hand-off of a per-step custom call are all gone.
 namespace {
-
-inline void SpinPause() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  std::this_thread::yield();
-#endif
-}
 
 // expm1(y) = exp(y) - 1 for y in [-40, 0], vectorisable (no calls, no
 // branches): Cody-Waite reduction y = k ln2 + r, |r| <= ln2/2, a degree-13
@@ -1245,16 +1603,16 @@ __attribute__((target("avx2,fma"))) void TanhAvx2(double* __restrict z, int64_t 
 }
 #endif
 
-TanhFn PickTanh() {
+TanhFn TanhOf(Isa isa) {
 #ifdef ORC_X86_DISPATCH
-  if (SimdAllowed()) {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return TanhAvx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return TanhAvx2;
-  }
+  if (isa == Isa::kAvx512) return TanhAvx512;
+  if (isa == Isa::kAvx2) return TanhAvx2;
 #endif
+  (void)isa;
   return TanhBaseline;
 }
+
+TanhFn PickTanh() { return TanhOf(Resolve(g_variants.tanh, WidestIsa())); }
 
 void TanhInPlace(double* z, int64_t m) {
   static const TanhFn tanh = PickTanh();
@@ -1360,6 +1718,20 @@ struct alignas(64) StepCounter {
   }
 };
 
+// run(w, used) on this thread (w = 0) and, when `share` and the workers
+// allow, on one helper task (w = 1) at the same time; `used` is how many
+// run it (1 when the helper did not start within kJoinMicros). Both halves
+// wait for each other's steps, so the split is fixed before either starts.
+template <typename F>
+void OnStepThreads(const Workers& workers, bool share, const F& run) {
+  if (!share || workers.threads() < 2) {
+    run(0, 1);
+    return;
+  }
+  Helper helper(workers, [&run] { run(1, 2); });
+  run(0, helper.AwaitStart(kJoinMicros) ? 2 : 1);
+}
+
 // Maps the pages of a run's fresh output a few MiB ahead of the steps that
 // write them. XLA hands every call a new buffer, so each of its pages is
 // mapped on first write: one trap per 4 KiB page, 0.2-0.3 s for the 320 MB
@@ -1423,16 +1795,17 @@ class PagesAhead {
 // other thread has finished step t - 1 (whose states it reads). One
 // hand-over per step and thread: claiming 128-row units dynamically cost 30
 // contended atomic operations per step, a third of the step at res_dim 2000.
-// With max_threads 1 (or a small reservoir) this thread runs every row and,
-// when `progress` is given, publishes the number of finished steps there
-// after each step.
+// The second thread is a helper task on the workers; when it has not
+// started within kJoinMicros (a busy pool), this thread runs every row. With
+// one worker (or a small reservoir) this thread runs every row and, when
+// `progress` is given, publishes the number of finished steps there after
+// each step.
 template <typename T>
 void RunEsn(const T* V, const int32_t* I, int64_t n, int64_t k, int64_t chunks, int64_t steps,
-            const Drive<T>& drive, const T* R0, T* Y, T leak, int max_threads,
+            const Drive<T>& drive, const T* R0, T* Y, T leak, const Workers& workers,
             std::atomic<int64_t>* progress = nullptr) {
   const int64_t width = chunks * n;  // state elements per step
   if (steps == 0 || width == 0) return;
-  const int threads = (max_threads > 1 && n * k * chunks >= kEsnParallelNonzeros && width >= 2) ? 2 : 1;
   StepCounter counters[2];
   PagesAhead pages(Y, steps, width * static_cast<int64_t>(sizeof(T)));
   auto run = [=, &counters, &pages](int w, int used) {
@@ -1449,7 +1822,7 @@ void RunEsn(const T* V, const int32_t* I, int64_t n, int64_t k, int64_t chunks, 
       if (progress != nullptr && used == 1) progress->store(t + 1, std::memory_order_release);
     }
   };
-  OnThreads(threads, run);
+  OnStepThreads(workers, n * k * chunks >= kEsnParallelNonzeros && width >= 2, run);
 }
 
 // Checks the operands of a run: values/indices (..., n, k) with leading chunk
@@ -1482,7 +1855,7 @@ ffi::Error EsnShapes(const VB& values, const IB& indices, const DB& drive, const
 }
 
 template <ffi::DataType DT>
-ffi::Error EsnRun(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices,
+ffi::Error EsnRun(ffi::ThreadPool pool, ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices,
                   ffi::Buffer<DT> drive, ffi::Buffer<DT> r0, ffi::Buffer<DT> leak_buf,
                   ffi::ResultBuffer<DT> out) {
   using T = ffi::NativeType<DT>;
@@ -1498,7 +1871,7 @@ ffi::Error EsnRun(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices,
   Drive<T> d;
   d.p = drive.typed_data();
   RunEsn<T>(values.typed_data(), indices.typed_data(), n, k, chunks, steps, d, r0.typed_data(),
-            out->typed_data(), leak_buf.typed_data()[0], ForceThreads());
+            out->typed_data(), leak_buf.typed_data()[0], Workers::Of(pool));
   return ffi::Error::Success();
 }
 
@@ -1507,6 +1880,7 @@ ffi::Error EsnRun(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices,
 #define ORC_ESN_RUN(NAME, DT)                                     \
   XLA_FFI_DEFINE_HANDLER_SYMBOL(NAME, EsnRun<DT>,                 \
                                 ffi::Ffi::Bind()                  \
+                                    .Ctx<ffi::ThreadPool>()       \
                                     .Arg<ffi::Buffer<DT>>()       \
                                     .Arg<ffi::Buffer<ffi::S32>>() \
                                     .Arg<ffi::Buffer<DT>>()       \
@@ -1563,7 +1937,7 @@ constexpr int64_t kFitBlockOwn = 256;
 
 
 template <ffi::DataType DT>
-ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Buffer<DT> win,
+ffi::Error EsnFit(ffi::ThreadPool pool, ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Buffer<DT> win,
                   ffi::Buffer<DT> u, ffi::Buffer<DT> bias_buf, ffi::Buffer<DT> r0,
                   ffi::Buffer<DT> leak_buf, ffi::Buffer<DT> g, ffi::Buffer<DT> c,
                   ffi::Buffer<DT> y, ffi::ResultBuffer<DT> out, ffi::ResultBuffer<DT> g_out,
@@ -1635,22 +2009,26 @@ ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Bu
             p == 0 ? split : f, work);
   };
   GramWork mine, theirs;
-  auto one_thread = [&]() {
-    RunEsn<T>(V, I, n, k, chunks, steps, drive, R0, X, leak, ForceThreads());
+  const Workers workers = Workers::Of(pool);
+  const double work = static_cast<double>(stop - start) * static_cast<double>(f * f) * chunks;
+  const bool overlap = own && workers.threads() > 1 && work >= kOverlapWork && nblocks > 0;
+  if (!overlap) {
+    RunEsn<T>(V, I, n, k, chunks, steps, drive, R0, X, leak, workers);
     for (int64_t j = 0; j < nblocks; ++j) {
       add_panel(j, 0, mine);
       add_panel(j, 1, mine);
     }
-  };
-  const double work = static_cast<double>(stop - start) * static_cast<double>(f * f) * chunks;
-  std::thread helper;
+    return ffi::Error::Success();
+  }
   std::atomic<int64_t> forced{0};    // steps the run has finished
   std::atomic<int64_t> claim0{0};    // next block of panel 0 to claim
   std::atomic<int64_t> done0{0};     // blocks of panel 0 added
   std::atomic<bool> ended{false};    // the run is over: panel 0 goes to this thread
-  // The helper adds finished blocks (panel 0 then panel 1) while the run goes
-  // on; once it is over, this thread takes the panel-0 blocks left, in order,
-  // and the helper the panel-1 blocks left (panel 1 is the helper's alone).
+  // The helper (a task on XLA's pool) adds finished blocks (panel 0 then
+  // panel 1) while the run goes on; once the run is over, this thread takes
+  // the panel-0 blocks left, in order, and the helper the panel-1 blocks
+  // left. A helper that has not started by then never does: this thread
+  // adds every block itself, as on one thread.
   auto helper_work = [&]() {
     int64_t j = 0, spins = 0;
     while (j < nblocks && !ended.load(std::memory_order_acquire)) {
@@ -1673,28 +2051,21 @@ ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Bu
     }
     for (; j < nblocks; ++j) add_panel(j, 1, theirs);
   };
-  const bool overlap = own && ForceThreads() > 1 && work >= kOverlapWork && nblocks > 0;
-  if (overlap) {
-    try {
-      helper = std::thread(helper_work);
-    } catch (const std::system_error&) {
-      // no thread to be had: run and statistics one after the other
-    }
+  Helper helper(workers, helper_work);
+  RunEsn<T>(V, I, n, k, chunks, steps, drive, R0, X, leak, Workers(), &forced);
+  ended.store(true, std::memory_order_release);
+  for (;;) {
+    int64_t j = claim0.load(std::memory_order_acquire);
+    if (j >= nblocks) break;
+    if (!claim0.compare_exchange_weak(j, j + 1, std::memory_order_acq_rel)) continue;
+    while (done0.load(std::memory_order_acquire) < j) SpinPause();
+    add_panel(j, 0, mine);
+    done0.store(j + 1, std::memory_order_release);
   }
-  if (!helper.joinable()) {
-    one_thread();
+  if (helper.Started()) {
+    helper.Finish();
   } else {
-    RunEsn<T>(V, I, n, k, chunks, steps, drive, R0, X, leak, 1, &forced);
-    ended.store(true, std::memory_order_release);
-    for (;;) {
-      int64_t j = claim0.load(std::memory_order_acquire);
-      if (j >= nblocks) break;
-      if (!claim0.compare_exchange_weak(j, j + 1, std::memory_order_acq_rel)) continue;
-      while (done0.load(std::memory_order_acquire) < j) SpinPause();
-      add_panel(j, 0, mine);
-      done0.store(j + 1, std::memory_order_release);
-    }
-    helper.join();
+    for (int64_t j = 0; j < nblocks; ++j) add_panel(j, 1, mine);
   }
   return ffi::Error::Success();
 }
@@ -1704,6 +2075,7 @@ ffi::Error EsnFit(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Bu
 #define ORC_ESN_FIT(NAME, DT)                                     \
   XLA_FFI_DEFINE_HANDLER_SYMBOL(NAME, EsnFit<DT>,                 \
                                 ffi::Ffi::Bind()                  \
+                                    .Ctx<ffi::ThreadPool>()       \
                                     .Arg<ffi::Buffer<DT>>()       \
                                     .Arg<ffi::Buffer<ffi::S32>>() \
                                     .Arg<ffi::Buffer<DT>>()       \
@@ -1763,7 +2135,7 @@ void LinearReadoutRows(const T* __restrict wout, const T* __restrict x, int64_t 
 }
 
 template <ffi::DataType DT>
-ffi::Error EsnForecast(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Buffer<DT> win,
+ffi::Error EsnForecast(ffi::ThreadPool pool, ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ffi::Buffer<DT> win,
                        ffi::Buffer<ffi::S32> window, ffi::Buffer<DT> bias_buf,
                        ffi::Buffer<DT> wout, ffi::Buffer<DT> r0, ffi::Buffer<DT> leak_buf,
                        ffi::ResultBuffer<DT> out) {
@@ -1808,8 +2180,6 @@ ffi::Error EsnForecast(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ff
   base.w = w;
   base.bias = bias_buf.typed_data()[0];
 
-  const int threads =
-      (ForceThreads() > 1 && n * k * chunks >= kEsnParallelNonzeros && width >= 2) ? 2 : 1;
   StepCounter counters[2];
   auto run = [&](int me, int used) {
     const int64_t lo = me * width / used, hi = (me + 1) * width / used;
@@ -1831,7 +2201,7 @@ ffi::Error EsnForecast(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ff
       mine.steps.store(t + 1, std::memory_order_release);
     }
   };
-  OnThreads(threads, run);
+  OnStepThreads(Workers::Of(pool), n * k * chunks >= kEsnParallelNonzeros && width >= 2, run);
   return ffi::Error::Success();
 }
 
@@ -1840,6 +2210,7 @@ ffi::Error EsnForecast(ffi::Buffer<DT> values, ffi::Buffer<ffi::S32> indices, ff
 #define ORC_ESN_FORECAST(NAME, DT)                                \
   XLA_FFI_DEFINE_HANDLER_SYMBOL(NAME, EsnForecast<DT>,            \
                                 ffi::Ffi::Bind()                  \
+                                    .Ctx<ffi::ThreadPool>()       \
                                     .Arg<ffi::Buffer<DT>>()       \
                                     .Arg<ffi::Buffer<ffi::S32>>() \
                                     .Arg<ffi::Buffer<DT>>()       \
@@ -1877,10 +2248,191 @@ const char* TanhVariant() {
   return "baseline";
 }
 
-bool GramKernel() { return GramKernelOn(); }
-
 const char* GramVariant() { return GramIsaName(); }
 
-int Threads() { return ForceThreads(); }
+int64_t PoolThreads() { return g_pool_threads.load(std::memory_order_relaxed); }
+
+int64_t ThreadLimit() { return ThreadCap(); }
+
+}  // namespace orc_native
+
+// ---------------------------------------------------------------------------
+// Calibration: which variant is fastest on this machine, measured. Run by
+// the build (the orc_calibrate program, see CMakeLists.txt), whose output
+// becomes calibration.txt next to the module; `orc info --calibrate` runs it
+// again and prints what it finds. Each candidate runs on a fixed synthetic
+// workload of about a reservoir's size; the best of several repeats counts.
+// A few seconds at most.
+namespace {
+
+// The variant to run from measured times: times[c] is candidate c's (c = 0
+// the portable one); a wider candidate must beat every narrower pick by
+// `margin` (a fraction: noise must not flip a choice) to be taken.
+size_t ChooseFastest(const std::vector<double>& times, double margin = 0.03) {
+  size_t best = 0;
+  for (size_t c = 1; c < times.size(); ++c) {
+    if (times[c] < times[best] * (1.0 - margin)) best = c;
+  }
+  return best;
+}
+
+// The ELL choice from times[c][j] of candidate c (c = 0 the scalar loop) at
+// row lengths ks[j] (increasing): a vector candidate qualifies from the
+// shortest length on from which it beats the scalar loop by `margin` at
+// every longer one; of those qualifying at the longest length, the fastest
+// there is taken. Returns {candidate, shortest length} ({0, 0}: scalar).
+std::pair<size_t, int64_t> ChooseEll(const std::vector<std::vector<double>>& times,
+                                     const std::vector<int64_t>& ks, double margin = 0.03) {
+  std::pair<size_t, int64_t> pick{0, 0};
+  double best = 0;
+  const size_t last = ks.size() - 1;
+  for (size_t c = 1; c < times.size(); ++c) {
+    size_t from = ks.size();
+    while (from > 0 && times[c][from - 1] < times[0][from - 1] * (1.0 - margin)) --from;
+    if (from == ks.size()) continue;  // loses at the longest rows
+    if (pick.first == 0 || times[c][last] < best) {
+      pick = {c, ks[from]};
+      best = times[c][last];
+    }
+  }
+  return pick;
+}
+
+// Best of `repeats` runs of fn, in microseconds (after one run to warm up).
+template <typename F>
+double BestMicros(int repeats, const F& fn) {
+  fn();
+  double best = 1e300;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    const auto t1 = std::chrono::steady_clock::now();
+    best = std::min(best, std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  return best;
+}
+
+// The candidates this CPU runs, portable first.
+std::vector<Isa> Candidates() {
+  std::vector<Isa> out = {Isa::kBase};
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (SimdAllowed() && CpuRuns(isa)) out.push_back(isa);
+  }
+  return out;
+}
+
+// Deterministic pseudo-random numbers for the workloads (no <random> state
+// shared with anything).
+struct Lcg {
+  uint64_t s = 0x9E3779B97F4A7C15ull;
+  uint64_t Next() {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    return s >> 11;
+  }
+  double Uniform() { return static_cast<double>(Next()) / 9007199254740992.0 - 0.5; }
+};
+
+template <typename T>
+std::string CalibrateEll(const char* key, std::string& notes) {
+  const int64_t n = 2000;
+  const std::vector<int64_t> ks = {4, 8, 12, 16, 24, 40};
+  const std::vector<Isa> cands = Candidates();
+  Lcg rng;
+  std::vector<T> x(n), z(n);
+  for (auto& e : x) e = static_cast<T>(rng.Uniform());
+  std::vector<std::vector<double>> times(cands.size(), std::vector<double>(ks.size()));
+  for (size_t j = 0; j < ks.size(); ++j) {
+    const int64_t k = ks[j];
+    std::vector<T> v(n * k);
+    std::vector<int32_t> idx(n * k);
+    for (auto& e : v) e = static_cast<T>(rng.Uniform());
+    for (auto& e : idx) e = static_cast<int32_t>(rng.Next() % n);
+    for (size_t c = 0; c < cands.size(); ++c) {
+      const EllRowsFn<T> fn = c == 0 ? static_cast<EllRowsFn<T>>(EllRowsScalar<T>)
+                                     : EllRowsOf<T>(cands[c]);
+      times[c][j] = BestMicros(15, [&] { fn(v.data(), idx.data(), k, x.data(), z.data(), 0, n); });
+    }
+  }
+  const auto pick = ChooseEll(times, ks);
+  notes += std::string("# ") + key + ", us per product of 2000 rows, by entries per row:\n";
+  for (size_t c = 0; c < cands.size(); ++c) {
+    notes += std::string("#   ") + IsaName(cands[c], true);
+    for (size_t j = 0; j < ks.size(); ++j) {
+      notes += " k" + std::to_string(ks[j]) + "=" + std::to_string(times[c][j]).substr(0, 6);
+    }
+    notes += "\n";
+  }
+  std::string line = std::string(key) + "=" + IsaName(cands[pick.first], true);
+  if (pick.first != 0) line += ":" + std::to_string(pick.second);
+  return line + "\n";
+}
+
+}  // namespace
+
+namespace orc_native {
+
+std::string Calibrate() {
+  std::string notes, lines;
+  lines += CalibrateEll<double>("ell_f64", notes);
+  lines += CalibrateEll<float>("ell_f32", notes);
+  const std::vector<Isa> cands = Candidates();
+  {  // the activation over a reservoir's worth of values
+    Lcg rng;
+    std::vector<double> z(4096), src(4096);
+    for (auto& e : src) e = 8 * rng.Uniform();
+    std::vector<double> times;
+    for (Isa isa : cands) {
+      const TanhFn fn = TanhOf(isa);
+      times.push_back(BestMicros(30, [&] {
+        std::copy(src.begin(), src.end(), z.begin());
+        fn(z.data(), static_cast<int64_t>(z.size()));
+      }));
+    }
+    notes += "# tanh, us per 4096 values:";
+    for (size_t c = 0; c < cands.size(); ++c) {
+      notes += std::string(" ") + IsaName(cands[c]) + "=" + std::to_string(times[c]).substr(0, 6);
+    }
+    notes += "\n";
+    lines += std::string("tanh=") + IsaName(cands[ChooseFastest(times)]) + "\n";
+  }
+  {  // a Gram update of 256 rows of 512 features, float64
+    const int64_t f = 512, k = 256;
+    Lcg rng;
+    std::vector<double> a(k * f), g(f * f);
+    for (auto& e : a) e = rng.Uniform();
+    std::vector<double> times;
+    GramWork work;
+    for (Isa isa : cands) {
+      const GramKernels<double> kernels = GramKernelsOf<double>(isa);
+      times.push_back(BestMicros(5, [&] {
+        kernels.gram(g.data(), f, a.data(), f, f, k, 0, f, false, work);
+      }));
+    }
+    notes += "# gram, us per update of 256 rows x 512 features (float64):";
+    for (size_t c = 0; c < cands.size(); ++c) {
+      notes += std::string(" ") + IsaName(cands[c]) + "=" + std::to_string(times[c]).substr(0, 7);
+    }
+    notes += "\n";
+    lines += std::string("gram=") + IsaName(cands[ChooseFastest(times)]) + "\n";
+  }
+  return "# orc native kernel calibration (measured by orc_calibrate at build time)\n" + notes +
+         lines;
+}
+
+std::string ActiveVariants() {
+  const EllRowsChoice<double> d = PickEllRows<double>();
+  const EllRowsChoice<float> f = PickEllRows<float>();
+  auto ell = [](const char* name, int64_t min_k) {
+    return std::string(name) + (std::string(name) == "scalar" ? "" : ":" + std::to_string(min_k));
+  };
+  const Isa dt = d.vector == nullptr ? Isa::kBase
+                 : d.vector == EllRowsOf<double>(Isa::kAvx512) ? Isa::kAvx512
+                                                               : Isa::kAvx2;
+  const Isa ft = f.vector == nullptr ? Isa::kBase
+                 : f.vector == EllRowsOf<float>(Isa::kAvx512) ? Isa::kAvx512
+                                                              : Isa::kAvx2;
+  return "ell_f64=" + ell(IsaName(dt, true), d.min_k) + " ell_f32=" + ell(IsaName(ft, true), f.min_k) +
+         " tanh=" + TanhVariant() + " gram=" + GramIsaName();
+}
 
 }  // namespace orc_native

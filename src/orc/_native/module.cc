@@ -7,8 +7,11 @@
 //                       routines, from scipy.linalg.cython_blas/_lapack's
 //                       __pyx_capi__ (a capsule's pointer is the routine)
 //   routines()          {name: whether it is set}
-//   config()            {"ell": ..., "tanh": ..., "gram_kernel": ..., "gram": ...,
-//                        "threads": ...}
+//   config()            {"ell": ..., "tanh": ..., "gram": ..., "pool_threads": ...,
+//                        "thread_limit": ..., "variants": ...}
+//   set_variants(str)   variants from a spec (calibration.txt next to this
+//                       module, ORC_NATIVE_VARIANTS); ValueError if invalid
+//   calibrate()         measure the variants here; a spec with comments
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -70,10 +73,35 @@ PyObject* Routines(PyObject*, PyObject*) {
 }
 
 PyObject* Config(PyObject*, PyObject*) {
-  return Py_BuildValue("{s:s,s:s,s:O,s:s,s:i}", "ell", orc_native::EllVariant(), "tanh",
-                       orc_native::TanhVariant(), "gram_kernel",
-                       orc_native::GramKernel() ? Py_True : Py_False, "gram",
-                       orc_native::GramVariant(), "threads", orc_native::Threads());
+  const std::string variants = orc_native::ActiveVariants();
+  return Py_BuildValue("{s:s,s:s,s:s,s:L,s:L,s:s}", "ell", orc_native::EllVariant(), "tanh",
+                       orc_native::TanhVariant(), "gram", orc_native::GramVariant(),
+                       "pool_threads", static_cast<long long>(orc_native::PoolThreads()),
+                       "thread_limit", static_cast<long long>(orc_native::ThreadLimit()),
+                       "variants", variants.c_str());
+}
+
+PyObject* SetVariants(PyObject*, PyObject* spec) {
+  if (!PyUnicode_Check(spec)) {
+    PyErr_SetString(PyExc_TypeError, "set_variants: expected a str");
+    return nullptr;
+  }
+  const char* text = PyUnicode_AsUTF8(spec);
+  if (text == nullptr) return nullptr;
+  const std::string error = orc_native::SetVariants(text);
+  if (!error.empty()) {
+    PyErr_SetString(PyExc_ValueError, error.c_str());
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* Calibrate(PyObject*, PyObject*) {
+  std::string text;
+  Py_BEGIN_ALLOW_THREADS
+  text = orc_native::Calibrate();
+  Py_END_ALLOW_THREADS
+  return PyUnicode_FromString(text.c_str());
 }
 
 PyMethodDef kMethods[] = {
@@ -81,6 +109,8 @@ PyMethodDef kMethods[] = {
     {"set_routines", SetRoutines, METH_O, "Set the BLAS/LAPACK routines from capsules."},
     {"routines", Routines, METH_NOARGS, "Routine name -> whether it is set."},
     {"config", Config, METH_NOARGS, "The kernel variants picked on this CPU."},
+    {"set_variants", SetVariants, METH_O, "Set kernel variants from a spec (before any call)."},
+    {"calibrate", Calibrate, METH_NOARGS, "Measure the variants; a spec with comments."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -4,6 +4,9 @@
 #ifndef ORC_NATIVE_H_
 #define ORC_NATIVE_H_
 
+#include <cstdint>
+#include <string>
+
 #include "xla/ffi/api/c_api.h"
 
 namespace orc_native {
@@ -11,7 +14,7 @@ namespace orc_native {
 // BLAS/LAPACK routines (Fortran ABI), single precision first, its double
 // twin right after it.
 enum Routine {
-  kSsyrk, kDsyrk, kSgemm, kDgemm, kSpotrf, kDpotrf, kSpotrs, kDpotrs, kSsyevd, kDsyevd,
+  kSsyrk, kDsyrk, kSgemm, kDgemm, kSsyevd, kDsyevd,
   kRoutineCount
 };
 extern const char* const kRoutineNames[kRoutineCount];
@@ -19,15 +22,26 @@ void SetRoutine(int which, void* fn);
 void* GetRoutine(int which);
 
 // The sparse-row variant picked for float64 ("avx512", "avx2", "scalar"),
-// the activation's ("avx512", "avx2", "baseline"), whether stats_update's
-// float64 Gram runs orc's own kernel instead of BLAS, that kernel's variant
-// ("avx512", "avx2", "baseline"; the overlapped fit always runs it), and the
-// threads a call may use.
+// the activation's ("avx512", "avx2", "baseline"), the Gram kernel's
+// ("avx512", "avx2", "baseline"; statistics of 64 features or more and the
+// Cholesky factorisation run it), the threads of XLA's pool at the last
+// kernel call (0 before any) and the cap ORC_NATIVE_THREADS puts on them (0:
+// none).
 const char* EllVariant();
 const char* TanhVariant();
-bool GramKernel();
 const char* GramVariant();
-int Threads();
+int64_t PoolThreads();
+int64_t ThreadLimit();
+
+// The variants every kernel runs, as a spec SetVariants takes
+// ("ell_f64=avx512:16 ell_f32=... tanh=... gram=...").
+std::string ActiveVariants();
+// Sets variants from a spec (calibration.txt, ORC_NATIVE_VARIANTS) before
+// any kernel runs; "" or what is wrong (then nothing is set).
+std::string SetVariants(const std::string& spec);
+// Measures the variants this CPU runs; a spec with the fastest, its
+// measurements as comments.
+std::string Calibrate();
 
 }  // namespace orc_native
 

@@ -1,0 +1,145 @@
+"""Which variant each native kernel runs: measured at build time, fixed per
+process, overridable.
+
+`pip install` runs ``orc_calibrate`` after building the kernels and installs
+its ``calibration.txt`` next to the module; ``orc._native`` loads it at import
+(a strict ``key=value`` parser in the kernels, nothing executed), then applies
+``ORC_NATIVE_VARIANTS`` over it. The selection logic itself is unit-tested in
+C++ (``tests/native/kernels_test.cc``, ``TestVariantChoice``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from orc import _native
+
+pytestmark = pytest.mark.skipif(
+    not _native.native_available(), reason="native kernels off (ORC_NATIVE=0)"
+)
+
+_REPORT = textwrap.dedent(
+    """
+    import json, warnings, jax
+    jax.config.update("jax_enable_x64", True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import orc
+        from orc import _native
+        model = orc.forecaster.ESNForecaster(3, 300, seed=0)
+        u = jax.numpy.asarray(orc.data.lorenz63(tN=25, dt=0.01)[0])
+        trained, states = orc.forecaster.train_ESNForecaster(model, u, spinup=100)
+        forecast = trained.forecast(20, states[-1])
+        config = _native.native_config()
+    print(json.dumps({
+        "variants": config["variants"],
+        "from": config["variants_from"],
+        "forecast": [float(v) for v in forecast.ravel()],
+        "warnings": [str(w.message) for w in caught],
+    }))
+    """
+)
+
+
+@functools.cache
+def _default_report() -> str:
+    return json.dumps(_report())
+
+
+def _report(**env) -> dict:
+    full = {k: v for k, v in os.environ.items() if k != "ORC_NATIVE_VARIANTS"}
+    full.update(env)
+    proc = subprocess.run(
+        [sys.executable, "-c", _REPORT], env=full, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _calibration_file() -> str:
+    return os.path.join(
+        os.path.dirname(_native._state["module"].__file__), "calibration.txt"
+    )
+
+
+def test_the_install_measured_the_variants():
+    """The build left calibration.txt beside the module, every line a
+    comment or a key=value the kernels accept, and a process without
+    ORC_NATIVE_VARIANTS runs exactly what it names."""
+    path = _calibration_file()
+    assert os.path.isfile(path), f"no calibration.txt next to the module: {path}"
+    with open(path, encoding="ascii") as f:
+        text = f.read()
+    spec = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        key, value = line.split("=")
+        spec[key] = value
+    assert set(spec) == {"ell_f64", "ell_f32", "tanh", "gram"}, text
+    assert "us per" in text  # the measurements are kept as comments
+    report = _report()
+    assert report["from"] == "the build's calibration", report
+    running = dict(word.split("=") for word in report["variants"].split())
+    assert running == spec, (running, spec)
+
+
+def test_environment_overrides_and_changes_only_rounding():
+    default = json.loads(_default_report())
+    portable = _report(
+        ORC_NATIVE_VARIANTS="ell_f64=scalar,ell_f32=scalar tanh=baseline gram=baseline"
+    )
+    assert portable["variants"] == (
+        "ell_f64=scalar ell_f32=scalar tanh=baseline gram=baseline"
+    ), portable
+    assert portable["from"].endswith("ORC_NATIVE_VARIANTS"), portable
+    assert not portable["warnings"], portable["warnings"]
+    # other arithmetic (sums in another order, no FMA), the same model: the
+    # weights of a ridge fit with beta = 8e-8 move with rounding (1e-5
+    # relative here), its forecast does not
+    a, b = default["forecast"], portable["forecast"]
+    scale = max(abs(v) for v in a)
+    assert 0 < max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1e-6 * scale
+
+
+@pytest.mark.parametrize(
+    "spec, says",
+    [
+        ("ell_f64=gather:8", "not one of scalar, avx2, avx512"),
+        ("tanh=fast", "not one of baseline, avx2, avx512"),
+        ("colour=blue", "unknown key 'colour'"),
+        ("ell_f64=avx2", "needs the shortest row"),
+    ],
+)
+def test_a_bad_override_is_reported_and_ignored(spec, says):
+    report = _report(ORC_NATIVE_VARIANTS=spec)
+    assert any(
+        "ignoring ORC_NATIVE_VARIANTS" in w and says in w for w in report["warnings"]
+    ), report["warnings"]
+    assert report["variants"] == json.loads(_default_report())["variants"]
+
+
+def test_variants_are_fixed_once_kernels_ran():
+    _native.native_config()  # has run a kernel in this process
+    with pytest.raises(ValueError, match="already run"):
+        _native._state["module"].set_variants("tanh=baseline")
+
+
+def test_cli_info_calibrate_measures_now():
+    proc = subprocess.run(
+        [sys.executable, "-m", "orc.cli", "info", "--calibrate"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "variants" in out and "Measured now" in out, out
+    for key in ("ell_f64=", "ell_f32=", "tanh=", "gram="):
+        assert key in out.split("Measured now")[1], out
