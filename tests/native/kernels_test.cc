@@ -679,6 +679,9 @@ void TestVariantChoice() {
   pick = ChooseEll({{1, 2, 4, 10}, {0.5, 1, 2, 7}, {2, 3, 3, 5}}, ks);
   CHECK(pick.first == 2 && pick.second == 16, "ell: avx512 from 16 (got %zu:%" PRId64 ")",
         pick.first, pick.second);
+  // two candidates within the margin at the longest rows: the wider
+  pick = ChooseEll({{1, 2, 4, 10}, {0.5, 1, 2, 5.0}, {2, 3, 3, 5.1}}, ks);
+  CHECK(pick.first == 2, "ell: a wider candidate within the margin is taken");
   // winning everywhere: from the shortest length
   pick = ChooseEll({{1, 2, 4, 10}, {0.5, 1, 2, 5}}, ks);
   CHECK(pick.first == 1 && pick.second == 4, "ell: from 4");
@@ -709,7 +712,7 @@ void TestVariantChoice() {
   CHECK(!orc_native::SetVariants("gram=avx2").empty(), "avx2 accepted by a portable build");
 #endif
   g_variants = saved;
-  std::printf("variant choice: %d cases\n", cases + 3);
+  std::printf("variant choice: %d cases\n", cases + 4);
 }
 
 }  // namespace
