@@ -34,19 +34,15 @@ int g_failures = 0;
     }                                                                \
   } while (0)
 
-#ifdef ORC_X86_DISPATCH
-// What the variant lists below may run on this CPU (every AVX-512 CPU also
-// has AVX-512VL and FMA, which the AVX-512 variants are compiled for).
-bool HasAvx2Fma() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+// The vector variants the lists below test: those this CPU and build run
+// (the kernels' own CpuRuns, whatever ORC_NATIVE_SIMD says).
+std::vector<Isa> VectorIsas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (CpuRuns(isa)) out.push_back(isa);
+  }
+  return out;
 }
-bool HasAvx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("fma");
-}
-#endif
 
 // ------------------------------------------------------------------ workers
 // Schedulers standing in for XLA's pool: a thread per task (joined when the
@@ -157,12 +153,7 @@ std::vector<std::pair<const char*, EllRowsFn<T>>> EllVariants() {
   std::vector<std::pair<const char*, EllRowsFn<T>>> out = {
       {"scalar", static_cast<EllRowsFn<T>>(EllRowsScalar<T>)},
       {"dispatch", static_cast<EllRowsFn<T>>(EllRows<T>)}};
-#ifdef ORC_X86_DISPATCH
-  if (HasAvx2Fma())
-    out.push_back({"avx2", static_cast<EllRowsFn<T>>(EllRowsAvx2)});
-  if (HasAvx512())
-    out.push_back({"avx512", static_cast<EllRowsFn<T>>(EllRowsAvx512)});
-#endif
+  for (Isa isa : VectorIsas()) out.push_back({IsaName(isa), EllRowsOf<T>(isa)});
   return out;
 }
 
@@ -231,11 +222,7 @@ double UlpDistance(double a, double b) {
 
 std::vector<std::pair<const char*, TanhFn>> TanhVariants() {
   std::vector<std::pair<const char*, TanhFn>> out = {{"baseline", TanhBaseline}};
-#ifdef ORC_X86_DISPATCH
-  if (HasAvx2Fma())
-    out.push_back({"avx2", TanhAvx2});
-  if (HasAvx512()) out.push_back({"avx512", TanhAvx512});
-#endif
+  for (Isa isa : VectorIsas()) out.push_back({IsaName(isa), TanhOf(isa)});
   return out;
 }
 
@@ -380,16 +367,12 @@ struct GramVariant {
 
 template <typename T>
 std::vector<GramVariant<T>> GramVariants() {
-  std::vector<GramVariant<T>> out = {{"baseline", static_cast<GramRowsFn<T>>(GramRowsBase),
-                                      static_cast<CrossRowsFn<T>>(CrossRowsBase), false}};
-#ifdef ORC_X86_DISPATCH
-  if (HasAvx2Fma())
-    out.push_back({"avx2", static_cast<GramRowsFn<T>>(GramRowsAvx2),
-                   static_cast<CrossRowsFn<T>>(CrossRowsAvx2), true});
-  if (HasAvx512())
-    out.push_back({"avx512", static_cast<GramRowsFn<T>>(GramRowsAvx512),
-                   static_cast<CrossRowsFn<T>>(CrossRowsAvx512), true});
-#endif
+  const GramKernels<T> base = GramKernelsOf<T>(Isa::kBase);
+  std::vector<GramVariant<T>> out = {{"baseline", base.gram, base.cross, false}};
+  for (Isa isa : VectorIsas()) {
+    const GramKernels<T> k = GramKernelsOf<T>(isa);
+    out.push_back({IsaName(isa), k.gram, k.cross, true});
+  }
   return out;
 }
 
@@ -704,13 +687,11 @@ void TestVariantChoice() {
     CHECK(g_variants.tanh == before.tanh, "spec '%s' set tanh although it failed", bad);
     ++cases;
   }
-#ifdef ORC_X86_DISPATCH
-  if (!HasAvx512()) {
-    CHECK(!orc_native::SetVariants("gram=avx512").empty(), "avx512 accepted without AVX-512");
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (CpuRuns(isa)) continue;
+    CHECK(!orc_native::SetVariants(std::string("gram=") + IsaName(isa)).empty(),
+          "%s accepted by a CPU or build without it", IsaName(isa));
   }
-#else
-  CHECK(!orc_native::SetVariants("gram=avx2").empty(), "avx2 accepted by a portable build");
-#endif
   g_variants = saved;
   std::printf("variant choice: %d cases\n", cases + 4);
 }
