@@ -697,19 +697,28 @@ def test_models_forecast_with_fused_loop_equals_per_step():
         r = states[-1]
         jaxpr = str(jax.make_jaxpr(lambda r, m=model: m.forecast(50, r))(r))
         assert "orc_esn_forecast" in jaxpr
-        # rounding differences grow along a chaotic orbit: compare 150 steps
+        # The two loops round differently (the native call sums the readout
+        # in its own order), and a trained ESN run closed-loop amplifies a
+        # rounding difference like any chaotic orbit: 1e-14 at the first step
+        # grows to 1e-9 of the attractor's size by step 150 here, and how fast
+        # depends on the trained weights and the CPU's kernel variants.  So the
+        # first 10 steps must agree to rounding and all 150 to 1e-7 of the
+        # attractor's size; a real fault (wrong leak, input or readout, an
+        # off-by-one step) is off by orders of magnitude more.
         fast = model.forecast(150, r)
         slow = eqx.filter_jit(lambda m, r: m._closed_loop_scan(150, r))(model, r)
-        np.testing.assert_allclose(fast, slow, rtol=1e-9, atol=1e-9)
+        scale = float(jnp.max(jnp.abs(slow)))
+        np.testing.assert_allclose(fast[:10], slow[:10], rtol=0, atol=1e-11 * scale)
+        np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-7 * scale)
         warm = data[1500:1700]
         slow_ic = eqx.filter_jit(
             lambda m, w: m._closed_loop_scan(
                 100, m.force(w, m.driver.default_state())[-1]
             )
         )(model, warm)
-        np.testing.assert_allclose(
-            model.forecast_from_IC(100, warm), slow_ic, rtol=1e-9, atol=1e-9
-        )
+        fast_ic = model.forecast_from_IC(100, warm)
+        np.testing.assert_allclose(fast_ic[:10], slow_ic[:10], rtol=0, atol=1e-11 * scale)
+        np.testing.assert_allclose(fast_ic, slow_ic, rtol=0, atol=1e-7 * scale)
     quad = orc.forecaster.ESNForecaster(data_dim=3, res_dim=100, quadratic=True, seed=2)
     ens = orc.forecaster.EnsembleESNForecaster(data_dim=3, res_dim=50, chunks=2, seed=2)
 
