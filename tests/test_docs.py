@@ -4,8 +4,16 @@
   snippet files, docstrings mkdocstrings cannot parse);
 - each ``examples/*.py`` in its small mode, checking the files it promises;
 - ``examples/cli.sh`` from an empty folder;
-- the Python blocks of the home and getting-started pages, in order, in one
-  namespace per page;
+- the Python blocks of the home, getting-started and from-reservoirpy pages,
+  in order, in one namespace per page. Only a block whose opening fence is
+  exactly three backticks and ``python`` runs; a fence with attributes, such
+  as ``python title="reservoirpy 0.4.2"``, shows another library's code and
+  is skipped. What a page's code prints is checked against its
+  ``text title="orc output"`` blocks (same words, numbers within 2 %); the
+  reservoirpy scripts are run, when a reservoirpy 0.4.2 environment is at
+  hand, and checked against the output the page quotes for them;
+- every ``orc.`` name in backticks on the from-reservoirpy page exists, with
+  the argument names it is shown with;
 - every public name (``__all__``) of every module on an API page is rendered,
   and every public module of ``orc`` has an API page.
 """
@@ -13,6 +21,7 @@
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import re
 import subprocess
@@ -92,7 +101,10 @@ def test_cli_example_runs(tmp_path):
     assert (tmp_path / "forecast.png").stat().st_size > 5000
 
 
-@pytest.mark.parametrize("page,n_blocks", [("index.md", 1), ("getting-started.md", 5)])
+@pytest.mark.parametrize(
+    "page,n_blocks",
+    [("index.md", 1), ("getting-started.md", 5), ("from-reservoirpy.md", 6)],
+)
 def test_page_code_runs(page, n_blocks, tmp_path):
     """The Python blocks of a page run, in order, in one namespace."""
     text = (ROOT / "docs" / page).read_text()
@@ -108,6 +120,103 @@ def test_page_code_runs(page, n_blocks, tmp_path):
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    _check_printed(text, proc.stdout)
+
+
+def _check_printed(text, stdout, title="orc output"):
+    """The page's ``text`` blocks titled ``title``, joined, are what its code
+    printed: the same words in the same order, and numbers within 2 % (they
+    may move in the last digits from one machine or backend to another)."""
+    shown = re.findall(rf'```text title="{title}"\n(.*?)```', text, flags=re.S)
+    if not shown:
+        return
+    expected, printed = "".join(shown).split(), stdout.split()
+    assert len(expected) == len(printed), f"page shows {shown}, code printed {stdout}"
+
+    def number(token):
+        try:
+            return float(token)
+        except ValueError:
+            return None
+
+    for want, got in zip(expected, printed, strict=True):
+        if number(want) is None:
+            assert got == want, f"page shows {want!r}, code printed {got!r}\n{stdout}"
+        else:
+            assert number(got) is not None and math.isclose(
+                number(got), number(want), rel_tol=0.02, abs_tol=1e-12
+            ), f"page shows {want}, code printed {got}\n{stdout}"
+
+
+RESERVOIRPY = os.environ.get(
+    "ORC_RESERVOIRPY_PYTHON", str(ROOT / "benchmarks/.venvs/rpy/bin/python")
+)
+
+
+@pytest.mark.skipif(
+    not Path(RESERVOIRPY).is_file(), reason="no reservoirpy 0.4.2 environment"
+)
+def test_reservoirpy_scripts_print_what_the_page_quotes(tmp_path):
+    """The reservoirpy scripts of the from-reservoirpy page, run with
+    reservoirpy 0.4.2 (``$ORC_RESERVOIRPY_PYTHON``, default the benchmarks'
+    environment) on the arrays the page's first block saves, print the output
+    the page quotes for them."""
+    text = (ROOT / "docs" / "from-reservoirpy.md").read_text()
+    version = subprocess.run(
+        [RESERVOIRPY, "-c", "import reservoirpy; print(reservoirpy.__version__)"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    if version != "0.4.2":
+        pytest.skip(f"{RESERVOIRPY} has reservoirpy {version or 'missing'}, not 0.4.2")
+    title = "reservoirpy 0.4.2"
+    scripts = re.findall(rf'```python title="{title}"\n(.*?)```', text, flags=re.S)
+    quoted = re.findall(rf'```text title="{title} output"\n(.*?)```', text, flags=re.S)
+    assert len(scripts) == len(quoted) == 5
+    data_block = re.findall(r"```python\n(.*?)```", text, flags=re.S)[0]
+    for exe, code in [(sys.executable, data_block)] + [
+        (RESERVOIRPY, c) for c in scripts
+    ]:
+        proc = subprocess.run(
+            [exe, "-c", code],
+            cwd=tmp_path,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        if exe == RESERVOIRPY:
+            block = f'```text title="{title} output"\n{quoted.pop(0)}```'
+            _check_printed(block, proc.stdout, f"{title} output")
+
+
+def test_reservoirpy_page_names_exist():
+    """Every ``orc.`` name in backticks on the from-reservoirpy page resolves
+    to an object, and the argument names shown with a callable
+    (``orc.x.f(a, b=)``) are parameters of it."""
+    import inspect
+
+    text = (ROOT / "docs" / "from-reservoirpy.md").read_text()
+    spans = re.findall(r"`([^`\n]+)`", text)
+    checked = 0
+    for span in spans:
+        for match in re.finditer(r"(?<![\w.])(orc(?:\.\w+)+)(\([^()]*\))?", span):
+            name, call = match.groups()
+            obj = _resolve(name)
+            assert obj is not None, f"{name} does not exist"
+            checked += 1
+            if not call:
+                continue
+            params = inspect.signature(obj).parameters
+            if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+                continue
+            inner = re.sub(r"\"[^\"]*\"", "", call[1:-1])
+            for item in inner.split(","):
+                arg = item.split("=")[0].strip()
+                if arg.isidentifier():
+                    assert arg in params, f"{name} has no argument {arg!r}"
+    assert checked > 50
 
 
 def _public_names(module):

@@ -108,8 +108,9 @@ def test_fit_matches_numpy_lstsq(target, penalize_constant):
     seq = np.random.default_rng(2).standard_normal((150, 2))
     m = NVARForecaster(2, k=k, s=s, order=order, target=target)
     m, W = train_NVARForecaster(
-        m, jnp.asarray(seq), beta=beta, penalize_constant=penalize_constant
-    )
+        m, jnp.asarray(seq), beta=beta, penalize_constant=penalize_constant,
+        standardize=False,
+    )  # fmt: skip
     F = numpy_features(seq, k, s, order, True)[:-1]  # windows ending at t = 4..148
     Y = seq[5:] - (seq[4:-1] if target == "increment" else 0.0)
     ref = numpy_ridge(F, Y, beta, penalize_first=penalize_constant)
@@ -117,6 +118,26 @@ def test_fit_matches_numpy_lstsq(target, penalize_constant):
     # the states are the delay windows
     assert W.shape == (150 - 4, 5, 2)
     np.testing.assert_array_equal(np.asarray(W[7]), seq[7:12])
+
+
+@pytest.mark.parametrize("target", ["increment", "direct"])
+def test_standardised_fit_matches_numpy_ridge_on_standardised_data(target):
+    """The default fit is numpy's ridge on the samples standardised per data
+    dimension; the trained model predicts, on raw data, that fit's prediction
+    mapped back to raw units."""
+    k, s, order, beta = 2, 1, 2, 1e-3
+    seq = np.random.default_rng(4).standard_normal((200, 2)) * [5.0, 0.2] + [30.0, -1.0]
+    m = NVARForecaster(2, k=k, s=s, order=order, target=target)
+    m, _ = train_NVARForecaster(m, jnp.asarray(seq), beta=beta)
+    mu, sd = seq.mean(axis=0), seq.std(axis=0)
+    z = (seq - mu) / sd
+    F = numpy_features(z, k, s, order, True)
+    Y = z[2:] - (z[1:-1] if target == "increment" else 0.0)
+    w_z = numpy_ridge(F[:-1], Y, beta)
+    pred_z = F @ w_z.T + (z[1:] if target == "increment" else 0.0)
+    np.testing.assert_allclose(
+        np.asarray(m.predict(jnp.asarray(seq))), pred_z * sd + mu, rtol=1e-9, atol=1e-9
+    )
 
 
 def test_fit_with_target_seq_spinup_and_multi_sequence():
@@ -128,7 +149,7 @@ def test_fit_with_target_seq_spinup_and_multi_sequence():
     spinup = 10
     m1, W = train_NVARForecaster(
         m, jnp.asarray(seqs), jnp.asarray(tgts), beta=beta, spinup=spinup,
-        multi_sequence=True,
+        multi_sequence=True, standardize=False,
     )  # fmt: skip
     F = np.concatenate(
         [numpy_features(x, k, s, order, True)[spinup - 3 :] for x in seqs]

@@ -17,6 +17,14 @@ singular for the ridge strength (collinear features), the minimum-norm
 solution is used and :class:`IllConditionedRidgeWarning` says so (raise
 ``beta``, or train in float64). Non-finite statistics are an error.
 
+Data entering a model is checked where it enters (``orc._validation.check_data``):
+bool and complex arrays are refused, integers and Python lists are converted
+to the model's dtype, and float data cast down to a lower-precision model
+warns (:class:`PrecisionLossWarning`). ``beta=0`` warns
+(:class:`UnregularizedRidgeWarning`), and forecasting, classifying or
+computing a control with an untrained model (all-zero readout weights) warns
+(:class:`UntrainedModelWarning`).
+
 Errors found while a compiled program runs are returned by it as data and
 raised (or warned) when the call returns, so orc's programs hold no host
 callback: JAX's persistent compilation cache stores them, and
@@ -43,6 +51,11 @@ from ._errors import Errors, capture_errors
 from ._export import export
 from ._ridge import IllConditionedRidgeWarning
 from ._strategy import use_backend
+from ._validation import (
+    PrecisionLossWarning,
+    UnregularizedRidgeWarning,
+    UntrainedModelWarning,
+)
 from .io import load, save
 
 __version__ = "0.5.0.dev0"
@@ -68,5 +81,8 @@ __all__ = [
     "Errors",
     "export",
     "IllConditionedRidgeWarning",
+    "PrecisionLossWarning",
+    "UnregularizedRidgeWarning",
+    "UntrainedModelWarning",
     "__version__",
 ]

@@ -64,6 +64,10 @@ __all__ = [
 
 ERROR, WARNING = "error", "warning"
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# equinox's method binding (a call of model.forecast(...) passes through it)
+_EQX_MODULE_DIR = os.path.join(
+    os.path.dirname(os.path.abspath(eqx.__file__)), "_module"
+)
 
 # Warning classes seen by ``warn`` (and the built-in ones), by qualified name,
 # so that Errors read back from a serialised export name the same class.
@@ -79,12 +83,13 @@ def _category_name(category: type[Warning]) -> str:
 
 
 def warn_at_caller(msg: str, category: type[Warning]) -> None:
-    """``warnings.warn`` attributed to the first frame outside the orc package
-    and Python's import machinery: the user's line that called into orc (or
+    """``warnings.warn`` attributed to the first frame outside the orc package,
+    equinox's method binding and Python's import machinery: the user's line that called into orc (or
     imported it), whatever the depth of orc's own calls in between."""
     frame = sys._getframe(1)
     while frame.f_back is not None and (
         frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+        or frame.f_code.co_filename.startswith(_EQX_MODULE_DIR)
         or frame.f_code.co_filename.startswith("<frozen importlib")
     ):
         frame = frame.f_back

@@ -584,6 +584,13 @@ def random_reservoir_matrices(
                 "reservoir matrix has spectral radius 0 (a nilpotent draw); use another "
                 "seed or a higher density"
             )
+        # The estimate's last bits depend on how BLAS splits Arnoldi's dot
+        # products and LAPACK's eigvals over threads (OPENBLAS_NUM_THREADS=1
+        # and the default gave different matrices on an AMD EPYC); rounded to
+        # float32 (relative 6e-8, below the estimate's own error of 1e-11 ..
+        # 1e-5 at n >= 1000), the same seed builds the same bits in every
+        # process.
+        rho = float(np.float32(rho))
         vals.append(v * (spectral_radius / rho))
         cols.append(c)
     return ReservoirMatrix(

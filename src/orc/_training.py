@@ -12,7 +12,15 @@ from . import _progress
 from ._bank import declares
 from ._random import flat_draw, jax_key
 from ._ridge import RidgeStats, sequence_stats, solve, stats_update
-from ._validation import check_finite, check_float, check_int, check_rank
+from ._validation import (
+    check_beta,
+    check_data,
+    check_finite,
+    check_float,
+    check_int,
+    check_rank,
+    warn_zero_beta,
+)
 
 # Rows per block of a teacher-forced run. Each block's Gram is one in-place
 # BLAS update inside XLA (orc._native), so small blocks cost little: at
@@ -34,6 +42,7 @@ __all__ = [
     "check_initial_state",
     "TrainingNoise",
     "training_noise",
+    "checked_training_values",
 ]
 
 
@@ -79,7 +88,13 @@ def check_training_args(
     """Shape/configuration checks shared by the teacher-forced trainers."""
     rank = 3 if multi else 2
     what = "(n_traj, seq_len, data_dim)" if multi else "(seq_len, data_dim)"
+    train_seq = check_data("train_seq", train_seq, owner, model.dtype)
     train_seq = check_rank("train_seq", train_seq, rank, owner, what)
+    if multi and train_seq.shape[0] == 0:
+        raise ValueError(
+            f"{owner}: train_seq must hold at least one trajectory with "
+            f"multi_sequence=True, got shape {tuple(train_seq.shape)}"
+        )
     if train_seq.shape[-1] != model.in_dim:
         raise ValueError(
             f"{owner}: train_seq must have {model.in_dim} features (data_dim) in its "
@@ -89,6 +104,7 @@ def check_training_args(
     spinup = check_int("spinup", spinup, owner, minimum=0)
     n_targets = seq_len - 1
     if target_seq is not None:
+        target_seq = check_data("target_seq", target_seq, owner, model.dtype)
         target_seq = check_rank("target_seq", target_seq, rank, owner, what)
         if target_seq.shape[:-1] != train_seq.shape[:-1]:
             raise ValueError(
@@ -107,7 +123,8 @@ def check_training_args(
             f"pairs ({n_targets}; train_seq has {seq_len} samples)"
         )
     check_initial_state(owner, model, initial_res_state, train_seq.shape[0], multi)
-    check_float("beta", beta, owner, low=0.0)
+    check_beta(beta, owner)
+    warn_zero_beta(beta, owner, train_seq)
     if batch_size is not None:
         check_int("batch_size", batch_size, owner, minimum=1)
     return train_seq, target_seq, spinup
@@ -117,6 +134,7 @@ def check_initial_state(owner, model, initial_res_state, n_traj, multi) -> None:
     """``initial_res_state`` is ``None`` or the driver's state (one per trajectory)."""
     if initial_res_state is None:
         return
+    check_data("initial_res_state", initial_res_state, owner, model.dtype)
     expected = tuple(model.driver.default_state().shape)
     if multi:
         expected = (n_traj,) + expected
@@ -422,6 +440,24 @@ def _shifted(features, shift):
 
 
 _NAN_HINT = "Remove or interpolate missing samples before training."
+
+
+def checked_training_values(owner, init, beta):
+    """The run-time value checks of a trainer's compiled part: the initial
+    state(s) ``init`` finite (named ``initial_res_state``) and ``beta``
+    finite and >= 0 (it may be traced). Written after the data's own checks
+    and before the reservoir runs and the ridge solve's checks, so that the
+    first error raised names the argument at fault: a bad start state or
+    ``beta`` is not blamed on the features or targets. Returns
+    ``(init, beta)``."""
+    init = check_finite(
+        init,
+        "initial_res_state",
+        owner,
+        "Pass a finite start state (e.g. the last row of the states returned "
+        "by a previous call).",
+    )
+    return init, check_beta(beta, owner)
 
 
 def teacher_forced_sequences(owner, dtype, train_seq, target_seq, **per_step):

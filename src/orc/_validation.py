@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +31,13 @@ __all__ = [
     "check_leaf",
     "check_dtype_field",
     "check_index_bounds",
+    "check_data",
+    "check_beta",
+    "warn_zero_beta",
+    "warn_if_untrained",
+    "PrecisionLossWarning",
+    "UnregularizedRidgeWarning",
+    "UntrainedModelWarning",
 ]
 
 
@@ -266,3 +274,230 @@ def check_index_bounds(owner: str, name: str, indices, size: int) -> None:
     if low < 0 or high >= size:
         bad = low if low < 0 else high
         raise ValueError(f"{owner}: {name} must lie in [0, {size}), found {bad}")
+
+
+# --------------------------------------------------------------------------- #
+# Data entering a model, the ridge strength, untrained models
+# --------------------------------------------------------------------------- #
+
+
+class PrecisionLossWarning(UserWarning):
+    """Data of a higher floating-point precision than the model's was cast
+    down to the model's dtype (e.g. float64 data into a float32 model). The
+    message names the argument and both dtypes; cast the data yourself
+    (``x.astype(model.dtype)``) to silence it."""
+
+
+class UnregularizedRidgeWarning(UserWarning):
+    """A ridge fit was asked for with ``beta=0``: plain (unregularised)
+    least squares, legal but ill-posed when the features are collinear and
+    prone to unstable closed loops. Use a small positive ``beta``."""
+
+
+class UntrainedModelWarning(UserWarning):
+    """A model whose readout weights are all zero (never trained) was asked
+    to forecast, classify or compute a control: every output is zero."""
+
+
+def _is_traced(x) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def _warn(msg: str, category: type[Warning]) -> None:
+    """Warn ``msg`` once per call: as a returned check inside a compiled orc
+    program (so a cached program still warns on every call), else now,
+    attributed to the user's line."""
+    if _errors._current_ledger() is not None:
+        _errors.warn(jnp.asarray(True), msg, category)
+    else:
+        _errors.warn_at_caller(msg, category)
+
+
+def check_data(name: str, x, owner: str, dtype):
+    """``x`` as real-valued data of the model's float ``dtype``.
+
+    Every public entry point passes the data it receives (sequences, states,
+    references, controls) through here, at trace time, before anything else
+    touches it. What each kind of input does, and why:
+
+    - **float arrays of the model's dtype** are returned unchanged (a NumPy
+      array stays a NumPy array).
+    - **float arrays of a lower precision** (float16, bfloat16, float32 into a
+      float64 model) are converted up: exact, no warning.
+    - **float arrays of a higher precision** (float64 into a float32 model)
+      are converted down with a :class:`PrecisionLossWarning` naming the
+      argument and both dtypes, once per call (inside orc's compiled programs
+      the warning is returned with the result, so it is repeated on every
+      call, not only when the program is compiled). Not an error: NumPy
+      creates float64 by default and the cast is what the model's precision
+      asks for; ORC 0.4 casts silently.
+    - **integer arrays and Python lists, tuples or scalars of numbers** are
+      accepted, as ORC 0.4 accepts them (``jnp.asarray``), and converted to
+      the model's dtype without warning: numbers written in Python or stored
+      as integers carry no precision of their own to lose (integers beyond
+      2**24 in float32, 2**53 in float64, round to the nearest float).
+    - **bool arrays** raise ``TypeError``: a boolean array passed as data is
+      almost always a mask passed by mistake, and True/False read as 1/0 is
+      not a measurement. Convert explicitly (``x.astype(float)``) if meant.
+    - **complex arrays** raise ``TypeError``: converting would silently drop
+      the imaginary part (what ``astype`` does, with at most a
+      ``ComplexWarning``). Pass ``jnp.real(x)``, or the real and imaginary
+      parts as separate features.
+    - anything else (strings, objects, ragged lists) raises ``TypeError``.
+
+    Shapes are not checked here (see :func:`check_rank`).
+    """
+    target = np.dtype(dtype)
+    declared = hasattr(x, "dtype") and hasattr(x, "shape")
+    if not declared:
+        try:
+            x = np.asarray(x)
+        except (TypeError, ValueError) as err:
+            raise TypeError(
+                f"{owner}: {name} must be an array of real numbers, got "
+                f"{type(x).__name__} that is not one ({err})"
+            ) from err
+    src = np.dtype(x.dtype)
+    if src == np.dtype(bool):
+        raise TypeError(
+            f"{owner}: {name} must hold real numbers (float or int), got a bool "
+            "array; convert it explicitly (e.g. x.astype(float)) if the values "
+            "are meant as data"
+        )
+    if jnp.issubdtype(src, jnp.complexfloating):
+        raise TypeError(
+            f"{owner}: {name} must be real-valued, got complex dtype {src}; orc "
+            "does not drop the imaginary part silently: pass jnp.real(x), or the "
+            "real and imaginary parts as separate features"
+        )
+    if not (jnp.issubdtype(src, jnp.floating) or jnp.issubdtype(src, jnp.integer)):
+        raise TypeError(
+            f"{owner}: {name} must be an array of real numbers, got dtype {src}"
+        )
+    if src == target:
+        return x
+    if (
+        declared
+        and jnp.issubdtype(src, jnp.floating)
+        and jnp.finfo(src).bits > jnp.finfo(target).bits
+    ):
+        _warn(
+            f"{owner}: {name} has dtype {src} but the model is {target}; it is "
+            f"cast down to {target} (precision is lost). Cast it yourself "
+            f"({name}.astype(model.dtype)) or build the model with "
+            f"dtype={src} to silence this warning.",
+            PrecisionLossWarning,
+        )
+    if declared:
+        return x.astype(target)
+    return jnp.asarray(x, target)
+
+
+def check_beta(beta, owner: str):
+    """The ridge strength ``beta``: finite and >= 0, also when it is traced.
+
+    A concrete value is checked now (``ValueError``/``TypeError`` naming
+    ``beta``); a traced one (``jax.jit`` with ``beta`` an argument, ``vmap``
+    over it) with :func:`orc._errors.check`, raised when the call returns or
+    the user's program runs. Returns ``beta``. Call it where ``beta`` is
+    used, inside the compiled program, so the check is one of its own.
+    """
+    if not _is_traced(beta):
+        if np.ndim(beta) == 0:
+            check_float("beta", beta, owner, low=0.0)
+        elif not np.all(np.isfinite(np.asarray(beta)) & (np.asarray(beta) >= 0)):
+            raise ValueError(f"{owner}: beta must be finite and >= 0, got {beta!r}")
+        return beta
+    return _errors.check(
+        beta,
+        ~(jnp.isfinite(beta) & (beta >= 0)),
+        f"{owner}: beta (the ridge regularisation) must be finite and >= 0; it "
+        "is negative or NaN/inf.",
+        # what runs on until the error is raised: no second, misleading report
+        # (an ill-conditioned or non-finite solve) from the bad beta
+        replace=jnp.ones_like(beta),
+    )
+
+
+def warn_zero_beta(beta, owner: str, *data) -> None:
+    """Warn (:class:`UnregularizedRidgeWarning`) when ``beta`` is 0.
+
+    Ridge with ``beta=0`` is ordinary least squares: legal (ORC 0.4 accepts
+    it), but unregularised. Only a concrete ``beta`` with concrete ``data`` is
+    looked at (a call outside ``jax.jit``); traced calls are not warned about.
+    """
+    if _is_traced(beta) or any(_is_traced(a) for a in data):
+        return
+    try:
+        value = float(np.asarray(beta))
+    except (TypeError, ValueError):
+        return
+    if value == 0.0:
+        _errors.warn_at_caller(
+            f"{owner}: beta=0 gives an unregularised least-squares fit (no ridge "
+            "penalty), which is ill-posed when the features are collinear and "
+            "often makes closed-loop forecasts unstable; use a small positive "
+            "beta (e.g. 1e-8).",
+            UnregularizedRidgeWarning,
+        )
+
+
+def _readout_weights(model):
+    """The trained weights of ``model`` (``readout.wout``, or ``wout`` on
+    the model itself), or ``None`` when it has none an untrained model would
+    hold as zeros."""
+    readout = getattr(model, "readout", None)
+    w = getattr(readout, "wout", None) if readout is not None else None
+    if w is None:
+        w = getattr(model, "wout", None)
+    if not isinstance(w, (jax.Array, np.ndarray)) or _is_traced(w):
+        return None
+    return w
+
+
+# Weights already seen to be non-zero, by id (weakly held: an entry goes
+# with its array), so that a model forecasting in a loop reads them once.
+_TRAINED: dict[int, weakref.ref] = {}
+
+
+def _seen_trained(w) -> bool:
+    ref = _TRAINED.get(id(w))
+    return ref is not None and ref() is w
+
+
+def _remember_trained(w) -> None:
+    key = id(w)
+
+    def forget(ref, key=key):
+        if _TRAINED.get(key) is ref:
+            del _TRAINED[key]
+
+    try:
+        _TRAINED[key] = weakref.ref(w, forget)
+    except TypeError:  # an array type without weak references: not cached
+        pass
+
+
+def warn_if_untrained(model, owner: str) -> None:
+    """Warn (:class:`UntrainedModelWarning`) when ``model``'s readout weights
+    are all zero, i.e. it was never trained and every output is zero.
+
+    Only a concrete model is looked at (a call outside ``jax.jit``); under
+    the user's transformations nothing is checked. The test reads the
+    weights (small: ``out_dim x features``), not the data, and only until
+    they are once found non-zero (immutable arrays, remembered weakly).
+    """
+    w = _readout_weights(model)
+    if w is None or w.size == 0 or _seen_trained(w):
+        return
+    if np.any(np.asarray(w)):
+        if isinstance(w, jax.Array):  # immutable, unlike a NumPy array
+            _remember_trained(w)
+    else:
+        _errors.warn_at_caller(
+            f"{owner}: the model has not been trained: its readout weights "
+            "(wout) are all zero, so every output is zero. Train it first "
+            "(e.g. with the train_* function of its module) or set trained "
+            "weights with set_readout.",
+            UntrainedModelWarning,
+        )

@@ -140,14 +140,17 @@ def valid_prediction_time(
     ``sqrt(mean_t ||truth_t||^2)`` of this window; pass the attractor's scale to
     compare windows on one footing). Returns ``steps * dt``, times the Lyapunov
     exponent when given (the result is then in Lyapunov times). A forecast that
-    never crosses the threshold gets the whole window.
+    never crosses the threshold gets the whole window (the result is then a
+    lower bound, capped by the window). A non-finite error (a NaN or inf in
+    ``pred``) counts as crossing the threshold, so a forecast that diverged
+    never scores as valid.
 
     Example
     -------
     >>> vpt = valid_prediction_time(U_pred, U_test, dt=0.01, lyapunov_exponent=0.906)
     """
     err = normalised_error(pred, truth, scale)
-    crossed = err > threshold
+    crossed = ~(err <= threshold)  # NaN compares false: it is a crossing
     steps = jnp.where(jnp.any(crossed), jnp.argmax(crossed), err.shape[0])
     t = steps.astype(err.dtype) * jnp.asarray(dt, err.dtype)
     return t * lyapunov_exponent if lyapunov_exponent is not None else t

@@ -93,6 +93,7 @@ from . import _errors
 from ._strategy import compiled
 from ._training import check_initial_state, initial_states
 from ._validation import (
+    check_data,
     check_dtype,
     check_finite,
     check_float,
@@ -609,6 +610,7 @@ def _check_model(owner, model):
 def _check_sequences(owner, model, seq, seq_name, target_seq, spinup, cont):
     """Ranks/widths of the sequences; returns them and the number of pairs."""
     what = "(seq_len, data_dim)"
+    seq = check_data(seq_name, seq, owner, model.dtype)
     seq = check_rank(seq_name, seq, 2, owner, what)
     if seq.shape[1] != model.in_dim:
         raise ValueError(
@@ -617,6 +619,7 @@ def _check_sequences(owner, model, seq, seq_name, target_seq, spinup, cont):
         )
     T = seq.shape[0]
     if target_seq is not None:
+        target_seq = check_data("target_seq", target_seq, owner, model.dtype)
         target_seq = check_rank("target_seq", target_seq, 2, owner, what)
         if target_seq.shape != (T, model.out_dim):
             raise ValueError(

@@ -35,17 +35,20 @@ from ._signatures import orc_signature
 from ._strategy import compiled
 from ._training import (
     check_initial_state,
+    checked_training_values,
     run_training,
     teacher_forced_fit,
     training_noise,
 )
 from ._validation import (
+    check_beta,
+    check_data,
     check_dtype,
     check_finite,
-    check_float,
     check_int,
     check_leaf,
     check_rank,
+    warn_zero_beta,
 )
 from .drivers import DriverBase, drive_sequence
 from .embeddings import EmbedBase
@@ -147,6 +150,7 @@ class RCRegressorBase(eqx.Module):
     # -- running ------------------------------------------------------------ #
     def _check_input(self, in_seq, res_state, name="in_seq"):
         owner = type(self).__name__
+        in_seq = check_data(name, in_seq, owner, self.dtype)
         in_seq = check_rank(name, in_seq, 2, owner, "(seq_len, in_dim)")
         if in_seq.shape[1] != self.in_dim or in_seq.shape[0] < 1:
             raise ValueError(
@@ -155,6 +159,7 @@ class RCRegressorBase(eqx.Module):
             )
         if res_state is None:
             res_state = self.driver.default_state()
+        res_state = check_data("res_state", res_state, owner, self.dtype)
         expected = tuple(self.driver.default_state().shape)
         if tuple(jnp.shape(res_state)) != expected:
             raise ValueError(
@@ -315,6 +320,7 @@ def _train(model, in_seq, target_seq, init, beta, spinup, multi, keep, show, noi
     targets = check_finite(
         target_seq.astype(model.dtype), "target_seq", owner, _NAN_HINT
     )
+    init, beta = checked_training_values(owner, init, beta)
     # The reservoir is driven by ``forcing`` (with input noise if asked); the
     # pass-through features use the clean inputs.
     forcing = in_seq if noise is None else noise.perturb(in_seq)
@@ -412,10 +418,17 @@ def train_RCRegressor(
     multi = bool(multi_sequence)
     rank = 3 if multi else 2
     what = "(n_seq, seq_len, {})" if multi else "(seq_len, {})"
+    in_seq = check_data("in_seq", in_seq, owner, model.dtype)
+    target_seq = check_data("target_seq", target_seq, owner, model.dtype)
     in_seq = check_rank("in_seq", in_seq, rank, owner, what.format("in_dim"))
     target_seq = check_rank(
         "target_seq", target_seq, rank, owner, what.format("out_dim")
     )
+    if multi and in_seq.shape[0] == 0:
+        raise ValueError(
+            f"{owner}: in_seq must hold at least one sequence with "
+            f"multi_sequence=True, got shape {tuple(in_seq.shape)}"
+        )
     if target_seq.shape[:-1] != in_seq.shape[:-1]:
         raise ValueError(
             f"{owner}: target_seq must have the same leading shape as in_seq "
@@ -438,7 +451,8 @@ def train_RCRegressor(
             f"({in_seq.shape[-2]})"
         )
     check_initial_state(owner, model, initial_res_state, in_seq.shape[0], multi)
-    check_float("beta", beta, owner, low=0.0)
+    check_beta(beta, owner)
+    warn_zero_beta(beta, owner, in_seq)
     noise = training_noise(owner, input_noise, state_noise, noise_seed, model.dtype)
     beta, keep = jnp.asarray(beta, model.dtype), bool(return_states)
 

@@ -18,7 +18,14 @@ from jaxtyping import Array, Float
 from .._compose import check_model
 from .._random import seed_field
 from .._strategy import compiled
-from .._validation import check_dtype, check_int, check_rank
+from .._validation import (
+    check_data,
+    check_dtype,
+    check_finite,
+    check_int,
+    check_rank,
+    warn_if_untrained,
+)
 from ..drivers import DriverBase, drive_sequence
 from ..embeddings import EmbedBase
 from ..readouts import ReadoutBase
@@ -97,6 +104,7 @@ class RCClassifierBase(eqx.Module):
         check_model(self, self.in_dim, None)
 
     def _check_seq(self, in_seq, name="in_seq"):
+        in_seq = check_data(name, in_seq, type(self).__name__, self.dtype)
         in_seq = check_rank(name, in_seq, 2, type(self).__name__, "(seq_len, data_dim)")
         if in_seq.shape[1] != self.in_dim:
             raise ValueError(
@@ -108,6 +116,7 @@ class RCClassifierBase(eqx.Module):
     def _initial(self, res_state):
         if res_state is None:
             return self.driver.default_state()
+        res_state = check_data("res_state", res_state, type(self).__name__, self.dtype)
         expected = tuple(self.driver.default_state().shape)
         if tuple(jnp.shape(res_state)) != expected:
             raise ValueError(
@@ -162,18 +171,32 @@ class RCClassifierBase(eqx.Module):
         (_, total), _ = jax.lax.scan(step, (r0, jnp.zeros_like(r0)), (in_seq, keep))
         return total / (in_seq.shape[0] - spinup)
 
-    @compiled
     def classify(
         self,
         in_seq: Float[Array, "seq_len data_dim"],
         res_state: Array | None = None,
         spinup: int = 0,
+        *,
+        backend: str | None = None,
     ) -> Float[Array, " n_classes"]:
         """Class probabilities ``(n_classes,)`` of one sequence (softmax of the readout).
 
         ``spinup`` (static) skips leading states when ``state_repr="mean"``.
-        Batch with ``jax.vmap(model.classify)(seqs)``.
+        Batch with ``jax.vmap(model.classify)(seqs)``. Non-finite ``in_seq`` or
+        ``res_state`` raise (also under ``jax.jit``); an untrained model (all-zero
+        readout weights) warns outside ``jax.jit``. ``backend`` as for
+        :meth:`orc.forecaster.RCForecasterBase.forecast`.
         """
+        probs = self._classify(in_seq, res_state, spinup, backend=backend)
+        warn_if_untrained(self, f"{type(self).__name__}.classify")
+        return probs
+
+    @compiled
+    def _classify(self, in_seq, res_state, spinup):
+        owner = type(self).__name__
+        in_seq = check_finite(self._check_seq(in_seq), "in_seq", owner)
+        if res_state is not None:
+            res_state = check_finite(self._initial(res_state), "res_state", owner)
         return jax.nn.softmax(
             self.readout.readout(self.features(in_seq, res_state, spinup))
         )

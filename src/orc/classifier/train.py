@@ -11,7 +11,14 @@ from jaxtyping import Array, Int
 from .. import _errors
 from .._strategy import compiled
 from .._training import fit_readout
-from .._validation import check_finite, check_float, check_int, check_rank
+from .._validation import (
+    check_beta,
+    check_data,
+    check_finite,
+    check_int,
+    check_rank,
+    warn_zero_beta,
+)
 from .base import RCClassifierBase
 from .models import ESNClassifier
 
@@ -29,6 +36,7 @@ def _train(model, train_seqs, labels, beta, spinup, batch_size):
         owner,
         "Remove or fill missing samples.",
     )
+    beta = check_beta(beta, owner)
     labels = _errors.check(
         labels,
         jnp.any((labels < 0) | (labels >= model.n_classes)),
@@ -76,9 +84,16 @@ def train_RCClassifier(
         raise TypeError(
             f"{owner}: model must be an RCClassifierBase, got {type(model).__name__}"
         )
+    train_seqs = check_data("train_seqs", train_seqs, owner, model.dtype)
     train_seqs = check_rank(
         "train_seqs", train_seqs, 3, owner, "(n_samples, seq_len, data_dim)"
     )
+    if train_seqs.shape[0] == 0 or train_seqs.shape[1] == 0:
+        raise ValueError(
+            f"{owner}: train_seqs must hold at least one sequence of at least one "
+            f"sample (n_samples, seq_len, data_dim), got shape "
+            f"{tuple(train_seqs.shape)}: there is nothing to fit the readout on"
+        )
     if train_seqs.shape[-1] != model.in_dim:
         raise ValueError(
             f"{owner}: train_seqs must have {model.in_dim} features in its last axis, "
@@ -97,7 +112,8 @@ def train_RCClassifier(
         raise ValueError(
             f"{owner}: spinup ({spinup}) must be less than seq_len ({train_seqs.shape[1]})"
         )
-    check_float("beta", beta, owner, low=0.0)
+    check_beta(beta, owner)
+    warn_zero_beta(beta, owner, train_seqs)
     if batch_size is not None:
         check_int("batch_size", batch_size, owner, minimum=1)
     if force_kwargs:

@@ -27,7 +27,16 @@ from .. import _errors
 from .._compose import check_model
 from .._random import seed_field
 from .._strategy import compiled
-from .._validation import check_dtype, check_float, check_int, check_leaf, check_rank
+from .._validation import (
+    check_data,
+    check_dtype,
+    check_finite,
+    check_float,
+    check_int,
+    check_leaf,
+    check_rank,
+    warn_if_untrained,
+)
 from ..drivers import DriverBase, drive_sequence
 from ..embeddings import EmbedBase
 from ..readouts import ReadoutBase
@@ -127,6 +136,7 @@ class RCControllerBase(eqx.Module):
     # ------------------------------------------------------------------ checks
     def _check_control(self, control_seq, name="control_seq"):
         owner = type(self).__name__
+        control_seq = check_data(name, control_seq, owner, self.dtype)
         control_seq = check_rank(name, control_seq, 2, owner, "(seq_len, control_dim)")
         if control_seq.shape[1] != self.control_dim:
             raise ValueError(
@@ -138,6 +148,7 @@ class RCControllerBase(eqx.Module):
         return control_seq.astype(self.dtype)
 
     def _check_state(self, res_state):
+        res_state = check_data("res_state", res_state, type(self).__name__, self.dtype)
         expected = tuple(self.driver.default_state().shape)
         if tuple(jnp.shape(res_state)) != expected:
             raise ValueError(
@@ -159,6 +170,7 @@ class RCControllerBase(eqx.Module):
         Returns the state after each step, ``(seq_len, res_dim)``.
         """
         owner = type(self).__name__
+        in_seq = check_data("in_seq", in_seq, owner, self.dtype)
         in_seq = check_rank("in_seq", in_seq, 2, owner, "(seq_len, in_dim)")
         if in_seq.shape[1] != self.in_dim:
             raise ValueError(
@@ -213,6 +225,7 @@ class RCControllerBase(eqx.Module):
 
     def _check_ref(self, ref_traj, horizon):
         owner = type(self).__name__
+        ref_traj = check_data("ref_traj", ref_traj, owner, self.dtype)
         ref_traj = check_rank("ref_traj", ref_traj, 2, owner, "(horizon, out_dim)")
         if tuple(ref_traj.shape) != (horizon, self.out_dim):
             raise ValueError(
@@ -233,7 +246,6 @@ class RCControllerBase(eqx.Module):
         ref_traj = self._check_ref(ref_traj, control_seq.shape[0])
         return self._penalty(control_seq, self._check_state(res_state), ref_traj)
 
-    @compiled
     def compute_control(
         self,
         control_seq: Float[Array, "horizon control_dim"],
@@ -246,6 +258,7 @@ class RCControllerBase(eqx.Module):
         solver: optx.AbstractMinimiser | None = None,
         throw: bool = True,
         return_info: bool = False,
+        backend: str | None = None,
     ):
         """Optimise a control sequence so the predicted response tracks ``ref_traj``.
 
@@ -274,11 +287,51 @@ class RCControllerBase(eqx.Module):
         -------
         ``(horizon, control_dim)`` optimised controls, never worse (in ``J``)
         than the initial guess; or a :class:`ControlResult`.
+
+        Non-finite ``control_seq``, ``res_state`` or ``ref_traj`` raise, naming
+        the argument (also under ``jax.jit``, and whatever ``throw``); an
+        untrained model (all-zero readout weights) warns outside ``jax.jit``.
+        ``backend`` as for :meth:`orc.forecaster.RCForecasterBase.forecast`.
         """
-        control_seq = self._check_control(control_seq)
+        out = self._compute_control(
+            control_seq,
+            res_state,
+            ref_traj,
+            rtol=rtol,
+            atol=atol,
+            max_steps=max_steps,
+            solver=solver,
+            throw=throw,
+            return_info=return_info,
+            backend=backend,
+        )
+        warn_if_untrained(self, f"{type(self).__name__}.compute_control")
+        return out
+
+    @compiled
+    def _compute_control(
+        self,
+        control_seq,
+        res_state,
+        ref_traj,
+        *,
+        rtol,
+        atol,
+        max_steps,
+        solver,
+        throw,
+        return_info,
+    ):
+        owner = type(self).__name__
+        hint = "compute_control needs finite inputs to optimise from."
+        control_seq = check_finite(
+            self._check_control(control_seq), "control_seq", owner, hint
+        )
         horizon = control_seq.shape[0]
-        ref_traj = self._check_ref(ref_traj, horizon)
-        res_state = self._check_state(res_state)
+        ref_traj = check_finite(
+            self._check_ref(ref_traj, horizon), "ref_traj", owner, hint
+        )
+        res_state = check_finite(self._check_state(res_state), "res_state", owner, hint)
         max_steps = check_int("max_steps", max_steps, type(self).__name__, minimum=1)
         if solver is None:
             solver = optx.LBFGS(rtol=rtol, atol=atol)

@@ -10,11 +10,12 @@ from jaxtyping import Array
 from .._strategy import compiled
 from .._training import (
     check_training_args,
+    checked_training_values,
     run_training,
     teacher_forced_fit,
     teacher_forced_sequences,
 )
-from .._validation import check_rank
+from .._validation import check_data, check_rank
 from .base import RCControllerBase
 from .models import ESNController
 
@@ -44,6 +45,7 @@ def _train(
         target_seq,
         control_seq=control_seq,
     )
+    init, beta = checked_training_values("train_RCController", init, beta)
     tot_control = extra["control_seq"]
 
     def force(inputs, state):
@@ -127,6 +129,7 @@ def train_RCController(
         multi,
     )
     what = "(n_traj, seq_len, control_dim)" if multi else "(seq_len, control_dim)"
+    control_seq = check_data("control_seq", control_seq, owner, model.dtype)
     control_seq = check_rank("control_seq", control_seq, train_seq.ndim, owner, what)
     if control_seq.shape[:-1] != train_seq.shape[:-1]:
         raise ValueError(

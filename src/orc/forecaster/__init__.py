@@ -1,5 +1,6 @@
 """Forecasting dynamical systems with reservoir computers."""
 
+from .._divergence import DivergenceWarning, check_forecast
 from .base import CRCForecasterBase, RCForecasterBase
 from .models import (
     CESNForecaster,
@@ -28,4 +29,6 @@ __all__ = [
     "train_EnsembleESNForecaster",
     "NVARForecaster",
     "train_NVARForecaster",
+    "DivergenceWarning",
+    "check_forecast",
 ]

@@ -25,9 +25,17 @@ from jaxtyping import Array, Float
 from .. import _errors
 from .._bank import declares
 from .._compose import check_model
+from .._divergence import report_divergence
 from .._random import seed_field
 from .._strategy import compiled
-from .._validation import check_dtype, check_rank, check_static_int
+from .._validation import (
+    check_data,
+    check_dtype,
+    check_finite,
+    check_rank,
+    check_static_int,
+    warn_if_untrained,
+)
 from ..drivers import (
     DriverBase,
     closed_loop_linear,
@@ -41,15 +49,18 @@ __all__ = ["RCForecasterBase", "CRCForecasterBase"]
 
 
 def _check_state(model, res_state, name="res_state"):
+    res_state = check_data(name, res_state, type(model).__name__, model.dtype)
     expected = tuple(model.driver.default_state().shape)
     if tuple(jnp.shape(res_state)) != expected:
         raise ValueError(
             f"{type(model).__name__}: {name} must have shape {expected}, "
             f"got {tuple(jnp.shape(res_state))}"
         )
+    return res_state
 
 
 def _check_sequence(model, seq, name):
+    seq = check_data(name, seq, type(model).__name__, model.dtype)
     seq = check_rank(name, seq, 2, type(model).__name__, "(seq_len, data_dim)")
     if seq.shape[1] != model.in_dim:
         raise ValueError(
@@ -156,6 +167,68 @@ class RCForecasterBase(eqx.Module):
         """Same as :meth:`force`."""
         return self.force(in_seq, res_state)
 
+    @compiled
+    def predict(
+        self,
+        in_seq: Float[Array, "seq_len data_dim"],
+        res_state: Array | None = None,
+        ts: Array | None = None,
+    ) -> Float[Array, "seq_len out_dim"]:
+        """One-step-ahead predictions along a teacher-forced sequence.
+
+        The reservoir is driven by the true samples ``in_seq`` (nothing is fed
+        back, unlike :meth:`forecast`) and every state is read out:
+        ``out[t] = readout(R[t])`` with ``R = force(in_seq, res_state)``. So
+        ``out[t]`` predicts ``in_seq[t + 1]`` and ``out[-1]`` the sample after
+        ``in_seq`` (it equals ``forecast(1, R[-1])[0]``). This is what a
+        reservoirpy user gets from ``model.run(X_test)`` on a model trained on
+        ``(X[:-1], X[1:])``.
+
+        Parameters
+        ----------
+        in_seq : Array
+            ``(seq_len, data_dim)`` inputs.
+        res_state : Array, optional
+            State before ``in_seq[0]``, shape of ``driver.default_state()``
+            (``(chunks, res_dim)`` for the ESN forecasters); default the
+            driver's default (zero) state, whose first outputs are a transient.
+            Pass the last training state to continue the training window.
+        ts : Array, optional
+            ``(seq_len,)`` sample times; required by continuous-time models
+            (:class:`CRCForecasterBase`, as for their ``force``), refused by
+            discrete ones.
+
+        Returns
+        -------
+        Array
+            ``(seq_len, out_dim)``.
+
+        Example
+        -------
+        >>> esn, R = train_RCForecaster(esn, U[:2000])
+        >>> U_hat = esn.predict(U[2000:3000], R[-1])   # U_hat[t] ≈ U[2001 + t]
+        """
+        owner = type(self).__name__
+        in_seq = _check_sequence(self, in_seq, "in_seq")
+        if res_state is None:
+            res_state = self.driver.default_state()
+        res_state = _check_state(self, res_state)
+        if isinstance(self, CRCForecasterBase):
+            if ts is None:
+                raise TypeError(
+                    f"{owner}.predict: continuous-time models need ts, the "
+                    "(seq_len,) times of the samples of in_seq"
+                )
+            states = self.force(in_seq, res_state, ts)
+        elif ts is not None:
+            raise TypeError(
+                f"{owner}.predict: ts is only for continuous-time models "
+                "(CRCForecasterBase); a discrete-time model steps once per sample"
+            )
+        else:
+            states = self.force(in_seq, res_state)
+        return self.readout.batch_readout(states)
+
     def set_readout(self, readout: ReadoutBase):
         """A copy of the model with ``readout`` replaced."""
         return eqx.tree_at(lambda m: m.readout, self, readout)
@@ -189,19 +262,28 @@ class RCForecasterBase(eqx.Module):
         """Closed-loop forecast of ``fcast_len`` samples from ``res_state``.
 
         ``out[0] = readout(res_state)``; each output is embedded and fed back.
-        ``fcast_len`` is a Python int (static under ``jax.jit``). ``backend``
+        ``fcast_len`` is a Python int (static under ``jax.jit``). A non-finite
+        ``res_state`` raises (also under ``jax.jit``); an untrained model
+        (all-zero readout weights) warns outside ``jax.jit``. ``backend``
         (``"native"``/``"xla"``, default the enclosing ``orc.use_backend`` or
         the environment's) chooses how it runs; not part of ORC 0.4's API.
         """
         fcast_len = check_static_int(
             "fcast_len", fcast_len, type(self).__name__, minimum=1
         )
-        _check_state(self, res_state)
-        return self._forecast(fcast_len, res_state, backend=backend)
+        res_state = _check_state(self, res_state)
+        warn_if_untrained(self, f"{type(self).__name__}.forecast")
+        return report_divergence(
+            f"{type(self).__name__}.forecast",
+            self._forecast(fcast_len, res_state, backend=backend),
+        )
 
     @compiled
     def _forecast(self, fcast_len: int, res_state: Array) -> Array:
-        return self._closed_loop(fcast_len, jnp.asarray(res_state, self.dtype))
+        res_state = check_finite(
+            jnp.asarray(res_state, self.dtype), "res_state", type(self).__name__
+        )
+        return self._closed_loop(fcast_len, res_state)
 
     def forecast_from_IC(
         self,
@@ -219,7 +301,12 @@ class RCForecasterBase(eqx.Module):
             "fcast_len", fcast_len, type(self).__name__, minimum=1
         )
         spinup_data = _check_sequence(self, spinup_data, "spinup_data")
-        return self._forecast_from_IC(fcast_len, spinup_data, backend=backend)
+        warn_if_untrained(self, f"{type(self).__name__}.forecast_from_IC")
+        return report_divergence(
+            f"{type(self).__name__}.forecast_from_IC",
+            self._forecast_from_IC(fcast_len, spinup_data, backend=backend),
+            spinup_data,
+        )
 
     @compiled
     def _forecast_from_IC(self, fcast_len: int, spinup_data: Array) -> Array:
@@ -375,19 +462,37 @@ class CRCForecasterBase(RCForecasterBase):
         ys = self._solve(field, ts[0], ts, dt0, res_state)
         return jax.vmap(self.readout.readout)(ys)
 
-    @compiled
     def forecast(self, ts: Array, res_state: Array) -> Array:  # type: ignore[override]
         """Closed-loop forecast read out at the times ``ts`` (``ts[0]`` is the start)."""
-        ts = check_rank("ts", ts, 1, type(self).__name__, "(fcast_len,)")
-        ts = self._check_ts(ts, ts.shape[0], "ts")
-        _check_state(self, res_state)
-        return self._autonomous(ts, jnp.asarray(res_state, self.dtype))
+        out = self._forecast_ts(ts, res_state)
+        warn_if_untrained(self, f"{type(self).__name__}.forecast")
+        return report_divergence(f"{type(self).__name__}.forecast", out)
 
     @compiled
+    def _forecast_ts(self, ts: Array, res_state: Array) -> Array:
+        ts = check_rank("ts", ts, 1, type(self).__name__, "(fcast_len,)")
+        ts = self._check_ts(ts, ts.shape[0], "ts")
+        res_state = check_finite(
+            jnp.asarray(_check_state(self, res_state), self.dtype),
+            "res_state",
+            type(self).__name__,
+        )
+        return self._autonomous(ts, res_state)
+
     def forecast_from_IC(  # type: ignore[override]
         self, ts: Array, spinup_data: Array, spinup_ts: Array | None = None
     ) -> Array:
         """Warm up on ``spinup_data`` (times ``spinup_ts``, default spaced like ``ts``), then forecast."""
+        out = self._forecast_from_IC_ts(ts, spinup_data, spinup_ts)
+        warn_if_untrained(self, f"{type(self).__name__}.forecast_from_IC")
+        return report_divergence(
+            f"{type(self).__name__}.forecast_from_IC", out, spinup_data
+        )
+
+    @compiled
+    def _forecast_from_IC_ts(
+        self, ts: Array, spinup_data: Array, spinup_ts: Array | None = None
+    ) -> Array:
         ts = check_rank("ts", ts, 1, type(self).__name__, "(fcast_len,)")
         ts = self._check_ts(ts, ts.shape[0], "ts")
         spinup_data = _check_sequence(self, spinup_data, "spinup_data")

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._divergence import report_divergence
 from .._ridge import sequence_stats, solve
 from .._strategy import compiled
 from .._training import (
@@ -36,7 +37,16 @@ from .._training import (
     teacher_forced_sequences,
     training_noise,
 )
-from .._validation import check_dtype, check_int, check_rank, check_static_int
+from .._validation import (
+    check_beta,
+    check_data,
+    check_dtype,
+    check_finite,
+    check_int,
+    check_rank,
+    check_static_int,
+    warn_if_untrained,
+)
 
 __all__ = ["NVARForecaster", "train_NVARForecaster"]
 
@@ -237,6 +247,7 @@ class NVARForecaster(eqx.Module):
 
     def _check_seq(self, seq, name: str, min_len: int):
         owner = type(self).__name__
+        seq = check_data(name, seq, owner, self.dtype)
         seq = check_rank(name, seq, 2, owner, "(seq_len, data_dim)")
         if seq.shape[1] != self.data_dim:
             raise ValueError(
@@ -252,6 +263,7 @@ class NVARForecaster(eqx.Module):
         return jnp.asarray(seq).astype(self.dtype)
 
     def _check_state(self, res_state, name: str = "res_state"):
+        res_state = check_data(name, res_state, type(self).__name__, self.dtype)
         expected = (self.window, self.data_dim)
         if tuple(jnp.shape(res_state)) != expected:
             raise ValueError(
@@ -368,10 +380,22 @@ class NVARForecaster(eqx.Module):
         fcast_len = check_static_int(
             "fcast_len", fcast_len, type(self).__name__, minimum=1
         )
-        return self._forecast(fcast_len, self._check_state(res_state))
+        warn_if_untrained(self, f"{type(self).__name__}.forecast")
+        return report_divergence(
+            f"{type(self).__name__}.forecast",
+            self._forecast(fcast_len, self._check_state(res_state)),
+            res_state,
+        )
 
     @compiled
     def _forecast(self, fcast_len: int, window: Array) -> Array:
+        # one program for both entry points, so the message names both
+        window = check_finite(
+            window,
+            "the delay window to forecast from (res_state, or the last window "
+            "samples of spinup_data)",
+            type(self).__name__,
+        )
         return self._closed_loop(fcast_len, window)
 
     def forecast_from_IC(
@@ -398,7 +422,91 @@ class NVARForecaster(eqx.Module):
             "fcast_len", fcast_len, type(self).__name__, minimum=1
         )
         seq = self._check_seq(spinup_data, "spinup_data", self.window)
-        return self._forecast(fcast_len, seq[seq.shape[0] - self.window :])
+        warn_if_untrained(self, f"{type(self).__name__}.forecast_from_IC")
+        return report_divergence(
+            f"{type(self).__name__}.forecast_from_IC",
+            self._forecast(fcast_len, seq[seq.shape[0] - self.window :]),
+            spinup_data,
+        )
+
+
+@functools.lru_cache(maxsize=64)
+def _unscale_table(
+    n_lin: int, order: int, constant: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Static tables of the map from standardised to raw features.
+
+    With ``z = (lin - mu) / sigma``, each feature of ``z`` (a monomial
+    ``z[i1] ... z[ip]``) expands into the features of ``lin`` of the subsets
+    of its factors: ``prod_k (lin[ik] - mu[ik]) / sigma[ik]`` is the sum, over
+    the subsets ``S`` of its positions, of ``prod_{k in S} lin[ik]`` times
+    ``prod_{k in S} 1/sigma[ik] * prod_{k not in S} -mu[ik]/sigma[ik]``. The
+    monomial of a subset of size 0 is the constant feature. Returns the rows
+    (feature of ``z``), columns (feature of ``lin``), the factor indices
+    ``(P, order)`` (padded with ``n_lin``) and whether each factor is in the
+    subset, one entry per (feature, subset) pair.
+    """
+    column = {}
+    if constant:
+        column[()] = 0
+    offset = int(constant)
+    for i in range(n_lin):
+        column[(i,)] = offset + i
+    offset += n_lin
+    for table in _monomial_tables(n_lin, order):
+        for r, row in enumerate(table):
+            column[tuple(int(v) for v in row)] = offset + r
+        offset += table.shape[0]
+    rows, cols, factors, inside = [], [], [], []
+    for mono, zc in column.items():
+        p = len(mono)
+        for mask in range(1 << p):
+            chosen = tuple(mono[k] for k in range(p) if mask >> k & 1)
+            if chosen not in column:  # the constant, in a model without one
+                continue
+            rows.append(zc)
+            cols.append(column[chosen])
+            factors.append(list(mono) + [n_lin] * (order - p))
+            inside.append(
+                [bool(mask >> k & 1) for k in range(p)] + [True] * (order - p)
+            )
+    out = (
+        np.asarray(rows, dtype=np.int32),
+        np.asarray(cols, dtype=np.int32),
+        np.asarray(factors, dtype=np.int32).reshape(len(rows), order),
+        np.asarray(inside, dtype=bool).reshape(len(rows), order),
+    )
+    for a in out:
+        a.setflags(write=False)
+    return out
+
+
+def _raw_weights(model, w_z: Array, mu: Array, sigma: Array) -> Array:
+    """Readout weights on the raw features equal to ``w_z`` on standardised ones.
+
+    ``w_z`` predicts the next sample in standardised units (its increment or
+    the sample itself, by ``model.target``) from the features of the window
+    standardised per data dimension by ``mu`` and ``sigma``. The features of
+    the standardised window are a linear map ``T`` of the raw ones
+    (:func:`_unscale_table`), so ``w_z T`` scaled back by ``sigma`` is the same
+    polynomial of the raw window: the fitted model is the usual NVAR
+    ``x_{t+1} = x_t + W_out O(t)``; standardising only conditioned the fit.
+    """
+    rows, cols, factors, inside = _unscale_table(
+        model.n_lin, model.order, model.constant
+    )
+    dtype = w_z.dtype
+    mu_lin = jnp.concatenate([jnp.tile(mu, model.k), jnp.zeros((1,), dtype)])
+    sig_lin = jnp.concatenate([jnp.tile(sigma, model.k), jnp.ones((1,), dtype)])
+    a_in = 1.0 / sig_lin[factors]
+    a_out = -mu_lin[factors] / sig_lin[factors]
+    coef = jnp.prod(jnp.where(inside, a_in, a_out), axis=1)
+    n = model.n_features
+    transform = jnp.zeros((n, n), dtype).at[rows, cols].add(coef)
+    w = sigma[:, None] * (w_z @ transform)
+    if model.target == "direct":  # x_{t+1} = sigma * (W_z O_z) + mu
+        w = w.at[:, 0].add(mu)
+    return w
 
 
 def _sliding_windows(seq: Array, window: int) -> Array:
@@ -408,11 +516,21 @@ def _sliding_windows(seq: Array, window: int) -> Array:
 
 @compiled
 def _train(
-    model, train_seq, target_seq, beta, spinup, multi, return_states, intercept, noise
+    model,
+    train_seq,
+    target_seq,
+    beta,
+    spinup,
+    multi,
+    return_states,
+    intercept,
+    noise,
+    standardize,
 ):
     forcing, _, targets = teacher_forced_sequences(
         "train_NVARForecaster", model.dtype, train_seq, target_seq
     )
+    beta = check_beta(beta, "train_NVARForecaster")
     w = model.window
     if not multi:
         forcing, targets = forcing[None], targets[None]
@@ -427,6 +545,16 @@ def _train(
     flat = forcing.reshape(n_traj * t_in, forcing.shape[-1])
     rows = (np.arange(n_traj)[:, None] * t_in + t[None, :]).reshape(-1)
     y = targets[:, first:].reshape(rows.size, targets.shape[-1])
+    if standardize:
+        # per data dimension, over the clean training samples; a constant
+        # dimension keeps scale 1. Without a constant feature a shift cannot
+        # be folded back into the weights, so only the scale is used.
+        sample = clean.reshape(-1, clean.shape[-1])
+        mu = jnp.mean(sample, axis=0) if model.constant else jnp.zeros_like(sample[0])
+        sigma = jnp.sqrt(jnp.mean((sample - mu) ** 2, axis=0))
+        sigma = jnp.where(sigma > 0, sigma, jnp.ones_like(sigma))
+        flat = (flat - mu) / sigma
+        y = (y - mu) / sigma
     if model.target == "increment":
         y = y - flat[rows]
 
@@ -434,7 +562,10 @@ def _train(
         return model._rows(flat, block)
 
     stats = sequence_stats(jnp.asarray(rows), y, feats, lambda v: v)
-    wout = solve(stats, beta, intercept=intercept).astype(model.dtype)
+    wout = solve(stats, beta, intercept=intercept)
+    if standardize:
+        wout = _raw_weights(model, wout, mu, sigma)
+    wout = wout.astype(model.dtype)
     model = eqx.tree_at(lambda m: m.wout, model, wout)
     if return_states:
         states = jax.vmap(lambda f: _sliding_windows(f, w))(clean)
@@ -455,6 +586,7 @@ def train_NVARForecaster(
     return_states: bool = True,
     input_noise: float = 0.0,
     noise_seed=0,
+    standardize: bool = True,
 ) -> tuple[NVARForecaster, Array]:
     """Fit an :class:`NVARForecaster`'s readout by ridge regression.
 
@@ -504,6 +636,13 @@ def train_NVARForecaster(
         regulariser of the closed loop; see the note below. Not in the paper.
     noise_seed : int or PRNG key, default 0
         Seed of ``input_noise``.
+    standardize : bool, default True
+        Fit on the samples standardised per data dimension (mean and standard
+        deviation of the training data; only the scale without a constant
+        feature), then express the weights in raw units: the model is the same
+        polynomial NVAR, only the fit is better conditioned and ``beta``
+        penalises the weights of standardised features, so one value suits data
+        of any scale. ``False`` is the paper's raw-feature fit.
 
     Returns
     -------
@@ -528,7 +667,13 @@ def train_NVARForecaster(
     hurt", arXiv:2407.08641). The paper's data came from a default-tolerance
     RK23 solve whose errors acted as noise. Raising ``beta`` alone did not
     help reliably in our measurements; ``input_noise=1e-3`` (about 1e-4 of the
-    attractor's standard deviation) did.
+    attractor's standard deviation) did, and so does standardising the
+    samples (the default): with ``beta=2.5e-6`` on standardised features the
+    closed loop is stable at ``dt=0.01`` and ``0.025`` (NRMSE over one
+    Lyapunov time 9e-4 and 3e-3 from 4000 and 1600 samples). A flow sampled
+    too coarsely for a quadratic map stays out of reach: Rossler at
+    ``dt=0.05`` diverges (reported by a :class:`DivergenceWarning` when
+    forecasting), at ``dt=0.01`` it forecasts to 1e-3.
 
     Example
     -------
@@ -555,10 +700,12 @@ def train_NVARForecaster(
     train_seq, target_seq, spinup = check_training_args(
         owner, model, train_seq, target_seq, spinup, None, beta, None, multi
     )
-    if not isinstance(penalize_constant, (bool, np.bool_)):
-        raise TypeError(
-            f"{owner}: penalize_constant must be a bool, got {penalize_constant!r}"
-        )
+    for name, flag in (
+        ("penalize_constant", penalize_constant),
+        ("standardize", standardize),
+    ):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{owner}: {name} must be a bool, got {flag!r}")
     return _train(
         model,
         train_seq,
@@ -569,4 +716,5 @@ def train_NVARForecaster(
         bool(return_states),
         model.constant and not penalize_constant,
         training_noise(owner, input_noise, 0.0, noise_seed, model.dtype),
+        bool(standardize),
     )

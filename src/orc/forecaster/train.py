@@ -11,6 +11,7 @@ from jaxtyping import Array
 from .._strategy import compiled
 from .._training import (
     check_training_args,
+    checked_training_values,
     run_training,
     teacher_forced_fit,
     teacher_forced_sequences,
@@ -47,6 +48,7 @@ def _train(
     tot_seq, _, targets = teacher_forced_sequences(
         "train_RCForecaster", model.dtype, train_seq, target_seq
     )
+    init, beta = checked_training_values("train_RCForecaster", init, beta)
     if noise is not None:
         tot_seq = noise.perturb(tot_seq)
 
@@ -101,6 +103,12 @@ def train_RCForecaster(
     regressed onto ``target_seq[t]`` (default: the next sample
     ``train_seq[t + 1]``), discarding the first ``spinup`` pairs.
 
+    Data arguments (``train_seq``, ``target_seq``, ``initial_res_state``)
+    are converted to the model's dtype: integer arrays and Python lists are
+    accepted as in ORC 0.4, float data of a higher precision than the model
+    warns (:class:`orc.PrecisionLossWarning`), bool and complex arrays raise
+    ``TypeError`` (see :func:`orc._validation.check_data`).
+
     Parameters
     ----------
     model : RCForecasterBase
@@ -117,7 +125,9 @@ def train_RCForecaster(
     initial_res_state : Array, optional
         Start state (default zeros); with ``multi_sequence`` one per trajectory.
     beta : float, default 8e-8
-        Ridge regularisation.
+        Ridge regularisation, finite and ``>= 0`` (checked also when traced
+        under ``jax.jit``). ``beta=0`` (plain least squares) is accepted with
+        an :class:`orc.UnregularizedRidgeWarning`.
     batch_size : int, optional
         Solve the per-chunk regressions this many chunks at a time.
     multi_sequence : bool, default False

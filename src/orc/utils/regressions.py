@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._ridge import RidgeStats, solve, stats_update
+from .._validation import check_beta, check_data, default_float_dtype, warn_zero_beta
 
 __all__ = ["ridge_regression"]
 
@@ -20,8 +21,8 @@ def _checked(
     name: str, res_seq, target_seq, chunked: bool, res_name: str = "res_seq"
 ) -> tuple[Array, Array]:
     """The two arrays, once their shapes ``(T, [C,] F)`` and ``(T, [C,] O)`` agree."""
-    res_seq = jnp.asarray(res_seq)
-    target_seq = jnp.asarray(target_seq)
+    res_seq = jnp.asarray(_real(name, res_name, res_seq))
+    target_seq = jnp.asarray(_real(name, "target_seq", target_seq))
     ndim, layout = (3, "(seq_len, chunks, dim)") if chunked else (2, "(seq_len, dim)")
     if res_seq.ndim != ndim or target_seq.ndim != ndim:
         raise ValueError(
@@ -37,10 +38,31 @@ def _checked(
     return res_seq, target_seq
 
 
-def _fit(name: str, res_seq, target_seq, beta, chunked: bool) -> Array:
+def _real(name: str, arg: str, x):
+    """``x`` as real data (:func:`orc._validation.check_data`): a float
+    array keeps its dtype, integers and Python numbers become the default
+    float dtype, bool and complex arrays raise ``TypeError``."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+        dtype = default_float_dtype()
+    return check_data(arg, x, name, dtype)
+
+
+def _checked_beta(name: str, beta, *data):
+    """``beta`` checked (finite, >= 0; as a run-time check when traced) and
+    warned about when it is 0 (an unregularised fit)."""
+    warn_zero_beta(beta, name, *data)
+    return check_beta(beta, name)
+
+
+def _fit(
+    name: str, res_seq, target_seq, beta, chunked: bool, beta_checked: bool = False
+) -> Array:
     """Ridge weights of ``res_seq`` ``(T, [C,] F)`` onto ``target_seq``
     ``(T, [C,] O)``: ``(O, F)``, or ``(C, O, F)`` when ``chunked``."""
     res_seq, target_seq = _checked(name, res_seq, target_seq, chunked)
+    if not beta_checked:
+        beta = _checked_beta(name, beta, res_seq, target_seq)
     dtype = jnp.result_type(res_seq.dtype, target_seq.dtype)
     chunks = res_seq.shape[1] if chunked else None
     stats = RidgeStats.zeros(res_seq.shape[-1], target_seq.shape[-1], chunks, dtype)
@@ -143,14 +165,19 @@ def _solve_all_ridge_reg_batched(
         raise ValueError(
             f"_solve_all_ridge_reg_batched: batch_size must be >= 1, got {batch_size}"
         )
+    beta = _checked_beta("_solve_all_ridge_reg_batched", beta, res_seq_train)
     chunks = res_seq_train.shape[1]
+    name = "_solve_all_ridge_reg_batched"
     if batch_size >= chunks:
-        return _solve_all_ridge_reg(res_seq_train, target_seq, beta)
+        return _fit(name, res_seq_train, target_seq, beta, True, beta_checked=True)
     parts = [
-        _solve_all_ridge_reg(
+        _fit(
+            name,
             res_seq_train[:, i : i + batch_size],
             target_seq[:, i : i + batch_size],
             beta,
+            True,
+            beta_checked=True,
         )
         for i in range(0, chunks, batch_size)
     ]

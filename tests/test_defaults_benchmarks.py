@@ -1,0 +1,139 @@
+"""Every model family with its default hyperparameters, on the standard
+benchmark systems of ``orc.data``: a forecast is either finite and better than
+persistence, or reported (:class:`orc.forecaster.DivergenceWarning`), never a
+silent wrong result.
+
+Persistence (the last warm-up sample held) is the baseline any forecast must
+beat over one Lyapunov time (Mackey-Glass: ~150 samples at its unit step).
+Errors are normalised by the training data's standard deviation per
+dimension. ``GOOD`` lists the pairs that must beat persistence today; the
+others (measured numbers in the comments) must at least be reported when
+they diverge.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import orc
+from orc import forecaster as F
+
+# (system) -> (data, one Lyapunov time in samples, dt)
+LYAPUNOV = {"lorenz63": 0.906, "rossler": 0.071, "mackey_glass": 0.0065, "ks": 0.043}
+
+
+@functools.cache
+def _system(name):
+    if name == "lorenz63":
+        u, _ = orc.data.lorenz63(tN=60, dt=0.01)
+        u, dt = np.asarray(u)[1000:], 0.01
+    elif name == "lorenz63_dt025":
+        u, _ = orc.data.lorenz63(tN=150, dt=0.025)
+        u, dt = np.asarray(u)[400:], 0.025
+    elif name == "rossler":
+        u, _ = orc.data.rossler(tN=500, dt=0.05)
+        u, dt = np.asarray(u)[1000:], 0.05
+    elif name == "mackey_glass":
+        u, dt = np.asarray(orc.data.mackey_glass(6000, seed=0))[1000:], 1.0
+    else:
+        u, _ = orc.data.KS_1D(tN=1500, dt=0.25)
+        u, dt = np.asarray(u)[1000:], 0.25
+    lam = LYAPUNOV[name.split("_dt")[0]]
+    return u, int(round(1 / (lam * dt))), dt
+
+
+FAMILIES = {
+    "esn": lambda d: F.ESNForecaster(d, 500, seed=1),
+    "cesn": lambda d: F.CESNForecaster(d, 200, seed=1),  # an ODE solve: small
+    "ensemble": lambda d: F.EnsembleESNForecaster(d, 200, chunks=3, seed=1),
+    "deep": lambda d: F.DeepESNForecaster(d, 250, seed=1),
+    "nvar": lambda d: F.NVARForecaster(d),
+}
+SYSTEMS = ("lorenz63", "lorenz63_dt025", "rossler", "mackey_glass", "ks")
+# measured NRMSE over one Lyapunov time (persistence in brackets), 3 windows
+GOOD = (
+    {
+        ("lorenz63", f)
+        for f in FAMILIES  # all < 0.01 (0.70)
+    }
+    | {
+        ("lorenz63_dt025", f)
+        for f in FAMILIES  # all < 0.1 (1.24)
+    }
+    | {
+        ("rossler", "esn"),  # 0.02 (1.32)
+        ("rossler", "cesn"),  # 0.02
+        ("rossler", "ensemble"),  # 0.08
+        ("mackey_glass", "esn"),  # 0.62 (1.13)
+        ("mackey_glass", "ensemble"),  # 0.71
+        ("mackey_glass", "deep"),  # 0.73
+        ("mackey_glass", "nvar"),  # 1.02
+    }
+)
+# Known to fail silently today (issue 19 stays open for them): a strict xfail,
+# so that a fix shows up as an unexpected pass.
+SILENTLY_POOR = {
+    ("rossler", "deep"): "DeepESN defaults on Rossler: 1.43 vs persistence 1.28, "
+    "no divergence to report",
+}
+# Not yet good with defaults (issue 19): rossler/nvar diverges at dt=0.05 (stable at dt=0.01), mackey_glass/
+# cesn leaves the attractor, ks/* leave it (a single reservoir of 500 for 64
+# dimensions; the parallel chunks are the KS model).
+N_TRAIN, WINDOWS, WARMUP = 4000, 3, 200
+
+
+def _train(family, model, u, dt):
+    if family == "nvar":
+        return F.train_NVARForecaster(model, u)
+    if family == "cesn":
+        return F.train_CESNForecaster(
+            model, u, jnp.arange(u.shape[0], dtype=u.dtype) * dt, spinup=100
+        )
+    return F.train_RCForecaster(model, u, spinup=100)
+
+
+def _forecast(family, model, hor, warm, dt):
+    if family == "cesn":
+        return model.forecast_from_IC(jnp.arange(hor, dtype=warm.dtype) * dt, warm)
+    return model.forecast_from_IC(hor, warm)
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_default_family_on_benchmark(family, system, request):
+    if family == "nvar" and system == "ks":
+        pytest.skip("NVAR on 64 dimensions: 8385 quadratic features, a benchmark job")
+    if (system, family) in SILENTLY_POOR:
+        request.applymarker(
+            pytest.mark.xfail(strict=True, reason=SILENTLY_POOR[system, family])
+        )
+    u, hor, dt = _system(system)
+    n = min(N_TRAIN, len(u) - WINDOWS * hor - 1)
+    model = FAMILIES[family](u.shape[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # ill-conditioned ridge
+        model, _ = _train(family, model, jnp.asarray(u[:n]), dt)
+    sd = u[:n].std(axis=0)
+    errs, persist, reported = [], [], 0
+    for w in range(WINDOWS):
+        s0 = n + w * hor
+        truth = u[s0 : s0 + hor]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            warm = jnp.asarray(u[s0 - WARMUP : s0])
+            fc = np.asarray(_forecast(family, model, hor, warm, dt))
+        reported += any(issubclass(c.category, F.DivergenceWarning) for c in caught)
+        with np.errstate(over="ignore", invalid="ignore"):
+            errs.append(np.sqrt(np.mean(((fc - truth) / sd) ** 2)))
+        persist.append(np.sqrt(np.mean(((truth - u[s0 - 1]) / sd) ** 2)))
+    err, base = float(np.mean(errs)), float(np.mean(persist))
+    if (system, family) in GOOD:
+        assert np.isfinite(err) and err < base and not reported, (err, base, reported)
+    else:
+        # whatever the quality, a forecast that left the attractor is reported
+        assert (np.isfinite(err) and err < base) or reported, (err, base)

@@ -1,0 +1,354 @@
+"""Bad inputs that used to pass silently or be blamed on the wrong argument.
+
+Each gap gets a clear error naming the argument (shapes and dtypes at trace
+time; values through orc's run-time checks, so also under ``jax.jit``), or,
+where ORC 0.4 accepts the input, a documented conversion and a warning.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import orc
+from _helpers import RUNTIME_ERRORS
+from orc.classifier import ESNClassifier, train_RCClassifier
+from orc.control import ESNController, train_RCController
+from orc.forecaster import (
+    ESNForecaster,
+    NVARForecaster,
+    train_ESNForecaster,
+    train_NVARForecaster,
+    train_RCForecaster,
+)
+from orc.regression import ESNRegressor, train_RCRegressor
+from orc.utils.regressions import _solve_all_ridge_reg, ridge_regression
+
+RES = 20
+_rng = np.random.default_rng(0)
+U = jnp.asarray(_rng.standard_normal((50, 3)))
+Y2 = U[:, :2]
+C1 = U[:, 2:]
+SEQS = jnp.asarray(_rng.standard_normal((4, 12, 3)))
+LABELS = jnp.array([0, 1, 0, 1])
+REF = jnp.zeros((8, 2))
+GUESS = jnp.zeros((8, 1))
+
+
+def _esn(dtype=jnp.float64):
+    return ESNForecaster(3, RES, seed=0, dtype=dtype)
+
+
+def _clf():
+    return ESNClassifier(3, 2, RES, seed=0)
+
+
+def _ctrl():
+    return ESNController(2, 1, RES, seed=0)
+
+
+def _reg():
+    return ESNRegressor(3, 1, RES, seed=0)
+
+
+@pytest.fixture(scope="module")
+def trained_esn():
+    return train_RCForecaster(_esn(), U)
+
+
+@pytest.fixture(scope="module")
+def trained_clf():
+    return train_RCClassifier(_clf(), SEQS, LABELS)
+
+
+@pytest.fixture(scope="module")
+def trained_ctrl():
+    return train_RCController(_ctrl(), Y2, C1)
+
+
+def _caught(fn, category):
+    """Run ``fn`` recording every warning; the ones of ``category`` and the result."""
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        out = jax.block_until_ready(fn())
+    return [w for w in record if issubclass(w.category, category)], out
+
+
+# Every trainer (and ORC's public ridge helpers) with beta as its argument.
+TRAINERS = {
+    "train_RCForecaster": lambda beta: train_RCForecaster(_esn(), U, beta=beta),
+    "train_ESNForecaster": lambda beta: train_ESNForecaster(_esn(), U, beta=beta),
+    "train_RCClassifier": lambda beta: train_RCClassifier(
+        _clf(), SEQS, LABELS, beta=beta
+    ),
+    "train_RCController": lambda beta: train_RCController(_ctrl(), Y2, C1, beta=beta),
+    "train_RCRegressor": lambda beta: train_RCRegressor(_reg(), U, U[:, :1], beta=beta),
+    "train_NVARForecaster": lambda beta: train_NVARForecaster(
+        NVARForecaster(3), U, beta=beta
+    ),
+    "ridge_regression": lambda beta: ridge_regression(U, Y2, beta),
+    "_solve_all_ridge_reg": lambda beta: _solve_all_ridge_reg(
+        U[:, None], Y2[:, None], beta
+    ),
+}
+
+
+# 1 ------------------------------------------------------------------ beta
+@pytest.mark.parametrize("bad", [-1.0, float("nan")], ids=["negative", "nan"])
+@pytest.mark.parametrize("trainer", sorted(TRAINERS))
+def test_bad_beta_is_named_under_jit_and_outside(trainer, bad):
+    train = TRAINERS[trainer]
+    # traced: beta is an argument of the user's jax.jit
+    with pytest.raises(RUNTIME_ERRORS, match="beta") as err:
+        jax.block_until_ready(jax.jit(train)(jnp.asarray(bad)))
+    assert "features or targets" not in str(err.value)
+    # concrete: a Python float, refused before anything runs
+    with pytest.raises(ValueError, match="beta"):
+        train(bad)
+
+
+# 2 ------------------------------------------------------- initial_res_state
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+@pytest.mark.parametrize("trainer", ["forecaster", "controller", "regressor"])
+def test_nan_initial_res_state_is_named(trainer, jit):
+    if trainer == "forecaster":
+        model, state = _esn(), jnp.full((1, RES), jnp.nan)
+
+        def train(m, r0):
+            return train_RCForecaster(m, U, initial_res_state=r0)
+    elif trainer == "controller":
+        model, state = _ctrl(), jnp.full((RES,), jnp.nan)
+
+        def train(m, r0):
+            return train_RCController(m, Y2, C1, initial_res_state=r0)
+    else:
+        model, state = _reg(), jnp.full((RES,), jnp.nan)
+
+        def train(m, r0):
+            return train_RCRegressor(m, U, U[:, :1], initial_res_state=r0)
+
+    call = jax.jit(train) if jit else train
+    errors = RUNTIME_ERRORS if jit else eqx.EquinoxRuntimeError
+    with pytest.raises(errors, match="initial_res_state") as err:
+        jax.block_until_ready(call(model, state))
+    assert "features or targets" not in str(err.value)
+
+
+# 3 ------------------------------------------------------ compute_control
+@pytest.mark.parametrize("bad", ["ref_traj", "res_state", "control_seq"])
+def test_compute_control_names_the_nonfinite_argument(trained_ctrl, bad):
+    model, R = trained_ctrl
+    args = {"control_seq": GUESS, "res_state": R[-1], "ref_traj": REF}
+    args[bad] = args[bad].at[0].set(jnp.nan)
+    with pytest.raises(eqx.EquinoxRuntimeError, match=bad) as err:
+        model.compute_control(**args)
+    assert "did not converge" not in str(err.value)
+    # also with throw=False: non-finite inputs are errors, not a failed solve
+    with pytest.raises(eqx.EquinoxRuntimeError, match=bad):
+        model.compute_control(**args, throw=False)
+
+
+# 4 ---------------------------------------------------------- no samples
+def test_trainers_name_the_argument_that_holds_no_samples():
+    with pytest.raises(ValueError, match="train_seqs") as err:
+        train_RCClassifier(_clf(), jnp.zeros((0, 12, 3)), jnp.zeros((0,), jnp.int32))
+    assert "no rows left" not in str(err.value)
+    with pytest.raises(ValueError, match="train_seqs"):
+        train_RCClassifier(_clf(), jnp.zeros((4, 0, 3)), LABELS)
+    empty = jnp.zeros((0, 12, 3))
+    with pytest.raises(ValueError, match="train_seq"):
+        train_RCForecaster(_esn(), empty, multi_sequence=True)
+    with pytest.raises(ValueError, match="train_seq"):
+        train_RCController(
+            ESNController(3, 1, RES), empty, empty[..., :1], multi_sequence=True
+        )
+    with pytest.raises(ValueError, match="in_seq"):
+        train_RCRegressor(_reg(), empty, empty[..., :1], multi_sequence=True)
+
+
+# 5 ------------------------------------------------------------- complex
+def _entry_points(trained_esn, trained_clf, trained_ctrl):
+    """(argument name, call taking that argument) for every way data enters."""
+    esn, R = trained_esn
+    ctrl, Rc = trained_ctrl
+    nvar = NVARForecaster(3)
+    return [
+        ("train_seq", lambda x: train_RCForecaster(_esn(), x)),
+        ("target_seq", lambda x: train_RCForecaster(_esn(), U, target_seq=x)),
+        (
+            "initial_res_state",
+            lambda x: train_RCForecaster(_esn(), U, initial_res_state=x[:1, :1]),
+        ),
+        ("in_seq", lambda x: esn.force(x, R[-1])),
+        ("res_state", lambda x: esn.forecast(5, jnp.zeros((1, RES), x.dtype))),
+        ("spinup_data", lambda x: esn.forecast_from_IC(5, x)),
+        ("train_seqs", lambda x: train_RCClassifier(_clf(), x[None], LABELS[:1])),
+        ("in_seq", lambda x: trained_clf.classify(x)),
+        ("control_seq", lambda x: train_RCController(_ctrl(), Y2, x[:, :1])),
+        ("ref_traj", lambda x: ctrl.compute_control(GUESS, Rc[-1], x[:8, :2])),
+        ("in_seq", lambda x: train_RCRegressor(_reg(), x, U[:, :1])),
+        ("train_seq", lambda x: train_NVARForecaster(nvar, x)),
+        ("train_seq", lambda x: orc.online.train_online(_esn(), x)),
+        ("res_seq", lambda x: ridge_regression(x, Y2)),
+    ]
+
+
+def test_complex_data_is_refused_naming_the_argument(
+    trained_esn, trained_clf, trained_ctrl
+):
+    z = U.astype(jnp.complex128) * (1 + 1j)
+    for name, call in _entry_points(trained_esn, trained_clf, trained_ctrl):
+        with pytest.raises(TypeError, match=rf"{name} must be real-valued.*complex"):
+            call(z)
+
+
+# 6 ---------------------------------------------- bool, integer, lists
+def test_bool_refused_integers_and_lists_converted(
+    trained_esn, trained_clf, trained_ctrl
+):
+    for name, call in _entry_points(trained_esn, trained_clf, trained_ctrl):
+        with pytest.raises(TypeError, match=rf"{name} must hold real numbers.*bool"):
+            call(U > 0)
+    # ORC 0.4 takes lists and integer arrays (jnp.asarray): converted to the
+    # model's dtype, same result as the float array, no warning
+    ints = jnp.round(U * 10).astype(jnp.int64)
+    floats = ints.astype(jnp.float64)
+    ref, R = train_RCForecaster(_esn(), floats)
+    for data in (ints, np.asarray(ints).tolist()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            model, R2 = train_RCForecaster(_esn(), data)
+        assert R2.dtype == jnp.float64
+        np.testing.assert_array_equal(model.readout.wout, ref.readout.wout)
+    esn, R = trained_esn
+    out = esn.forecast_from_IC(5, U[:10].tolist())
+    np.testing.assert_array_equal(out, esn.forecast_from_IC(5, U[:10]))
+    probs = trained_clf.classify(np.asarray(SEQS[0]).tolist())
+    np.testing.assert_array_equal(probs, trained_clf.classify(SEQS[0]))
+
+
+# 7 ------------------------------------------------------------- beta = 0
+@pytest.mark.parametrize("trainer", sorted(TRAINERS))
+def test_zero_beta_warns_once_outside_jit(trainer):
+    train = TRAINERS[trainer]
+    ours, _ = _caught(lambda: train(0.0), orc.UnregularizedRidgeWarning)
+    assert len(ours) == 1
+    assert "beta=0" in str(ours[0].message)
+    assert ours[0].filename == __file__
+    # traced beta: no warning (nothing to look at until the program runs)
+    ours, _ = _caught(lambda: jax.jit(train)(jnp.asarray(0.0)), Warning)
+    assert not [w for w in ours if w.category is orc.UnregularizedRidgeWarning]
+
+
+# 8 ------------------------------------------------------ precision loss
+def test_downcast_warns_once_per_call_upcast_is_silent(trained_esn):
+    model32 = _esn(jnp.float32)
+    trained32, R32 = train_RCForecaster(model32, U.astype(jnp.float32), beta=1e-4)
+
+    def check(record, name):
+        assert len(record) == 1, [str(w.message) for w in record]
+        msg = str(record[0].message)
+        assert name in msg and "float64" in msg and "float32" in msg
+        assert record[0].filename == __file__
+
+    # each call warns, also when the compiled program is reused
+    for _ in range(2):
+        record, (_, R) = _caught(
+            lambda: train_RCForecaster(model32, U), orc.PrecisionLossWarning
+        )
+        check(record, "train_seq")
+        assert R.dtype == jnp.float32
+        record, states = _caught(
+            lambda: trained32.force(U, R32[-1]), orc.PrecisionLossWarning
+        )
+        check(record, "in_seq")
+        assert states.dtype == jnp.float32
+        record, _ = _caught(
+            lambda: trained32.forecast(5, R32[-1].astype(jnp.float64)),
+            orc.PrecisionLossWarning,
+        )
+        check(record, "res_state")
+    # float32 data into a float64 model: an exact upcast, no warning
+    esn, R = trained_esn
+    record, out = _caught(
+        lambda: esn.forecast_from_IC(5, U.astype(jnp.float32)), Warning
+    )
+    assert not record and out.dtype == jnp.float64
+
+
+# 9 ---------------------------------------------------------- untrained
+def test_untrained_model_warns_outside_jit(trained_esn, trained_clf, trained_ctrl):
+    esn, R = trained_esn
+    ctrl, Rc = trained_ctrl
+    nvar, W = train_NVARForecaster(NVARForecaster(3), U)
+    calls = {
+        "forecast": (_esn(), esn, lambda m: m.forecast(5, R[-1])),
+        "forecast_from_IC": (_esn(), esn, lambda m: m.forecast_from_IC(5, U[:10])),
+        "classify": (_clf(), trained_clf, lambda m: m.classify(SEQS[0])),
+        "compute_control": (
+            _ctrl(),
+            ctrl,
+            lambda m: m.compute_control(GUESS, Rc[-1], REF, throw=False),
+        ),
+        "NVARForecaster.forecast": (
+            NVARForecaster(3),
+            nvar,
+            lambda m: m.forecast(5, W[-1]),
+        ),
+    }
+    for name, (untrained, trained, call) in calls.items():
+        record, _ = _caught(
+            functools.partial(call, untrained), orc.UntrainedModelWarning
+        )
+        assert len(record) == 1, name
+        message = str(record[0].message)
+        assert name in message and "not been trained" in message
+        assert record[0].filename == __file__
+        record, _ = _caught(functools.partial(call, trained), orc.UntrainedModelWarning)
+        assert not record, name
+        # under the user's jax.jit the weights are traced: nothing is looked at
+        record, _ = _caught(
+            functools.partial(jax.jit(call), untrained), orc.UntrainedModelWarning
+        )
+        assert not record, name
+
+
+# 10 ------------------------------------------------------ NaN states
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_nonfinite_state_or_data_is_named(trained_esn, trained_clf, trained_ctrl, jit):
+    esn, R = trained_esn
+    ctrl, Rc = trained_ctrl
+    nvar, W = train_NVARForecaster(NVARForecaster(3), U)
+    cases = [
+        ("res_state", esn, R[-1].at[0, 3].set(jnp.nan), lambda m, x: m.forecast(5, x)),
+        ("res_state", nvar, W[-1].at[0, 0].set(jnp.inf), lambda m, x: m.forecast(5, x)),
+        (
+            "in_seq",
+            trained_clf,
+            SEQS[0].at[4, 1].set(jnp.nan),
+            lambda m, x: m.classify(x),
+        ),
+        (
+            "res_state",
+            trained_clf,
+            jnp.full((RES,), jnp.nan),
+            lambda m, x: m.classify(SEQS[0], x),
+        ),
+        (
+            "res_state",
+            ctrl,
+            Rc[-1].at[2].set(jnp.nan),
+            lambda m, x: m.compute_control(GUESS, x, REF),
+        ),
+    ]
+    errors = RUNTIME_ERRORS if jit else eqx.EquinoxRuntimeError
+    for name, model, bad, call in cases:
+        fn = jax.jit(call) if jit else call
+        with pytest.raises(errors, match=name):
+            jax.block_until_ready(fn(model, bad))
