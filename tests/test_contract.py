@@ -188,7 +188,11 @@ def test_classifier_contract(dtype, state_repr):
         block(trained.classify(seqs[1]))
     assert c["compiles"] == 0
     probs = jax.vmap(trained.classify)(seqs)
-    tol = 1e-5 if dtype == jnp.float32 else 1e-12
+    # float32: the batched and the single run round the states differently
+    # (~1e-7), and the readout fitted to 6 sequences with 50 features nearly
+    # interpolates (|W| ~ 770, the same weights as float64's since the fit
+    # keeps float64 accuracy), so outputs agree to ~1e-4, not 1e-7.
+    tol = 1e-3 if dtype == jnp.float32 else 1e-12
     np.testing.assert_allclose(probs[3], trained.classify(seqs[3]), rtol=tol, atol=tol)
     jc = jax.jit(lambda m, s: m.classify(s))
     np.testing.assert_allclose(jc(trained, seqs[0]), p, rtol=tol, atol=tol)

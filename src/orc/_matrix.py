@@ -280,6 +280,7 @@ def esn_run_stats(
     args = args + (targets,)
     fusable = (
         _strategy.native()
+        and stats.form == "gram"
         and stats.gram.ndim == 3
         and targets.ndim == 3
         and targets.shape[0] == steps
@@ -293,7 +294,9 @@ def esn_run_stats(
             cpu=lambda *a: _esn_fit_native(*a, start, stop),
             default=lambda *a: _esn_fit_plain(*a, start, stop),
         )
-        return states, RidgeStats(gram, cross, stats.count + (stop - start))
+        return states, RidgeStats(
+            gram, cross, stats.count + (stop - start), weights_dtype=stats.weights_dtype
+        )
     states = esn_run(values, indices, linear_drive(win, windows, bias), r0, leak)
     return states, stats_update(stats, states, targets, start, stop)
 

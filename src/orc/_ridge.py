@@ -21,6 +21,20 @@ Shapes: features ``(rows, F)`` and targets ``(rows, O)`` without chunks, or
 ``(rows, C, F)`` and ``(rows, C, O)`` with ``C`` chunks; the weights are
 ``(O, F)`` or ``(C, O, F)``.
 
+Precision: a fit keeps float64 accuracy whatever the model's dtype. Features
+in float64 accumulate ``G`` and ``B`` as above. Lower-precision features
+(float32 models) accumulate in float64 when JAX's x64 is on (each block is
+cast; the weights come back in the model's dtype). With x64 off no float64
+array exists, and the normal equations in float32 fail (``cond(G)`` of a
+reservoir far exceeds ``1/eps``: a float32 Lorenz63 ESN at N=1000 forecast
+0.8 Lyapunov times instead of 11.4), so those statistics are kept in QR form
+instead ("TSQR"): ``gram`` holds the triangular factor ``R`` of the rows seen
+(``F^T F = R^T R``) and ``cross`` holds ``Q^T Y``, each block folded in by a
+QR of ``[[R, Q^T Y], [F_b, Y_b]]``, and the solve is a QR of
+``[[R, Q^T Y], [sqrt(beta) I, 0]]`` and a triangular solve: the error grows
+with ``cond(F)``, not its square (that ESN: 10.3 Lyapunov times; float64
+statistics of the same float32 states: 10.9). ``RidgeStats.form`` says which.
+
 Every solve path (native kernel, XLA on CPU or elsewhere, the intercept
 variant, chunks) reports how it went as a :class:`RESULTS` item:
 :func:`solve_with_result` returns it and raises nothing, :func:`solve` raises
@@ -131,18 +145,63 @@ class RidgeStats(eqx.Module):
     gram: Array
     cross: Array
     count: Array
+    # "gram": gram/cross are F^T F and F^T Y; "qr": they are R and Q^T Y of
+    # the rows seen (float32 features with x64 off, see the module docs).
+    form: str = eqx.field(static=True, default="gram")
+    # dtype of the weights solve() returns (the features'); None: gram's
+    weights_dtype: object = eqx.field(static=True, default=None)
 
     @staticmethod
     def zeros(n_features: int, n_out: int, chunks: int | None, dtype) -> RidgeStats:
+        """Empty statistics for features of ``dtype``, held in the precision
+        and form :func:`accumulation` chooses for it."""
         lead = () if chunks is None else (chunks,)
+        acc, form = accumulation(dtype)
         return RidgeStats(
-            jnp.zeros(lead + (n_features, n_features), dtype),
-            jnp.zeros(lead + (n_features, n_out), dtype),
-            jnp.zeros((), dtype),
+            jnp.zeros(lead + (n_features, n_features), acc),
+            jnp.zeros(lead + (n_features, n_out), acc),
+            jnp.zeros((), acc),
+            form=form,
+            weights_dtype=jnp.dtype(dtype),
         )
 
     def __add__(self, other: RidgeStats) -> RidgeStats:
-        return jax.tree.map(jnp.add, self, other)
+        if self.form != other.form:
+            raise ValueError(
+                f"RidgeStats: cannot add statistics in {self.form!r} form to "
+                f"statistics in {other.form!r} form"
+            )
+        if self.form == "gram":
+            return jax.tree.map(jnp.add, self, other)
+        r, z = _fold_qr(self.gram, self.cross, other.gram, other.cross)
+        return RidgeStats(
+            r, z, self.count + other.count, form="qr", weights_dtype=self.weights_dtype
+        )
+
+
+def accumulation(dtype) -> tuple[np.dtype, str]:
+    """Dtype and form (``"gram"`` or ``"qr"``) of the statistics of a fit
+    whose features are ``dtype``: float64 normal equations for float64
+    features, and for lower precisions when x64 is on; float32 QR form when
+    x64 is off (see the module docs)."""
+    dtype = jnp.dtype(dtype)
+    if jnp.finfo(dtype).bits >= 64:
+        return dtype, "gram"
+    if jax.config.jax_enable_x64:
+        return jnp.dtype(jnp.float64), "gram"
+    return jnp.dtype(jnp.float32), "qr"
+
+
+def _fold_qr(r: Array, z: Array, x: Array, y: Array) -> tuple[Array, Array]:
+    """The triangular factor and ``Q^T Y`` of the rows behind ``(r, z)``
+    followed by the rows ``x ([...,] rows, F)``, ``y ([...,] rows, O)``: the
+    top of the R factor of ``[[r, z], [x, y]]`` (batched over leading axes)."""
+    f = r.shape[-1]
+    stacked = jnp.concatenate(
+        [jnp.concatenate([r, z], -1), jnp.concatenate([x, y], -1)], -2
+    )
+    top = jnp.linalg.qr(stacked, mode="r")[..., :f, :]
+    return top[..., :f], top[..., f:]
 
 
 def _gram_xla(x: Array) -> Array:
@@ -268,6 +327,23 @@ def stats_update(
             f"stats_update: rows [{start}, {stop}) outside features of length "
             f"{feats.shape[0]} / targets of length {targets.shape[0]}"
         )
+    if stats.form == "qr":
+        r, z = _fold_qr(
+            stats.gram,
+            stats.cross,
+            _rows(feats.astype(stats.gram.dtype), start, stop),
+            _rows(targets.astype(stats.gram.dtype), start, stop),
+        )
+        return RidgeStats(
+            r,
+            z,
+            stats.count + (stop - start),
+            form="qr",
+            weights_dtype=stats.weights_dtype,
+        )
+    if feats.dtype != stats.gram.dtype:  # wider statistics: cast the rows used
+        feats = feats[start:stop].astype(stats.gram.dtype)
+        targets, start, stop = targets[start:stop], 0, stop - start
     targets = targets.astype(feats.dtype)
     gram, cross = jax.lax.platform_dependent(
         stats.gram,
@@ -277,7 +353,12 @@ def stats_update(
         cpu=lambda *a: _stats_update_cpu(*a, start, stop),
         default=lambda *a: _stats_update_xla(*a, start, stop),
     )
-    return RidgeStats(gram, cross, stats.count + (stop - start))
+    return RidgeStats(
+        gram,
+        cross,
+        stats.count + (stop - start),
+        weights_dtype=stats.weights_dtype,
+    )
 
 
 def symmetric(g: Array) -> Array:
@@ -491,12 +572,64 @@ def _solve_intercept(gram, cross, beta) -> tuple[Array, Array]:
     return jnp.concatenate([b[:, None], w], axis=1), code
 
 
+def _solve_qr(stats: RidgeStats, beta, intercept: bool) -> tuple[Array, Array]:
+    """Weights ``([C,] O, F)`` and severity code from statistics in QR form:
+    the R factor of ``[[R, Q^T Y], [sqrt(beta) D, 0]]`` (``D`` the identity,
+    without its first entry with ``intercept``: an unpenalised bias) and a
+    triangular solve. A numerically singular factor (``beta = 0`` and
+    collinear features) gets the minimum-norm least-squares solution and the
+    ``fallback`` code, as the normal-equation solvers."""
+    r, z = stats.gram, stats.cross
+    f = r.shape[-1]
+    diag = jnp.ones(f, r.dtype)
+    if intercept:
+        diag = diag.at[0].set(0)
+    pen = jnp.broadcast_to(jnp.sqrt(beta) * jnp.diag(diag), r.shape)
+    r2, z2 = _fold_qr(r, z, pen, jnp.zeros(z.shape, z.dtype))
+    finite = jnp.all(jnp.isfinite(r)) & jnp.all(jnp.isfinite(z)) & jnp.isfinite(beta)
+    d = jnp.abs(jnp.diagonal(r2, axis1=-2, axis2=-1))
+    # With beta > 0 the penalty rows keep every |R_ii| >= ~sqrt(beta) > 0 in
+    # exact arithmetic, however collinear the features (the intercept's
+    # constant column is never collinear with them): only a zero is
+    # singular. Without a penalty, a rank test.
+    tiny = jnp.finfo(r.dtype).eps * f * jnp.max(d, -1)
+    floor = jnp.where(beta > 0, 0.0, tiny)
+    singular = jnp.any(jnp.min(d, -1) <= floor) | ~jnp.all(jnp.isfinite(d))
+
+    def triangular(_):
+        return jax.scipy.linalg.solve_triangular(r2, z2, lower=False)
+
+    def min_norm(_):
+        a, b = r2.reshape((-1, f, f)), z2.reshape((-1,) + z2.shape[-2:])
+        x = jax.vmap(lambda a, b: jnp.linalg.lstsq(a, b)[0])(a, b)
+        return x.reshape(z2.shape)
+
+    x = jax.lax.cond(singular & finite, min_norm, triangular, None)
+    code = jnp.where(~finite, _NONFINITE, jnp.where(singular, _FALLBACK, _SUCCESSFUL))
+    return jnp.swapaxes(x, -1, -2), code.astype(jnp.int32)
+
+
 def _solve_coded(
     stats: RidgeStats, beta, batch_size: int | None, intercept: bool
 ) -> tuple[Array, Array]:
-    """Weights and the combined severity code (a scalar int32)."""
+    """Weights (in ``stats.weights_dtype``) and the combined severity code (a
+    scalar int32)."""
+    w, code = _solve_coded_wide(stats, beta, batch_size, intercept)
+    if stats.weights_dtype is not None:
+        w = w.astype(stats.weights_dtype)
+    return w, code
+
+
+def _solve_coded_wide(
+    stats: RidgeStats, beta, batch_size: int | None, intercept: bool
+) -> tuple[Array, Array]:
     one = _solve_intercept if intercept else _solve_one
     beta = jnp.asarray(beta, stats.gram.dtype)
+    if stats.form == "qr":
+        w, code = _solve_qr(stats, beta, intercept)
+        return w, jnp.where(
+            (code < _FAILED) & ~jnp.all(jnp.isfinite(w)), _FAILED, code
+        ).astype(jnp.int32)
     # Finiteness is reported by the solve (the native kernel checks while it
     # reads the Gram) and checked on the (small) weights, not with
     # eqx.error_if on the statistics: that copies what it guards, and the
