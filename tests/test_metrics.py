@@ -81,6 +81,51 @@ def test_valid_prediction_time_by_hand():
     assert float(metrics.valid_prediction_time(pred, truth, scale=10.0)) == 10.0
     jitted = jax.jit(metrics.valid_prediction_time)(pred, truth)
     assert float(jitted) == 6.0
+    # the capped flag says whether the window ended the count
+    vpt, capped = metrics.valid_prediction_time(pred, truth, return_capped=True)
+    assert float(vpt) == 6.0 and not bool(capped)
+    vpt, capped = metrics.valid_prediction_time(
+        pred, truth, threshold=0.8, return_capped=True
+    )
+    assert float(vpt) == 10.0 and bool(capped)
+
+
+def test_valid_prediction_time_per_dimension_std():
+    # dimension 0 has std 1, dimension 1 std 100 (alternating +-1 and +-100)
+    sign = np.where(np.arange(10) % 2 == 0, 1.0, -1.0)
+    truth = np.stack([sign, 100 * sign], 1)
+    pred = truth.copy()
+    pred[4:, 1] += 50.0  # e = sqrt((0 + 0.5^2) / 2) = 0.354 < 0.4 from step 4
+    pred[7:, 0] += 1.0  # e = sqrt((1 + 0.25) / 2) = 0.79 > 0.4 from step 7
+    e = metrics.normalised_error(pred, truth, normalization="feature_std")
+    np.testing.assert_allclose(np.asarray(e)[[0, 4, 7]], [0.0, np.sqrt(0.125), np.sqrt(0.625)])
+    assert (
+        float(metrics.valid_prediction_time(pred, truth, normalization="feature_std"))
+        == 7.0
+    )
+    # the mean-norm error is dominated by dimension 1: 50 / sqrt(mean(1 + 1e4))
+    assert float(metrics.valid_prediction_time(pred, truth)) == 4.0
+    # the attractor's stds replace the window's
+    assert (
+        float(
+            metrics.valid_prediction_time(
+                pred, truth, normalization="feature_std", scale=[10.0, 100.0]
+            )
+        )
+        == 10.0
+    )
+    with pytest.raises(ValueError, match="per feature"):
+        metrics.normalised_error(pred, truth, [1.0, 2.0, 3.0], "feature_std")
+    with pytest.raises(ValueError, match="normalization"):
+        metrics.normalised_error(pred, truth, normalization="std")
+
+
+def test_smape_by_hand():
+    truth = np.array([[1.0, 0.0], [2.0, -4.0]])
+    pred = np.array([[3.0, 0.0], [2.0, 4.0]])
+    # entries: 2*2/4 = 1, 0/0 -> 0, 0, 2*8/8 = 2: mean 0.75 -> 75 %
+    assert float(metrics.smape(pred, truth)) == pytest.approx(75.0)
+    assert float(metrics.smape(truth, truth)) == 0.0
 
 
 def test_power_spectrum_of_sines():

@@ -17,6 +17,7 @@ __all__ = [
     "rsquare",
     "normalised_error",
     "valid_prediction_time",
+    "smape",
     "power_spectrum",
     "power_spectrum_error",
     "memory_capacity",
@@ -117,13 +118,35 @@ def rsquare(
 
 
 def normalised_error(
-    pred: ArrayLike, truth: ArrayLike, scale=None
+    pred: ArrayLike, truth: ArrayLike, scale=None, normalization: str = "mean_norm"
 ) -> Float[Array, " time"]:
-    """``e(t) = ||pred_t - truth_t|| / scale`` with ``scale = sqrt(mean_t ||truth_t||^2)``."""
+    """The error of each time step, normalised.
+
+    ``normalization="mean_norm"`` (default): ``e(t) = ||pred_t - truth_t|| /
+    scale`` with ``scale = sqrt(mean_t ||truth_t||^2)`` (Pathak et al. 2018,
+    ORC). ``"feature_std"``: ``e(t) = sqrt(mean_i ((pred_ti - truth_ti) /
+    σ_i)^2)``, each dimension divided by its standard deviation ``σ_i`` (the
+    dysts benchmark's valid prediction time, Gilpin 2021), so no dimension
+    dominates by its units. ``scale`` replaces the scale computed from
+    ``truth`` (a number, or one ``σ_i`` per feature with ``"feature_std"``).
+    """
     pred, truth = _pair(pred, truth, "normalised_error")
-    if scale is None:
-        scale = jnp.sqrt(jnp.mean(jnp.sum(truth**2, axis=1)))
-    return jnp.linalg.norm(pred - truth, axis=1) / scale
+    if normalization == "mean_norm":
+        if scale is None:
+            scale = jnp.sqrt(jnp.mean(jnp.sum(truth**2, axis=1)))
+        return jnp.linalg.norm(pred - truth, axis=1) / scale
+    if normalization == "feature_std":
+        sd = jnp.std(truth, axis=0) if scale is None else jnp.asarray(scale)
+        if sd.ndim > 1 or (sd.ndim == 1 and sd.shape[0] != truth.shape[1]):
+            raise ValueError(
+                "normalised_error: scale must be a number or one standard deviation "
+                f"per feature ({truth.shape[1]}), got shape {sd.shape}"
+            )
+        return jnp.sqrt(jnp.mean(((pred - truth) / sd) ** 2, axis=1))
+    raise ValueError(
+        "normalised_error: normalization must be 'mean_norm' or 'feature_std', "
+        f"got {normalization!r}"
+    )
 
 
 def valid_prediction_time(
@@ -133,27 +156,54 @@ def valid_prediction_time(
     dt: float = 1.0,
     lyapunov_exponent: float | None = None,
     scale=None,
-) -> Float[Array, ""]:
+    normalization: str = "mean_norm",
+    return_capped: bool = False,
+):
     """Time until the normalised error first exceeds ``threshold``.
 
-    ``e(t) = ||pred_t - truth_t|| / scale`` (``scale`` defaults to
-    ``sqrt(mean_t ||truth_t||^2)`` of this window; pass the attractor's scale to
-    compare windows on one footing). Returns ``steps * dt``, times the Lyapunov
-    exponent when given (the result is then in Lyapunov times). A forecast that
-    never crosses the threshold gets the whole window (the result is then a
-    lower bound, capped by the window). A non-finite error (a NaN or inf in
-    ``pred``) counts as crossing the threshold, so a forecast that diverged
-    never scores as valid.
+    The error is :func:`normalised_error` (``normalization`` and ``scale`` as
+    there): by default ``e(t) = ||pred_t - truth_t|| / scale``, ``scale``
+    defaulting to ``sqrt(mean_t ||truth_t||^2)`` of *this window*, as ORC
+    does. Scores of different windows are only comparable on one footing:
+    pass the attractor's scale (e.g. of the training data) as ``scale``, as
+    orc's command line and benchmarks do. ``normalization="feature_std"``
+    divides each dimension by its own standard deviation (dysts' protocol;
+    ``scale`` is then the attractor's per-dimension std).
+
+    Returns ``steps * dt``, times the Lyapunov exponent when given (the result
+    is then in Lyapunov times). A forecast that never crosses the threshold
+    gets the whole window: the result is then only a lower bound, capped by the
+    window; ``return_capped=True`` returns ``(vpt, capped)`` with ``capped``
+    true in that case. A non-finite error (a NaN or inf in ``pred``) counts as
+    crossing the threshold, so a forecast that diverged never scores as valid.
 
     Example
     -------
     >>> vpt = valid_prediction_time(U_pred, U_test, dt=0.01, lyapunov_exponent=0.906)
+    >>> vpt, capped = valid_prediction_time(U_pred, U_test, return_capped=True)
     """
-    err = normalised_error(pred, truth, scale)
+    err = normalised_error(pred, truth, scale, normalization)
     crossed = ~(err <= threshold)  # NaN compares false: it is a crossing
-    steps = jnp.where(jnp.any(crossed), jnp.argmax(crossed), err.shape[0])
+    capped = ~jnp.any(crossed)
+    steps = jnp.where(capped, err.shape[0], jnp.argmax(crossed))
     t = steps.astype(err.dtype) * jnp.asarray(dt, err.dtype)
-    return t * lyapunov_exponent if lyapunov_exponent is not None else t
+    t = t * lyapunov_exponent if lyapunov_exponent is not None else t
+    return (t, capped) if return_capped else t
+
+
+def smape(pred: ArrayLike, truth: ArrayLike) -> Float[Array, ""]:
+    """Symmetric mean absolute percentage error, in percent (0 to 200).
+
+    ``100 * mean_{t,i} 2 |pred_ti - truth_ti| / (|pred_ti| + |truth_ti|)``,
+    the definition of the dysts forecasting benchmark (Gilpin 2021); an entry
+    where both are zero counts as no error.
+    """
+    pred, truth = _pair(pred, truth, "smape")
+    den = jnp.abs(pred) + jnp.abs(truth)
+    ratio = jnp.where(
+        den > 0, 2 * jnp.abs(pred - truth) / jnp.where(den > 0, den, 1), 0
+    )
+    return 100 * jnp.mean(ratio)
 
 
 def power_spectrum(
