@@ -2,8 +2,10 @@
 # The orc command line on a Lorenz63 series: export, train, forecast, evaluate.
 # Run from an empty folder with the virtual environment active (or .venv/bin on PATH).
 set -euo pipefail
-orc data lorenz63 --out l63.csv --tn 120 --transient 1000            # 11000 x 3 table
-orc train l63.csv --res-dim 500 --val-fraction 0.1 --dt 0.01 --lyapunov 0.906 --out esn.orc
+orc data lorenz63 --out l63.csv --tn 120 --transient 1000        # 11000 rows: t,x,y,z
+orc data lorenz63 --out l63_test.csv --tn 200 --transient 12000  # later on the same orbit
+# dt comes from the t column; it, --lyapunov and the column names go into esn.orc
+orc train l63.csv --res-dim 500 --val-fraction 0.1 --lyapunov 0.906 --out esn.orc
 orc forecast esn.orc --steps 1000 --out forecast.csv --plot forecast.png
-orc evaluate esn.orc l63.csv --warmup 200 --dt 0.01 --lyapunov 0.906
+orc evaluate esn.orc l63_test.csv --horizon 1500 --windows 5 --plot evaluate.png
 orc train l63.csv --model nvar --k 2 --order 2 --input-noise 1e-3 --out nvar.orc  # NG-RC

@@ -44,20 +44,25 @@ def workdir(tmp_path_factory):
 
 def test_help_of_every_command(workdir):
     top = run("--help", cwd=workdir).stdout
-    for cmd in ("demo", "data", "train", "forecast", "evaluate"):
+    for cmd in ("demo", "data", "train", "forecast", "evaluate", "info"):
         assert cmd in top
         text = run(cmd, "--help", cwd=workdir).stdout
-        assert "Usage: orc " + cmd in text and "--config" in text
+        assert "Usage: orc " + cmd in text
+        assert "--config" in text or cmd == "info"
 
 
 def test_data_train_forecast_evaluate(workdir):
-    U = np.loadtxt(workdir / "l63.csv", delimiter=",", skiprows=1)
-    assert U.shape == (6500, 3)
-    out = run(
+    table = np.loadtxt(workdir / "l63.csv", delimiter=",", skiprows=1)
+    assert table.shape == (6500, 4)  # t, x, y, z
+    np.testing.assert_allclose(np.diff(table[:, 0]), 0.01, rtol=1e-9)
+    U = table[:, 1:]
+    proc = run(
         "train", "l63.csv", "--res-dim", "200", "--val-fraction", "0.1", "--dt", "0.01",
         "--lyapunov", "0.906", "--out", "esn.orc", cwd=workdir,
-    ).stdout  # fmt: skip
+    )  # fmt: skip
+    out = proc.stdout
     assert "validation: 650 steps" in out and "Lyapunov times" in out
+    assert "column 't' of l63.csv taken as time (dt=0.01)" in proc.stderr
     run(
         "forecast",
         "esn.orc",
@@ -70,7 +75,9 @@ def test_data_train_forecast_evaluate(workdir):
         cwd=workdir,
     )
     fc = np.loadtxt(workdir / "fc.csv", delimiter=",", skiprows=1)
-    assert fc.shape == (300, 3) and np.isfinite(fc).all()
+    assert fc.shape == (300, 4) and np.isfinite(fc).all()
+    np.testing.assert_allclose(fc[:, 0], 0.01 * np.arange(1, 301), rtol=1e-12)
+    fc = fc[:, 1:]
     assert (workdir / "fc.png").stat().st_size > 0
     # forecast continues from the end of training: close to the held-out data at first
     assert np.linalg.norm(fc[0] - U[5850]) < 0.5
@@ -109,7 +116,10 @@ def test_config_file(workdir):
             ["train", "nan.csv", "--out", "x.orc"],
             "contain NaN or inf (first at data row 1)",
         ),
-        (["evaluate", "esn.orc", "two.csv"], "has 2 columns but the model expects 3"),
+        (
+            ["evaluate", "esn.orc", "two.csv", "--warmup", "1"],
+            "has 2 columns but the model expects 3",
+        ),
         (
             ["forecast", "nope.orc", "--steps", "3", "--out", "f.csv"],
             "model file not found",
@@ -123,14 +133,16 @@ def test_config_file(workdir):
 )
 def test_errors_exit_nonzero_with_one_line(workdir, args, reason):
     (workdir / "nan.csv").write_text("1,2,3\n4,nan,6\n7,8,9\n")
-    (workdir / "two.csv").write_text("a,b\n1,2\n3,4\n5,6\n")
+    (workdir / "two.csv").write_text("a,b\n1,2\n3,4\n2,6\n")
     (workdir / "garbage.orc").write_bytes(b"hello")
     if not (workdir / "esn.orc").exists():
         run("train", "l63.csv", "--res-dim", "50", "--out", "esn.orc", cwd=workdir)
     proc = run(*args, cwd=workdir, ok=False)
     assert proc.returncode != 0
-    lines = proc.stderr.strip().splitlines()
+    # one error line (after the note naming a time column, if one was taken)
+    lines = [x for x in proc.stderr.strip().splitlines() if "taken as time" not in x]
     assert len(lines) == 1 and reason in lines[0], proc.stderr
+    assert lines[0].startswith("orc: error: ")
 
 
 def test_deep_esn_and_nvar_models(workdir):
@@ -148,7 +160,7 @@ def test_deep_esn_and_nvar_models(workdir):
     for name in ("deep.orc", "nvar.orc"):
         run("forecast", name, "--steps", "50", "--out", f"{name}.csv", cwd=workdir)
         pred = np.loadtxt(workdir / f"{name}.csv", delimiter=",", skiprows=1)
-        assert pred.shape == (50, 3) and np.all(np.isfinite(pred))
+        assert pred.shape == (50, 4) and np.all(np.isfinite(pred))  # t, x, y, z
         assert "evaluation:" in run("evaluate", name, "l63.csv", cwd=workdir).stdout
     bad = run("train", "l63.csv", "--model", "nvar", "--k", "0", "--out", "x.orc",
               cwd=workdir, ok=False)  # fmt: skip

@@ -98,7 +98,9 @@ def test_valid_prediction_time_per_dimension_std():
     pred[4:, 1] += 50.0  # e = sqrt((0 + 0.5^2) / 2) = 0.354 < 0.4 from step 4
     pred[7:, 0] += 1.0  # e = sqrt((1 + 0.25) / 2) = 0.79 > 0.4 from step 7
     e = metrics.normalised_error(pred, truth, normalization="feature_std")
-    np.testing.assert_allclose(np.asarray(e)[[0, 4, 7]], [0.0, np.sqrt(0.125), np.sqrt(0.625)])
+    np.testing.assert_allclose(
+        np.asarray(e)[[0, 4, 7]], [0.0, np.sqrt(0.125), np.sqrt(0.625)]
+    )
     assert (
         float(metrics.valid_prediction_time(pred, truth, normalization="feature_std"))
         == 7.0

@@ -312,6 +312,55 @@ def test_plot_forecast_nan_counts_as_failure_and_1d_input():
     np.testing.assert_allclose(_vpt_positions(fig), 30)
 
 
+def test_plot_forecast_draws_the_warmup_before_the_forecast(tmp_path):
+    truth, forecast, _ = _growing_error_case()
+    warm = _circle(30)
+    dt, lam = 0.02, 0.9
+    fig = viz.plot_forecast(
+        truth, forecast, dt=dt, lyapunov_exponent=lam, warmup=jnp.asarray(warm)
+    )
+    assert len(fig.axes) == 3
+    assert _legend_texts(fig.axes[0])[:3] == ["warm-up", "truth", "forecast"]
+    for i, ax in enumerate(fig.axes[:2]):
+        (line,) = [ln for ln in ax.get_lines() if ln.get_gid() == "warmup"]
+        # the last warm-up row one step before the forecast's first (at 0)
+        np.testing.assert_allclose(line.get_xdata(), np.arange(-30, 0) * dt * lam)
+        np.testing.assert_allclose(line.get_ydata(), warm[:, i])
+        assert line.get_color() != ax.get_lines()[1].get_color()  # muted, not truth
+    assert fig.axes[-1].get_xlim() == pytest.approx((-30 * dt * lam, 199 * dt * lam))
+    np.testing.assert_allclose(_vpt_positions(fig), K_CROSS * dt * lam)  # unchanged
+    _save(fig, tmp_path, "forecast_warmup")
+
+    # the spacing of t (here starting at t=5) places it, and a 1-D warm-up works
+    t = 5.0 + 0.1 * np.arange(50)
+    fig = viz.plot_forecast(truth[:50, :1], forecast[:50, :1], t=t, warmup=np.ones(4))
+    (line,) = [ln for ln in fig.axes[0].get_lines() if ln.get_gid() == "warmup"]
+    np.testing.assert_allclose(line.get_xdata(), [4.6, 4.7, 4.8, 4.9])
+    # without time: steps -W .. -1
+    fig = viz.plot_forecast(truth, forecast, warmup=warm[:3])
+    (line,) = [ln for ln in fig.axes[0].get_lines() if ln.get_gid() == "warmup"]
+    np.testing.assert_allclose(line.get_xdata(), [-3, -2, -1])
+
+    with pytest.raises(ValueError, match="warmup"):
+        viz.plot_forecast(truth, forecast, warmup=np.ones((5, 3)))
+    with pytest.raises(ValueError, match="warmup"):
+        viz.plot_forecast(truth, forecast, warmup=np.ones((0, 2)))
+    with pytest.raises(TypeError, match="warmup"):
+        viz.plot_forecast(truth, forecast, warmup=[[1.0, 2.0]])
+
+
+def test_plot_forecast_without_truth(tmp_path):
+    _, forecast, _ = _growing_error_case()
+    fig = viz.plot_forecast(
+        None, forecast, dt=0.1, state_var_names=["a", "b"], warmup=forecast[:10]
+    )
+    assert [ax.get_ylabel() for ax in fig.axes] == ["a", "b"]  # no error panel
+    assert fig.axes[-1].get_xlabel() == "$t$"
+    assert _legend_texts(fig.axes[0]) == ["warm-up", "forecast"]
+    assert _vpt_positions(fig) == []
+    _save(fig, tmp_path, "forecast_only")
+
+
 @pytest.mark.parametrize(
     ("kwargs", "exc", "name"),
     [

@@ -19,8 +19,9 @@ Layout (format version 3; version 2 had the same layout):
    hyperparameters, the structure of the model (every Equinox module by its
    registered class name with its fields: plain values inline, arrays as
    numbered leaves, nested modules recursively, functions by registered
-   name), the shape and dtype of every leaf, and the SHA-256 and size of the
-   payload;
+   name), the shape and dtype of every leaf, the SHA-256 and size of the
+   payload, and (only when given to :func:`save`) ``metadata``, a dict of
+   plain values (:func:`read_metadata`);
 3. the SHA-256 of everything before it (magic, length and header);
 4. the payload: each leaf in NumPy's ``.npy`` format, in order.
 
@@ -74,6 +75,7 @@ __all__ = [
     "save",
     "load",
     "read_header",
+    "read_metadata",
     "register",
     "registered",
     "ModelFileError",
@@ -539,12 +541,43 @@ def _sweep(directory: Path) -> None:
             continue
 
 
-def save(path, model, extras: dict | None = None) -> Path:
+def _check_metadata(metadata, fail, where: str) -> None:
+    """``metadata`` is a dict of str keys whose values are str, finite
+    float/int, bool, None or lists of str; else ``fail(message)`` is raised."""
+    if not isinstance(metadata, dict):
+        raise fail(f"{where} must be a dict, got {type(metadata).__name__}")
+    for key, value in metadata.items():
+        if not isinstance(key, str):
+            raise fail(f"{where} keys must be strings, got {key!r}")
+        if value is None or isinstance(value, (str, bool)):
+            continue
+        if isinstance(value, int):
+            continue
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise fail(f"{where}[{key!r}] must be finite, got {value!r}")
+            continue
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            continue
+        raise fail(
+            f"{where}[{key!r}] must be a str, a finite int or float, a bool, None "
+            f"or a list of str, got {type(value).__name__}"
+            + (" (a list holding other than str)" if isinstance(value, list) else "")
+        )
+
+
+def save(path, model, extras: dict | None = None, metadata: dict | None = None) -> Path:
     """Write ``model`` (any Equinox module, e.g. a trained orc model) to ``path``.
 
     ``extras`` optionally stores named arrays with the model, e.g. the last
     training state to forecast from (``orc.load(path, return_extras=True)``
-    gives them back). The file is written next to its target under a
+    gives them back). ``metadata`` optionally stores a small dict of plain
+    values in the file's header, e.g. the sampling step and the names of the
+    data's columns (the ``orc`` command line stores those): its keys are
+    strings and its values only ``str``, finite ``int``/``float``, ``bool``,
+    ``None`` or lists of ``str`` (anything else is a ``TypeError`` naming the
+    key). :func:`read_metadata` reads it back without loading the model; a
+    file saved without it reads as ``{}``. The file is written next to its target under a
     temporary name and renamed over it, so an existing file is replaced only
     by a complete one; a temporary is removed on every failure, and those of
     killed processes are swept on the next save into the directory. A new
@@ -563,6 +596,8 @@ def save(path, model, extras: dict | None = None) -> Path:
         raise TypeError(
             f"orc.save: model must be an Equinox module, got {type(model).__name__}"
         )
+    if metadata is not None:
+        _check_metadata(metadata, TypeError, "orc.save: metadata")
     path = Path(path)
     leaves: list = []
     tree = _encode(model, leaves, type(model).__name__)
@@ -595,6 +630,8 @@ def save(path, model, extras: dict | None = None) -> Path:
         "payload_nbytes": len(payload),
         "payload_sha256": hashlib.sha256(payload).hexdigest(),
     }
+    if metadata is not None:  # only then: files without it stay as before
+        header["metadata"] = dict(metadata)
     blob = json.dumps(header, indent=1, allow_nan=False).encode()
     head = MAGIC + struct.pack("<Q", len(blob)) + blob
     target = Path(os.path.realpath(path))  # through a symlink: write its target
@@ -672,6 +709,8 @@ _V1_KEYS = {
     "payload_nbytes",
     "payload_sha256",
 }
+# Entries a header may hold besides those (written by :func:`save` when given).
+_OPTIONAL_KEYS = {"metadata"}
 
 
 def _check_header(header) -> None:
@@ -679,7 +718,7 @@ def _check_header(header) -> None:
     if not isinstance(header, dict):
         raise ModelFileError("the header is not a JSON object")
     missing = sorted(_V1_KEYS - set(header))
-    extra = sorted(set(header) - _V1_KEYS)
+    extra = sorted(set(header) - _V1_KEYS - _OPTIONAL_KEYS)
     if missing or extra:
         raise ModelFileError(
             "the header "
@@ -728,6 +767,8 @@ def _check_header(header) -> None:
             f"the header declares {total} bytes of arrays but a payload of only "
             f"{nbytes} bytes"
         )
+    if "metadata" in header:  # a file is data: only the plain values save writes
+        _check_metadata(header["metadata"], ModelFileError, "header field 'metadata'")
     for name, index in header["extras"].items():
         if not (_is_int(index) and 0 <= index < len(leaves)):
             raise ModelFileError(
@@ -791,6 +832,15 @@ def read_header(path) -> dict:
     """The JSON header of a model file (class, versions, hyperparameters), without
     rebuilding the model (checksum and schema checked)."""
     return _read(path)[1]
+
+
+def read_metadata(path) -> dict:
+    """The ``metadata`` dict stored by :func:`save` (``{}`` when the file has
+    none), without rebuilding the model. The file's checksums and header are
+    checked, and the metadata's values again: only ``str``, finite numbers,
+    ``bool``, ``None`` and lists of ``str`` are accepted (anything else is a
+    :class:`ModelFileError`)."""
+    return dict(_read(path)[1].get("metadata", {}))
 
 
 def _read_leaves(payload: bytes, declared: list) -> list[np.ndarray]:

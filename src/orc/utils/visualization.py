@@ -39,6 +39,7 @@ LYAPUNOV_X_LABEL = r"Lyapunov times $\Lambda t$"
 _TRUTH_STYLE = {"color": "black", "linestyle": "-", "linewidth": 1.6}
 _FORECAST_STYLE = {"color": "tab:red", "linestyle": "--", "linewidth": 1.6}
 _VPT_STYLE = {"color": "tab:green", "linestyle": ":", "linewidth": 2.0}
+_WARMUP_STYLE = {"color": "0.6", "linestyle": "-", "linewidth": 1.4}
 _FIELD_CMAP = "RdBu_r"
 _ERROR_CMAP = "PuOr_r"
 
@@ -445,6 +446,24 @@ def _forecast_axis(
     return time, r"$t$", ""
 
 
+def _warmup_axis(
+    x: np.ndarray, n_warmup: int, t: Any, dt: Any, lyapunov_exponent: Any
+) -> np.ndarray:
+    """x values of ``n_warmup`` samples just before ``x[0]``, one sampling step apart."""
+    scale = 1.0 if lyapunov_exponent is None else float(lyapunov_exponent)
+    if dt is not None:
+        step = float(dt) * scale
+    elif x.shape[0] > 1:
+        step = float(x[1] - x[0])
+    elif t is None:
+        step = scale  # one time step
+    else:
+        raise ValueError(
+            "warmup with a one-sample t needs the sampling step: pass dt instead of t."
+        )
+    return x[0] - step * np.arange(n_warmup, 0, -1, dtype=np.float64)
+
+
 def plot_forecast(
     truth,
     forecast,
@@ -454,6 +473,7 @@ def plot_forecast(
     threshold=0.4,
     state_var_names=None,
     title=None,
+    warmup=None,
 ) -> Figure:
     """Compare a forecast with the truth and mark the valid prediction time.
 
@@ -472,8 +492,15 @@ def plot_forecast(
     given (this needs ``t`` or ``dt``), else in time units (``t`` or ``dt``), else
     in time steps. The VPT in the legend is measured from the first sample.
 
+    ``warmup``, the data the model was driven with before it forecast, is drawn
+    before the forecast's first sample in a muted grey (legend "warm-up"), its
+    last row one sampling step before the first forecast step: with ``dt`` (the
+    forecast then starts at 0) it lies at negative times. ``truth=None`` draws
+    the forecast (and warm-up) alone, without error panel or VPT.
+
     Args:
-        truth: Reference trajectory, shape ``(T, d)`` (or ``(T,)`` for ``d = 1``).
+        truth: Reference trajectory, shape ``(T, d)`` (or ``(T,)`` for ``d = 1``),
+            or ``None`` when there is none.
         forecast: Predicted trajectory, same shape as ``truth``.
         t: Times of the samples, shape ``(T,)``. Default ``None``.
         dt: Time step (positive number), used when ``t`` is not given; the times are
@@ -484,11 +511,14 @@ def plot_forecast(
         state_var_names: ``d`` names for the y axes. Default ``None`` gives
             ``u_0, u_1, ...``.
         title: Figure title. Default ``None``.
+        warmup: Warm-up data, shape ``(W, d)`` (or ``(W,)`` for ``d = 1``), drawn
+            at the ``W`` sampling steps before the forecast (spacing ``dt``, else
+            that of ``t``, else one step). Default ``None`` draws none.
 
     Returns:
         The new :class:`matplotlib.figure.Figure` with ``d + 1`` axes (the error
-        panel last). The top panel's legend has the entries truth, forecast and
-        the VPT marker.
+        panel last), or ``d`` without ``truth``. The top panel's legend has the
+        entries warm-up (when given), truth, forecast and the VPT marker.
 
     Raises:
         TypeError: An argument has the wrong type.
@@ -498,25 +528,32 @@ def plot_forecast(
 
     Example:
         >>> fig = plot_forecast(truth, forecast, dt=0.01, lyapunov_exponent=0.9,
-        ...                     state_var_names=["x", "y", "z"])
+        ...                     state_var_names=["x", "y", "z"], warmup=U[-200:])
         >>> fig.savefig("forecast.png")
     """
-    truth_arr = _to_numpy("truth", truth)
     forecast_arr = _to_numpy("forecast", forecast)
-    if truth_arr.ndim == 1:
-        truth_arr = truth_arr[:, None]
     if forecast_arr.ndim == 1:
         forecast_arr = forecast_arr[:, None]
-    if truth_arr.ndim != 2 or truth_arr.shape[0] == 0:
-        raise ValueError(
-            f"truth must have shape (T, d) with T >= 1, got {np.shape(truth)}."
-        )
-    if forecast_arr.shape != truth_arr.shape:
-        raise ValueError(
-            f"forecast has shape {np.shape(forecast)} but truth has shape "
-            f"{np.shape(truth)}; they must match."
-        )
-    n_steps, n_vars = truth_arr.shape
+    if truth is None:
+        if forecast_arr.ndim != 2 or forecast_arr.shape[0] == 0:
+            raise ValueError(
+                f"forecast must have shape (T, d) with T >= 1, got {np.shape(forecast)}."
+            )
+        truth_arr = None
+    else:
+        truth_arr = _to_numpy("truth", truth)
+        if truth_arr.ndim == 1:
+            truth_arr = truth_arr[:, None]
+        if truth_arr.ndim != 2 or truth_arr.shape[0] == 0:
+            raise ValueError(
+                f"truth must have shape (T, d) with T >= 1, got {np.shape(truth)}."
+            )
+        if forecast_arr.shape != truth_arr.shape:
+            raise ValueError(
+                f"forecast has shape {np.shape(forecast)} but truth has shape "
+                f"{np.shape(truth)}; they must match."
+            )
+    n_steps, n_vars = forecast_arr.shape
     x, x_label, unit = _forecast_axis(n_steps, t, dt, lyapunov_exponent)
     threshold = _real_scalar("threshold", threshold, positive=True)
     if state_var_names is None:
@@ -525,32 +562,62 @@ def plot_forecast(
         names = _string_list(
             "state_var_names", state_var_names, n_vars, "state variables"
         )
+    warm_arr = x_warm = None
+    if warmup is not None:
+        warm_arr = _to_numpy("warmup", warmup)
+        if warm_arr.ndim == 1:
+            warm_arr = warm_arr[:, None]
+        if warm_arr.ndim != 2 or warm_arr.shape[0] == 0 or warm_arr.shape[1] != n_vars:
+            raise ValueError(
+                f"warmup must have shape (W, {n_vars}) with W >= 1 (the forecast's "
+                f"{n_vars} variables), got {np.shape(warmup)}."
+            )
+        x_warm = _warmup_axis(x, warm_arr.shape[0], t, dt, lyapunov_exponent)
 
-    error = _normalised_error(truth_arr, forecast_arr)
-    k = _first_exceedance(error, threshold)
-    if k is None:
-        x_vpt = float(x[-1])
-        vpt_label = f"VPT ≥ {x_vpt - x[0]:.3g}{unit}"
-    else:
-        x_vpt = float(x[k])
-        vpt_label = f"VPT = {x_vpt - x[0]:.3g}{unit}"
+    if truth_arr is not None:
+        error = _normalised_error(truth_arr, forecast_arr)
+        k = _first_exceedance(error, threshold)
+        if k is None:
+            x_vpt = float(x[-1])
+            vpt_label = f"VPT ≥ {x_vpt - x[0]:.3g}{unit}"
+        else:
+            x_vpt = float(x[k])
+            vpt_label = f"VPT = {x_vpt - x[0]:.3g}{unit}"
 
-    height = min(2.0 * (n_vars + 1) + 0.6, 16.0)
+    n_axes = n_vars + (truth_arr is not None)
+    height = min(2.0 * n_axes + 0.6, 16.0)
     fig, axs = plt.subplots(
-        n_vars + 1, 1, figsize=(11, height), sharex=True, layout="constrained"
+        n_axes, 1, figsize=(11, height), sharex=True, layout="constrained"
     )
     axs = np.atleast_1d(axs)
     for i in range(n_vars):
         ax = axs[i]
-        ax.plot(x, truth_arr[:, i], label="truth", **_TRUTH_STYLE)
+        if warm_arr is not None:
+            ax.plot(
+                x_warm, warm_arr[:, i], label="warm-up", gid="warmup", **_WARMUP_STYLE
+            )
+        if truth_arr is not None:
+            ax.plot(x, truth_arr[:, i], label="truth", **_TRUTH_STYLE)
         ax.plot(x, forecast_arr[:, i], label="forecast", **_FORECAST_STYLE)
-        ax.axvline(
-            x_vpt, label=vpt_label if i == 0 else "_nolegend_", gid="vpt", **_VPT_STYLE
-        )
+        if truth_arr is not None:
+            ax.axvline(
+                x_vpt,
+                label=vpt_label if i == 0 else "_nolegend_",
+                gid="vpt",
+                **_VPT_STYLE,
+            )
         ax.set_ylabel(names[i])
     # Legends sit just above their panels so they never hide the curves.
     above = {"loc": "lower left", "bbox_to_anchor": (0.0, 1.0), "borderaxespad": 0.2}
-    axs[0].legend(ncols=3, fontsize="small", frameon=False, **above)
+    axs[0].legend(ncols=4, fontsize="small", frameon=False, **above)
+    left = float(x_warm[0]) if x_warm is not None else float(x[0])
+    right = float(x[-1]) if n_steps > 1 or x_warm is not None else float(x[0]) + 1.0
+    if truth_arr is None:
+        axs[-1].set_xlabel(x_label)
+        axs[-1].set_xlim(left, right)
+        if title is not None:
+            fig.suptitle(title)
+        return fig
 
     ax_err = axs[-1]
     ax_err.plot(x, error, color="tab:blue", linewidth=1.6, label=r"error $e(t)$")
@@ -570,7 +637,7 @@ def plot_forecast(
     ax_err.set_ylim(-0.02 * upper, upper)  # keep an error of ~0 visible off the spine
     ax_err.legend(ncols=2, fontsize="small", frameon=False, **above)
     ax_err.set_xlabel(x_label)
-    ax_err.set_xlim(float(x[0]), float(x[-1]) if n_steps > 1 else float(x[0]) + 1.0)
+    ax_err.set_xlim(left, right)
     if title is not None:
         fig.suptitle(title)
     return fig
