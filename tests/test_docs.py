@@ -50,6 +50,20 @@ def _env(**extra):
     return env
 
 
+def _run_ok(args, cwd, timeout=600, **extra_env):
+    """Run ``args`` with the docs' environment; it must exit 0."""
+    proc = subprocess.run(
+        args,
+        cwd=cwd,
+        env=_env(**extra_env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site")
@@ -74,29 +88,18 @@ def test_site_builds_with_every_page(site):
 
 @pytest.mark.parametrize("script", sorted(EXAMPLES))
 def test_example_runs(script, tmp_path):
-    proc = subprocess.run(
+    _run_ok(
         [sys.executable, str(ROOT / "examples" / script)],
-        cwd=tmp_path,
-        env=_env(ORC_EXAMPLE_SMALL="1", ORC_EXAMPLE_OUT=str(tmp_path)),
-        capture_output=True,
-        text=True,
-        timeout=600,
+        tmp_path,
+        ORC_EXAMPLE_SMALL="1",
+        ORC_EXAMPLE_OUT=str(tmp_path),
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
     for name in EXAMPLES[script]:
         assert (tmp_path / name).stat().st_size > 5000, name
 
 
 def test_cli_example_runs(tmp_path):
-    proc = subprocess.run(
-        ["bash", str(ROOT / "examples" / "cli.sh")],
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = _run_ok(["bash", str(ROOT / "examples" / "cli.sh")], tmp_path, timeout=900)
     assert "evaluation:" in proc.stdout and "trained nvar" in proc.stdout
     assert (tmp_path / "forecast.png").stat().st_size > 5000
 
@@ -111,15 +114,7 @@ def test_page_code_runs(page, n_blocks, tmp_path):
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert len(blocks) >= n_blocks
     code = "\n".join(blocks)
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = _run_ok([sys.executable, "-c", code], tmp_path)
     _check_printed(text, proc.stdout)
 
 
@@ -177,15 +172,7 @@ def test_reservoirpy_scripts_print_what_the_page_quotes(tmp_path):
     for exe, code in [(sys.executable, data_block)] + [
         (RESERVOIRPY, c) for c in scripts
     ]:
-        proc = subprocess.run(
-            [exe, "-c", code],
-            cwd=tmp_path,
-            env=_env(),
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        proc = _run_ok([exe, "-c", code], tmp_path)
         if exe == RESERVOIRPY:
             block = f'```text title="{title} output"\n{quoted.pop(0)}```'
             _check_printed(block, proc.stdout, f"{title} output")
