@@ -121,6 +121,16 @@ def test_observer_infers_lorenz_z_from_x_y():
     assert err <= 2e-2, err
 
 
+def _dense(layer) -> np.ndarray:
+    """A plain ESN layer's ``W``, rebuilt from the stored ELL entries of its
+    bank of one."""
+    vals, cols = np.asarray(layer.wr.values[0]), np.asarray(layer.wr.columns[0])
+    W = np.zeros((vals.shape[0],) * 2)
+    for row in range(vals.shape[0]):
+        np.add.at(W[row], cols[row], vals[row])
+    return W
+
+
 def test_deep_driver_matches_layer_by_layer_update():
     d = DeepESNDriver(25, n_layers=3, coupling_scaling=0.4, seed=2)
     r = 0.3 * jax.random.normal(jax.random.key(0), (75,))
@@ -132,11 +142,7 @@ def test_deep_driver_matches_layer_by_layer_update():
     ):
         if i:
             drive = np.asarray(d.couplings[i - 1].win[0]) @ new[-1]
-        # rebuilt from the stored ELL entries of the layer's bank of one
-        W = np.zeros((25, 25))
-        vals, cols = np.asarray(layer.wr.values[0]), np.asarray(layer.wr.columns[0])
-        for row in range(25):
-            np.add.at(W[row], cols[row], vals[row])
+        W = _dense(layer)
         a, b = float(layer.leak), float(layer.bias)
         new.append((1 - a) * ri + a * np.tanh(W @ ri + drive + b))
     np.testing.assert_allclose(out, np.concatenate(new), rtol=1e-12, atol=1e-12)
@@ -155,6 +161,28 @@ def test_deep_forecaster_trains_and_forecasts_lorenz():
     pred = trained.forecast(50, R[-1])
     # a short closed-loop forecast follows the attractor
     assert float(nrmse(pred[:20], u[2500:2520])) < 0.1
+
+
+def test_one_layer_deep_forecaster_is_an_esn_of_one_layer():
+    """``n_layers=1`` builds a deep model of one layer (it raised a chunk
+    mismatch before): its step is the ESN update of that layer, and it
+    trains and forecasts; the regressor's one layer stays the plain driver."""
+    deep = DeepESNForecaster(3, 30, n_layers=1, seed=4)
+    assert isinstance(deep.driver, DeepESNDriver) and deep.n_layers == 1
+    (layer,) = deep.driver.layers
+    r = 0.3 * jax.random.normal(jax.random.key(0), (30,))
+    p = 0.2 * jax.random.normal(jax.random.key(1), (30,))
+    a, b = float(layer.leak), float(layer.bias)
+    rn = np.asarray(r)
+    expected = (1 - a) * rn + a * np.tanh(_dense(layer) @ rn + np.asarray(p) + b)
+    np.testing.assert_allclose(np.asarray(deep.driver.advance(p, r)), expected, 1e-12)
+    u = jnp.asarray(LORENZ[:1200] / 10)
+    trained, R = train_RCForecaster(deep, u[:1000], spinup=100)
+    assert R.shape == (1000, 30)
+    pred = trained.forecast(20, R[-1])
+    assert pred.shape == (20, 3) and bool(jnp.all(jnp.isfinite(pred)))
+    assert type(ESNRegressor(2, 1, 20, n_layers=1).driver) is ESNDriver
+    assert isinstance(ESNRegressor(2, 1, 20, n_layers=2).driver, DeepESNDriver)
 
 
 def test_stacked_driver_validates_its_pieces():

@@ -52,14 +52,16 @@ def esn_components(
     locality: int = 0,
     periodic: bool = True,
     quadratic: bool = False,
-    n_layers: int = 1,
+    n_layers: int | None = None,
     coupling_scaling=0.5,
     construction: str = "orc",
 ):
     """``(embedding, driver, readout, dtype)`` of an ESN model.
 
-    ``n_layers > 1`` (single layout, discrete mode) stacks reservoirs
-    (:class:`orc.drivers.DeepESNDriver`); the readout reads all layers.
+    ``n_layers`` (an int, single layout, discrete mode) stacks that many
+    reservoirs (:class:`orc.drivers.DeepESNDriver`, also for one layer, so a
+    deep model keeps one driver type); the readout reads all layers.
+    ``None`` (the default) builds the plain drivers.
     """
     check_int("in_dim", in_dim, owner, minimum=1)
     check_int("out_dim", out_dim, owner, minimum=1)
@@ -99,11 +101,13 @@ def esn_components(
         use_sparse_eigs=use_sparse_eigs,
         construction=construction,
     )
-    n_layers = check_int("n_layers", n_layers, owner, minimum=1)
-    if n_layers > 1 and (layout != "single" or mode != "discrete"):
-        raise ValueError(
-            f"{owner}: n_layers > 1 needs a single discrete-time reservoir stack"
-        )
+    deep = n_layers is not None
+    if deep:
+        n_layers = check_int("n_layers", n_layers, owner, minimum=1)
+        if layout != "single" or mode != "discrete":
+            raise ValueError(
+                f"{owner}: n_layers needs a single discrete-time reservoir stack"
+            )
     if layout == "single":
         embedding = LinearEmbedding(
             in_dim,
@@ -113,11 +117,11 @@ def esn_components(
             seed=k_embed,
             construction=construction,
         )
-        if n_layers > 1:
+        if deep:
             check_float("coupling_scaling", coupling_scaling, owner)
             if construction != "orc":
                 raise ValueError(
-                    f"{owner}: deep (n_layers > 1) reservoirs are built with "
+                    f"{owner}: deep (n_layers) reservoirs are built with "
                     f"construction='orc' only, got {construction!r}"
                 )
             del driver_args["mode"], driver_args["time_const"]

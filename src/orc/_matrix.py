@@ -334,12 +334,11 @@ def _esn_forecast_native_jvp(length, primals, tangents):
     )[1]
 
 
-# The one-call forecast gains by sharing each step between two threads, which
-# the kernel does from this many non-zeros per step on (kEsnParallelNonzeros);
-# on one thread it is no faster than the scan around the per-step product
-# (res_dim 500, AMD Zen 3: 15.9 vs 12.3 ms for 2000 steps), so smaller
-# reservoirs keep the scan.
-_FORECAST_MIN_NONZEROS = 16384
+# The one-call forecast runs every size natively: it has no per-step loop
+# overhead, which is most of a small reservoir's step in the scan (AMD EPYC,
+# AVX2, 2000 steps, float64: res_dim 100 1.4 vs 3.2 ms, 500 8.9 vs 16.3 ms,
+# 800 15.2 vs 32.0 ms; float32 alike). The kernel itself shares a step
+# between two threads only from 16384 non-zeros on (kEsnParallelNonzeros).
 
 
 def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int):
@@ -351,10 +350,9 @@ def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int
     y_t[window[c]] + bias) + (1 - leak) r_t[c]``, with ``W`` in ELL layout
     ``(C, n, k)``, ``win (C, n, w)``, ``window (C, w)`` (integer positions in
     ``y``), ``wout (C, o, n)``; returns ``(length, C * o)``. On CPU with the
-    native kernels and at least 16384 non-zeros in ``W`` the whole forecast is
-    one call that shares every step between two threads (see
-    :mod:`orc._native`); elsewhere, for smaller reservoirs and for
-    derivatives, a ``lax.scan``.
+    native kernels the whole forecast is one call (from 16384 non-zeros in
+    ``W`` on it shares every step between two threads; see
+    :mod:`orc._native`); elsewhere, and for derivatives, a ``lax.scan``.
     """
     dtype = values.dtype
     length = int(length)
@@ -366,7 +364,6 @@ def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int
     args = (values, indices, win, window, bias, wout, r0, leak)
     if (
         _strategy.native()
-        and values.size >= _FORECAST_MIN_NONZEROS
         and bias.ndim == 0
         and all(a.dtype == dtype for a in (win, wout, r0))
         and _native.esn_forecast_target(dtype) is not None

@@ -19,6 +19,7 @@ from ._validation import (
     check_float,
     check_int,
     check_rank,
+    check_state,
     warn_zero_beta,
 )
 
@@ -134,15 +135,14 @@ def check_initial_state(owner, model, initial_res_state, n_traj, multi) -> None:
     """``initial_res_state`` is ``None`` or the driver's state (one per trajectory)."""
     if initial_res_state is None:
         return
-    check_data("initial_res_state", initial_res_state, owner, model.dtype)
-    expected = tuple(model.driver.default_state().shape)
-    if multi:
-        expected = (n_traj,) + expected
-    if tuple(jnp.shape(initial_res_state)) != expected:
-        raise ValueError(
-            f"{owner}: initial_res_state must have shape {expected}, "
-            f"got {tuple(jnp.shape(initial_res_state))}"
-        )
+    check_state(
+        "initial_res_state",
+        initial_res_state,
+        owner,
+        model.driver,
+        model.dtype,
+        batch=(n_traj,) if multi else (),
+    )
 
 
 def run_training(model, seq, initial_res_state, multi: bool, progress, train):

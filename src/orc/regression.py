@@ -48,6 +48,7 @@ from ._validation import (
     check_int,
     check_leaf,
     check_rank,
+    check_state,
     warn_zero_beta,
 )
 from .drivers import DriverBase, drive_sequence
@@ -159,13 +160,7 @@ class RCRegressorBase(eqx.Module):
             )
         if res_state is None:
             res_state = self.driver.default_state()
-        res_state = check_data("res_state", res_state, owner, self.dtype)
-        expected = tuple(self.driver.default_state().shape)
-        if tuple(jnp.shape(res_state)) != expected:
-            raise ValueError(
-                f"{owner}: res_state must have shape {expected}, "
-                f"got {tuple(jnp.shape(res_state))}"
-            )
+        res_state = check_state("res_state", res_state, owner, self.driver, self.dtype)
         return in_seq.astype(self.dtype), jnp.asarray(res_state, self.dtype)
 
     def _run(self, in_seq, res_state):
@@ -298,6 +293,11 @@ class ESNRegressor(RCRegressorBase):
         options = {
             name: hyper.pop(name) for name in ("input_passthrough", "readout_bias")
         }
+        # one layer is the plain ESN driver (its fused kernels); more stack
+        layers = check_int(
+            "n_layers", hyper["n_layers"], type(self).__name__, minimum=1
+        )
+        hyper["n_layers"] = layers if layers > 1 else None
         embedding, driver, readout, dtype = esn_components(
             type(self).__name__,
             layout="single",

@@ -24,6 +24,7 @@ from .._validation import (
     check_finite,
     check_int,
     check_rank,
+    check_state,
     warn_if_untrained,
 )
 from ..drivers import DriverBase, drive_sequence
@@ -116,13 +117,9 @@ class RCClassifierBase(eqx.Module):
     def _initial(self, res_state):
         if res_state is None:
             return self.driver.default_state()
-        res_state = check_data("res_state", res_state, type(self).__name__, self.dtype)
-        expected = tuple(self.driver.default_state().shape)
-        if tuple(jnp.shape(res_state)) != expected:
-            raise ValueError(
-                f"{type(self).__name__}: res_state must have shape {expected}, "
-                f"got {tuple(jnp.shape(res_state))}"
-            )
+        res_state = check_state(
+            "res_state", res_state, type(self).__name__, self.driver, self.dtype
+        )
         return jnp.asarray(res_state, self.dtype)
 
     @compiled

@@ -35,6 +35,7 @@ from .._validation import (
     check_int,
     check_leaf,
     check_rank,
+    check_state,
     warn_if_untrained,
 )
 from ..drivers import DriverBase, drive_sequence
@@ -148,13 +149,9 @@ class RCControllerBase(eqx.Module):
         return control_seq.astype(self.dtype)
 
     def _check_state(self, res_state):
-        res_state = check_data("res_state", res_state, type(self).__name__, self.dtype)
-        expected = tuple(self.driver.default_state().shape)
-        if tuple(jnp.shape(res_state)) != expected:
-            raise ValueError(
-                f"{type(self).__name__}: res_state must have shape {expected}, "
-                f"got {tuple(jnp.shape(res_state))}"
-            )
+        res_state = check_state(
+            "res_state", res_state, type(self).__name__, self.driver, self.dtype
+        )
         return jnp.asarray(res_state, self.dtype)
 
     # ---------------------------------------------------------------- dynamics

@@ -33,6 +33,7 @@ from .._validation import (
     check_dtype,
     check_finite,
     check_rank,
+    check_state,
     check_static_int,
     warn_if_untrained,
 )
@@ -49,14 +50,7 @@ __all__ = ["RCForecasterBase", "CRCForecasterBase"]
 
 
 def _check_state(model, res_state, name="res_state"):
-    res_state = check_data(name, res_state, type(model).__name__, model.dtype)
-    expected = tuple(model.driver.default_state().shape)
-    if tuple(jnp.shape(res_state)) != expected:
-        raise ValueError(
-            f"{type(model).__name__}: {name} must have shape {expected}, "
-            f"got {tuple(jnp.shape(res_state))}"
-        )
-    return res_state
+    return check_state(name, res_state, type(model).__name__, model.driver, model.dtype)
 
 
 def _check_sequence(model, seq, name):
