@@ -9,6 +9,7 @@ they return, an ``eqx.error_if`` under the user's own ``jax.jit``.
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 import warnings
 import weakref
@@ -31,6 +32,8 @@ __all__ = [
     "check_leaf",
     "check_dtype_field",
     "check_index_bounds",
+    "run_check_inits",
+    "from_fields",
     "check_data",
     "check_beta",
     "warn_zero_beta",
@@ -257,6 +260,35 @@ def check_leaf(owner: str, name: str, value, shape, dtype=None) -> None:
         raise TypeError(
             f"{owner}: {name} must have dtype {np.dtype(dtype)}, got {value.dtype}"
         )
+
+
+def run_check_inits(obj) -> None:
+    """Check ``obj``, an Equinox module, by the invariants its constructor
+    checks: the ``__check_init__`` of each class in ``type(obj).__mro__`` that
+    defines one, in that order (as Equinox runs them after ``__init__``). For
+    modules made without their constructor (:func:`from_fields`,
+    :func:`orc.load`); the first failed invariant's error propagates."""
+    for klass in type(obj).__mro__:
+        check = klass.__dict__.get("__check_init__")
+        if check is not None:
+            check(obj)
+
+
+def from_fields(cls, fields: dict):
+    """An instance of the Equinox module ``cls`` holding ``fields`` (every
+    field of the class, no other), checked by :func:`run_check_inits`: how
+    a component is made from arrays a user gives (the ``from_matrices``
+    constructors) without running its constructor's random draw."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    if set(fields) != names:
+        raise TypeError(
+            f"{cls.__name__}: fields {sorted(fields)} given, the class has {sorted(names)}"
+        )
+    obj = object.__new__(cls)
+    for name, value in fields.items():
+        object.__setattr__(obj, name, value)
+    run_check_inits(obj)
+    return obj
 
 
 def check_index_bounds(owner: str, name: str, indices, size: int) -> None:

@@ -32,16 +32,23 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ._bank import declares, to_bank, to_view
 from ._matrix import (
     ReservoirMatrix,
+    acyclic_pattern,
+    ell_from_entries,
     esn_forecast,
     esn_run,
     esn_run_stats,
+    given_array,
+    given_dtype,
+    given_entries,
     nonzeros_per_row,
     random_reservoir_matrices,
+    scaling_radius,
 )
 from ._random import jax_key, numpy_rng, prng_key, spawn
 from ._signatures import REQUIRED, orc_signature
@@ -50,6 +57,7 @@ from ._validation import (
     check_float,
     check_int,
     check_leaf,
+    from_fields,
     init_component,
 )
 from .embeddings import EmbedBase, LinearEmbedding
@@ -169,6 +177,8 @@ class DriverBase(eqx.Module):
 
 
 CONSTRUCTIONS = ("orc", "orc04", "jax")
+#: ``construction`` of a driver whose matrices were given (``from_matrices``)
+GIVEN = "given"
 
 
 def check_construction(value, owner) -> str:
@@ -251,6 +261,15 @@ def _esn_preactivation(W: ReservoirMatrix, proj, state, bias):
     return jnp.tanh(W.matvec(state) + proj + bias)
 
 
+def _check_esn_update(owner, leak, mode, time_const) -> None:
+    if mode not in ("discrete", "continuous"):
+        raise ValueError(
+            f"{owner}: mode must be 'discrete' or 'continuous', got {mode!r}"
+        )
+    check_float("leak", leak, owner, low=0.0, high=1.0, low_open=True)
+    check_float("time_const", time_const, owner, low=0.0, low_open=True)
+
+
 # ORC's driver signatures, in pieces (orc._signatures): the reservoir's
 # hyperparameters, the ESN's mode, and how the matrices are built
 _SPARSE = ("spectral_radius", "density", "bias", "dtype")
@@ -262,11 +281,16 @@ class _SparseReservoirDriver(DriverBase):
     """What the ESN and Taylor drivers share: a bank of random sparse ``W``
     (one per reservoir), a bias, and an update written for one reservoir and
     mapped over the bank; ``single`` drivers show states without the bank
-    axis of one."""
+    axis of one.
+
+    Drivers built from given matrices (``from_matrices``, ``construction``
+    ``"given"``) may carry one bias per node, ``(chunks, res_dim)`` (else a
+    scalar), and have no ``spectral_radius`` (``None``) unless they were
+    scaled to one."""
 
     wr: ReservoirMatrix
     bias: Array
-    spectral_radius: Array
+    spectral_radius: Array | None
     density: float = eqx.field(static=True)
     single: bool = eqx.field(default=False, static=True)
     construction: str = eqx.field(default="orc", static=True)
@@ -280,20 +304,28 @@ class _SparseReservoirDriver(DriverBase):
         check_int(
             "chunks", self.chunks, name, minimum=1, maximum=1 if self.single else None
         )
-        check_float("density", self.density, name, low=0.0, high=1.0, low_open=True)
-        check_construction(self.construction, name)
+        given = self.construction == GIVEN
+        if not given:
+            check_construction(self.construction, name)
+        # a given matrix may be zero (density 0)
+        check_float(
+            "density", self.density, name, low=0.0, high=1.0, low_open=not given
+        )
         # ours draws a fixed count per row; ORC 0.4's draw varies by row, and
-        # its bank is padded to the longest row (ReservoirMatrix.from_bcoo)
+        # its bank is padded to the longest row (ReservoirMatrix.from_bcoo),
+        # as is a given matrix's
         k = (
             nonzeros_per_row(self.res_dim, self.density)
-            if self.construction != "orc04"
+            if self.construction in ("orc", "jax")
             else self.wr.values.shape[-1]
         )
         shape = (self.chunks, self.res_dim, k)
         check_leaf(name, "wr.values", self.wr.values, shape, self.dtype)
         check_leaf(name, "wr.columns", self.wr.columns, shape)
-        check_leaf(name, "bias", self.bias, (), self.dtype)
-        check_leaf(name, "spectral_radius", self.spectral_radius, (), self.dtype)
+        bias_shape = () if np.ndim(self.bias) == 0 else self.bank_shape
+        check_leaf(name, "bias", self.bias, bias_shape, self.dtype)
+        if self.spectral_radius is not None or not given:
+            check_leaf(name, "spectral_radius", self.spectral_radius, (), self.dtype)
 
     @property
     def state_shape(self) -> tuple[int, ...]:
@@ -351,17 +383,76 @@ class _SparseReservoirDriver(DriverBase):
             self.construction,
         )
 
+    @classmethod
+    def _given_reservoir(cls, W, *, bias, dtype, spectral_radius, single) -> dict:
+        """The reservoir's fields of a driver with the matrices ``W`` (see
+        the ``from_matrices`` constructors); ``single``: a single driver."""
+        name = cls.__name__
+        entries, n, _ = given_entries(name, W)
+        chunks = len(entries)
+        if single and chunks != 1:
+            raise ValueError(
+                f"{name}: W must be one matrix (N, N) or a bank of one (1, N, N), "
+                f"got {chunks} matrices; Parallel{name}.from_matrices takes a bank"
+            )
+        b = given_array(name, "bias", bias)
+        if b.shape not in ((), (n,), (chunks, n)):
+            raise ValueError(
+                f"{name}: bias must be a number, one value per node (N,) = ({n},) "
+                f"or per reservoir and node (chunks, N) = ({chunks}, {n}), got "
+                f"shape {b.shape}"
+            )
+        arrays = [v for _, _, v in entries] + ([b] if hasattr(bias, "dtype") else [])
+        dtype = given_dtype(name, dtype, *(np.asarray(a).dtype for a in arrays))
+        values, columns = ell_from_entries(entries, n, np.float64)
+        if spectral_radius is not None:
+            target = check_float(
+                "spectral_radius", spectral_radius, name, low=0.0, low_open=True
+            )
+            for c in range(chunks):
+                # a nilpotent W's computed eigenvalues are rounding noise
+                # (1e-6 .. 0.2 for n = 4 .. 30), so its pattern is asked first
+                nilpotent = acyclic_pattern(values[c], columns[c])
+                rho = 0.0 if nilpotent else scaling_radius(values[c], columns[c])
+                if not rho > 0:
+                    raise ValueError(
+                        f"{name}: W{f'[{c}]' if chunks > 1 else ''} has spectral "
+                        f"radius 0 (it is nilpotent), so it cannot be scaled to "
+                        f"spectral_radius={target}; pass spectral_radius=None"
+                    )
+                values[c] *= target / rho
+            spectral_radius = _scalar(target, dtype)
+        nonzero = sum(int(np.count_nonzero(v)) for _, _, v in entries)
+        return dict(
+            res_dim=n,
+            dtype=dtype,
+            chunks=chunks,
+            single=single,
+            wr=ReservoirMatrix(jnp.asarray(values, dtype), jnp.asarray(columns)),
+            bias=jnp.asarray(
+                b if b.ndim == 0 else np.broadcast_to(b, (chunks, n)), dtype
+            ),
+            spectral_radius=spectral_radius,
+            density=min(1.0, nonzero / (chunks * n * n)),
+            construction=GIVEN,
+        )
+
     def _per_chunk(self, update, proj_vars, res_state):
-        """``update(W, p, r)``, written for one reservoir, on every reservoir
-        of the bank."""
+        """``update(W, bias, p, r)``, written for one reservoir, on every
+        reservoir of the bank (``bias`` a scalar, or the reservoir's ``(res_dim,)``)."""
         self._check_shapes(proj_vars, res_state)
+        per_node = self.bias.ndim != 0
         if self.single:
             # vmap over a bank of one is its one member applied to the states
             # as they are; written so, XLA keeps the state update in place
             # (the reshapes to and from the bank axis cost a 500-node
             # classifier a copy of its states per step, ~10% of its time)
-            return update(jax.tree.map(lambda a: a[0], self.wr), proj_vars, res_state)
-        out = jax.vmap(update)(self.wr, self._bank(proj_vars), self._bank(res_state))
+            W = jax.tree.map(lambda a: a[0], self.wr)
+            bias = self.bias[0] if per_node else self.bias
+            return update(W, bias, proj_vars, res_state)
+        out = jax.vmap(update, in_axes=(0, 0 if per_node else None, 0, 0))(
+            self.wr, self.bias, self._bank(proj_vars), self._bank(res_state)
+        )
         return self._view(out)
 
 
@@ -382,20 +473,26 @@ class _ESNDriverCore(_SparseReservoirDriver):
         check_leaf(name, "time_const", self.time_const, (), self.dtype)
 
     def _init(self, *, leak, mode, time_const, **reservoir):
-        name = type(self).__name__
-        if mode not in ("discrete", "continuous"):
-            raise ValueError(
-                f"{name}: mode must be 'discrete' or 'continuous', got {mode!r}"
-            )
-        check_float("leak", leak, name, low=0.0, high=1.0, low_open=True)
-        check_float("time_const", time_const, name, low=0.0, low_open=True)
+        _check_esn_update(type(self).__name__, leak, mode, time_const)
         self._init_reservoir(**reservoir)
         self.mode = mode
         self.leak = _scalar(leak, self.dtype)
         self.time_const = _scalar(time_const, self.dtype)
 
-    def _update(self, W, proj, state):
-        act = _esn_preactivation(W, proj, state, self.bias)
+    @classmethod
+    def _from_matrices(cls, W, *, leak, mode, time_const, **given):
+        """The driver with the matrices ``W`` (the ``from_matrices`` constructors)."""
+        _check_esn_update(cls.__name__, leak, mode, time_const)
+        fields = cls._given_reservoir(W, **given)
+        fields.update(
+            mode=mode,
+            leak=_scalar(leak, fields["dtype"]),
+            time_const=_scalar(time_const, fields["dtype"]),
+        )
+        return from_fields(cls, fields)
+
+    def _update(self, W, bias, proj, state):
+        act = _esn_preactivation(W, proj, state, bias)
         if self.mode == "continuous":
             return self.time_const * (act - state)
         return self.leak * act + (1 - self.leak) * state
@@ -640,6 +737,94 @@ class ParallelESNDriver(_ESNDriverCore):
         chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
         self._init(chunks=chunks, **hyper)
 
+    @classmethod
+    def from_matrices(
+        cls,
+        W,
+        *,
+        leak: float = 0.6,
+        bias=1.6,
+        mode: str = "discrete",
+        time_const: float = 50.0,
+        dtype=None,
+        spectral_radius: float | None = None,
+    ) -> ParallelESNDriver:
+        """A driver with the reservoir matrices you give, one per reservoir.
+
+        For matrices from a paper, another library (reservoirpy, ORC 0.4,
+        ReservoirComputing.jl) or your own code. The update is the
+        constructor's: ``r_c' = (1 - leak) r_c + leak tanh(W_c r_c + p_c + b_c)``
+        (continuous mode as well). ``W`` is taken as given: it is scaled to
+        a spectral radius only when ``spectral_radius`` is given. It is
+        stored in the drivers' sparse layout (:class:`ReservoirMatrix`, each
+        row's non-zero entries, rows padded to the longest), so a dense
+        ``W`` costs ``N`` stored entries per row. Built on the host (not
+        under ``jax.jit``/``vmap``); the driver itself runs everywhere the
+        constructor's does, with the same fused kernels (a per-node bias
+        runs them through XLA).
+
+        Parameters
+        ----------
+        W : array or sparse matrices, ``(chunks, N, N)``
+            A bank of ``chunks`` square matrices (``(N, N)``: a bank of
+            one): a dense NumPy or JAX array (its non-zero entries are
+            kept), a ``jax.experimental.sparse.BCOO``, a
+            :class:`ReservoirMatrix` (e.g. another driver's ``wr``, kept
+            entry for entry), or a list of ``(N, N)`` matrices of these
+            kinds or ``scipy.sparse`` ones. Real and finite.
+        leak : float, default 0.6
+            Leak rate in (0, 1].
+        bias : float or array, default 1.6
+            Added inside the tanh: a number, one value per node ``(N,)``
+            (the same for every reservoir) or ``(chunks, N)``.
+        mode : {"discrete", "continuous"}, default "discrete"
+        time_const : float, default 50.0
+            Rate of the continuous mode.
+        dtype : dtype, optional
+            Default: float32 where the given floating arrays are all
+            float32, else float64 (with JAX's x64 off, float64 warns and
+            gives float32, as for the constructor).
+        spectral_radius : float, optional
+            Scale each ``W_c`` to this spectral radius (Arnoldi estimate,
+            exact for ``N <= 200``), as the constructor does. Default
+            ``None``: ``W`` as given, and the driver's ``spectral_radius``
+            is ``None``.
+
+        Returns
+        -------
+        ParallelESNDriver
+            ``construction == "given"``, ``density`` the fraction of
+            non-zero entries, states ``(chunks, N)``.
+
+        Raises
+        ------
+        ValueError
+            ``W`` not square or of another rank, ``bias`` of another shape,
+            a NaN or inf entry; ``spectral_radius`` given for a nilpotent
+            ``W`` (spectral radius 0: found from its pattern, a graph
+            without cycles, or its eigenvalues).
+        TypeError
+            Complex or non-numeric entries; a traced ``W`` or ``bias``
+            (under ``jax.jit``/``vmap``).
+
+        Example
+        -------
+        >>> W = 0.1 * np.random.default_rng(0).normal(size=(2, 50, 50))
+        >>> d = ParallelESNDriver.from_matrices(W, leak=0.3, bias=0.0)
+        >>> d.advance(jnp.zeros((2, 50)), d.default_state()).shape
+        (2, 50)
+        """
+        return cls._from_matrices(
+            W,
+            single=False,
+            leak=leak,
+            bias=bias,
+            mode=mode,
+            time_const=time_const,
+            dtype=dtype,
+            spectral_radius=spectral_radius,
+        )
+
 
 class ESNDriver(_ESNDriverCore):
     """Echo state network driver for a single reservoir (state ``(res_dim,)``).
@@ -660,6 +845,45 @@ class ESNDriver(_ESNDriverCore):
     @orc_signature("res_dim", "leak", *_SPARSE, *_ESN_MODE, *_BUILD, seed=REQUIRED)
     def __init__(self, **hyper) -> None:
         self._init(chunks=None, **hyper)
+
+    @classmethod
+    def from_matrices(
+        cls,
+        W,
+        *,
+        leak: float = 0.6,
+        bias=1.6,
+        mode: str = "discrete",
+        time_const: float = 50.0,
+        dtype=None,
+        spectral_radius: float | None = None,
+    ) -> ESNDriver:
+        """A single-reservoir driver with the matrix ``W`` you give.
+
+        ``r' = (1 - leak) r + leak tanh(W r + p + b)``, with ``W`` taken as
+        given (not scaled unless ``spectral_radius`` is given). Arguments
+        as for :meth:`ParallelESNDriver.from_matrices`, with one matrix:
+        ``W`` ``(N, N)`` (or ``(1, N, N)``, e.g. another driver's ``wr``)
+        dense, ``scipy.sparse``, ``BCOO`` or a :class:`ReservoirMatrix`;
+        ``bias`` a number or ``(N,)``. States ``(N,)``.
+
+        Example
+        -------
+        >>> W = 0.1 * np.random.default_rng(0).normal(size=(50, 50))
+        >>> d = ESNDriver.from_matrices(W, leak=0.3, bias=np.zeros(50))
+        >>> d.advance(jnp.zeros(50), d.default_state()).shape
+        (50,)
+        """
+        return cls._from_matrices(
+            W,
+            single=True,
+            leak=leak,
+            bias=bias,
+            mode=mode,
+            time_const=time_const,
+            dtype=dtype,
+            spectral_radius=spectral_radius,
+        )
 
 
 # --------------------------------------------------------------------------- #
@@ -709,16 +933,23 @@ class _TaylorDriverCore(_SparseReservoirDriver):
         self._init_reservoir(**reservoir)
         self.n_terms = check_int("n_terms", n_terms, type(self).__name__, minimum=0)
 
-    def _update(self, W, proj, state):
+    @classmethod
+    def _from_matrices(cls, W, *, n_terms, **given):
+        """The driver with the matrices ``W`` (the ``from_matrices`` constructors)."""
+        n_terms = check_int("n_terms", n_terms, cls.__name__, minimum=0)
+        fields = cls._given_reservoir(W, **given)
+        return from_fields(cls, {**fields, "n_terms": n_terms})
+
+    def _update(self, W, bias, proj, state):
         dz = W.matvec(state) + proj
-        t = jnp.tanh(self.bias)
+        t = jnp.tanh(bias)
         out = jnp.zeros_like(dz)
         for n, coeffs in enumerate(_tanh_taylor_polys(self.n_terms)):
             out = out + _poly(coeffs, t) * dz**n
         return out
 
-    def _update_full(self, W, proj, state):
-        return _esn_preactivation(W, proj, state, self.bias)
+    def _update_full(self, W, bias, proj, state):
+        return _esn_preactivation(W, proj, state, bias)
 
     def advance(self, proj_vars: Array, res_state: Array) -> Array:
         """``r' = sum_{n<=n_terms} tanh^{(n)}(bias)/n! * (W r + p)^n``."""
@@ -748,6 +979,29 @@ class ParallelTaylorDriver(_TaylorDriverCore):
         chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
         self._init(chunks=chunks, **hyper)
 
+    @classmethod
+    def from_matrices(
+        cls,
+        W,
+        *,
+        n_terms: int,
+        bias=1.6,
+        dtype=None,
+        spectral_radius: float | None = None,
+    ) -> ParallelTaylorDriver:
+        """A Taylor driver with the reservoir matrices ``W`` you give,
+        ``(chunks, N, N)``, taken as given; ``W``, ``bias``, ``dtype`` and
+        ``spectral_radius`` as for :meth:`ParallelESNDriver.from_matrices`
+        (a per-node ``bias`` gives each node its own expansion point)."""
+        return cls._from_matrices(
+            W,
+            single=False,
+            n_terms=n_terms,
+            bias=bias,
+            dtype=dtype,
+            spectral_radius=spectral_radius,
+        )
+
 
 class TaylorDriver(_TaylorDriverCore):
     """Taylor-expanded ESN driver for a single reservoir (state ``(res_dim,)``)."""
@@ -755,6 +1009,28 @@ class TaylorDriver(_TaylorDriverCore):
     @orc_signature("n_terms", "res_dim", *_SPARSE, *_BUILD, seed=REQUIRED)
     def __init__(self, **hyper) -> None:
         self._init(chunks=None, **hyper)
+
+    @classmethod
+    def from_matrices(
+        cls,
+        W,
+        *,
+        n_terms: int,
+        bias=1.6,
+        dtype=None,
+        spectral_radius: float | None = None,
+    ) -> TaylorDriver:
+        """A single Taylor driver with the matrix ``W`` ``(N, N)`` you give,
+        taken as given; arguments as for
+        :meth:`ParallelTaylorDriver.from_matrices` with one matrix."""
+        return cls._from_matrices(
+            W,
+            single=True,
+            n_terms=n_terms,
+            bias=bias,
+            dtype=dtype,
+            spectral_radius=spectral_radius,
+        )
 
 
 # --------------------------------------------------------------------------- #

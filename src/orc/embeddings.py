@@ -14,6 +14,10 @@ one holds a bank of input matrices, ``win`` ``(chunks, res_dim, width)``
 (``chunks == 1`` for :class:`LinearEmbedding`, as in ORC 0.4, whose outputs
 are shown without the bank axis: ``(res_dim,)``).
 
+Each also has a ``from_matrices`` constructor that takes ``W_in`` as you
+give it (from a paper, reservoirpy, ORC 0.4 or your own code) instead of
+drawing it; such an embedding records no ``scaling`` (``None``).
+
 Edges of the local windows: with ``periodic=True`` the input wraps around; with
 ``periodic=False`` the first value is repeated to the left and the last value to
 the right (ORC 0.4 pads the right edge with the first value of the input by
@@ -31,7 +35,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._bank import to_view
-from ._matrix import linear_drive
+from ._matrix import given_dense, given_dtype, linear_drive
 from ._random import numpy_rng, prng_key
 from ._signatures import REQUIRED, orc_signature
 from ._validation import (
@@ -39,6 +43,7 @@ from ._validation import (
     check_float,
     check_int,
     check_leaf,
+    from_fields,
     init_component,
 )
 
@@ -132,10 +137,12 @@ _BUILD = ("*", "seed", "construction")
 
 
 class _LinearEmbeddingCore(EmbedBase):
-    """Shared implementation of the linear embeddings."""
+    """Shared implementation of the linear embeddings. ``scaling`` is the
+    recorded bound of the uniform draw; ``None`` for a given ``W_in``
+    (``from_matrices``)."""
 
     win: Array
-    scaling: Array
+    scaling: Array | None
     locality: int = eqx.field(static=True)
     periodic: bool = eqx.field(static=True)
     ensemble: bool = eqx.field(static=True)
@@ -166,7 +173,8 @@ class _LinearEmbeddingCore(EmbedBase):
         width = size + (0 if self.ensemble else 2 * self.locality)
         shape = (self.chunks, self.res_dim, width)
         check_leaf(name, "win", self.win, shape, self.dtype)
-        check_leaf(name, "scaling", self.scaling, (), self.dtype)
+        if self.scaling is not None:
+            check_leaf(name, "scaling", self.scaling, (), self.dtype)
 
     @property
     def out_shape(self) -> tuple[int, ...]:
@@ -223,6 +231,77 @@ class _LinearEmbeddingCore(EmbedBase):
             check_construction(construction, name)
             win = numpy_rng(seed, name).uniform(-scale, scale, size=shape)
         self.win = jnp.asarray(win, dtype=self.dtype)
+
+    @classmethod
+    def _from_matrices(
+        cls, W_in, *, single, ensemble, in_dim=None, locality=0, periodic=True, dtype
+    ):
+        """The embedding with the input matrices ``W_in`` (the
+        ``from_matrices`` constructors); ``single``: a single embedding."""
+        name = cls.__name__
+        win = given_dense(name, "W_in", W_in)
+        if win.ndim == 2:
+            win = win[None]
+        expected = (
+            "(N, in_dim) or (1, N, in_dim)"
+            if single
+            else "(chunks, N, in_dim)"
+            if ensemble
+            else "(chunks, N, in_dim // chunks + 2 * locality)"
+        )
+        if win.ndim != 3 or 0 in win.shape:
+            raise ValueError(
+                f"{name}: W_in must have shape {expected}, got {tuple(win.shape)}"
+            )
+        chunks, res_dim, width = win.shape
+        if single and chunks != 1:
+            raise ValueError(
+                f"{name}: W_in must be one matrix {expected}, got a bank of {chunks}; "
+                "ParallelLinearEmbedding.from_matrices or "
+                "EnsembleLinearEmbedding.from_matrices takes a bank"
+            )
+        locality = check_int("locality", locality, name, minimum=0)
+        if not isinstance(periodic, (bool, np.bool_)):
+            raise TypeError(f"{name}: periodic must be a bool, got {periodic!r}")
+        size = width - 2 * locality
+        if size < 1:
+            raise ValueError(
+                f"{name}: W_in of shape {tuple(win.shape)} has {width} columns, "
+                f"fewer than the 2 * locality + 1 = {2 * locality + 1} a window of "
+                f"locality {locality} needs"
+            )
+        inferred = size if ensemble else chunks * size
+        if in_dim is not None:
+            in_dim = check_int("in_dim", in_dim, name, minimum=1)
+            if in_dim % chunks:
+                raise ValueError(
+                    f"{name}: in_dim ({in_dim}) must be a multiple of the {chunks} "
+                    f"chunks of W_in {tuple(win.shape)}"
+                )
+            if in_dim != inferred:
+                raise ValueError(
+                    f"{name}: W_in must have shape {expected} = "
+                    f"({chunks}, {res_dim}, {in_dim // chunks + 2 * locality}) for "
+                    f"in_dim {in_dim}, {chunks} chunks and locality {locality}, "
+                    f"got {tuple(win.shape)}"
+                )
+        dtype = given_dtype(name, dtype, win.dtype)
+        return from_fields(
+            cls,
+            dict(
+                in_dim=inferred,
+                res_dim=res_dim,
+                dtype=dtype,
+                chunks=chunks,
+                win=jnp.asarray(win, dtype),
+                scaling=None,
+                locality=locality,
+                periodic=bool(periodic),
+                ensemble=ensemble,
+                chunk_size=size,
+                single=single,
+            ),
+        )
 
     def _window(self) -> np.ndarray:
         return _window_indices(
@@ -304,6 +383,74 @@ class ParallelLinearEmbedding(_LinearEmbeddingCore):
         chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
         self._init(chunks=chunks, **hyper)
 
+    @classmethod
+    def from_matrices(
+        cls,
+        W_in,
+        *,
+        locality: int = 0,
+        periodic: bool = True,
+        in_dim: int | None = None,
+        dtype=None,
+    ) -> ParallelLinearEmbedding:
+        """A local embedding with the input matrices you give, one per reservoir.
+
+        ``p_c = W_in[c] @ window_c(u)`` as for the constructor, with ``W_in``
+        taken as given (not drawn, not rescaled: multiply it yourself to
+        scale it). Built on the host, not under ``jax.jit``/``vmap``.
+
+        Parameters
+        ----------
+        W_in : array, ``(chunks, N, in_dim // chunks + 2 * locality)``
+            Reservoir ``c``'s input matrix is ``W_in[c]``; its columns are
+            the window's inputs, from ``locality`` left neighbours through
+            the chunk's own ``in_dim // chunks`` inputs to ``locality`` right
+            neighbours. A NumPy or JAX array or nested lists (``(N, w)``: a
+            bank of one); ``scipy.sparse`` and ``BCOO`` matrices (or a list
+            of ``(N, w)`` matrices) are made dense, as ``win`` is dense in
+            the kernels. Real and finite.
+        locality : int, default 0
+            Neighbours on each side of a chunk.
+        periodic : bool, default True
+            Windows wrap around the input (else the edge values repeat).
+        in_dim : int, optional
+            Inferred from ``W_in``: ``chunks * (w - 2 * locality)``. Given,
+            it is checked against that (a guard against a wrong
+            ``locality``).
+        dtype : dtype, optional
+            Default: float32 for a float32 (or narrower) ``W_in``, else
+            float64 (with JAX's x64 off, float64 warns and gives float32).
+
+        Returns
+        -------
+        ParallelLinearEmbedding
+            ``scaling`` is ``None``; outputs ``(chunks, N)``.
+
+        Raises
+        ------
+        ValueError
+            ``W_in`` of another rank, fewer than ``2 * locality + 1``
+            columns, not matching ``in_dim``; a NaN or inf entry.
+        TypeError
+            Complex or non-numeric entries; a traced ``W_in``.
+
+        Example
+        -------
+        >>> W_in = np.random.default_rng(0).uniform(-0.1, 0.1, (4, 50, 4))
+        >>> emb = ParallelLinearEmbedding.from_matrices(W_in, locality=1)
+        >>> emb.in_dim, emb.embed(jnp.ones(8)).shape
+        (8, (4, 50))
+        """
+        return cls._from_matrices(
+            W_in,
+            single=False,
+            ensemble=False,
+            in_dim=in_dim,
+            locality=locality,
+            periodic=periodic,
+            dtype=dtype,
+        )
+
 
 class LinearEmbedding(_LinearEmbeddingCore):
     """Dense linear embedding ``p = W_in u`` for a single reservoir.
@@ -323,6 +470,25 @@ class LinearEmbedding(_LinearEmbeddingCore):
     def __init__(self, **hyper) -> None:
         self._init(chunks=None, **hyper)
 
+    @classmethod
+    def from_matrices(cls, W_in, *, dtype=None) -> LinearEmbedding:
+        """A single embedding ``p = W_in u`` with the matrix ``W_in`` you give.
+
+        ``W_in`` ``(N, in_dim)`` (or a bank of one ``(1, N, in_dim)``, e.g.
+        another embedding's ``win``) is taken as given; ``in_dim`` and
+        ``N`` are its shape. Dense, or ``scipy.sparse``/``BCOO`` made
+        dense; ``dtype`` as for
+        :meth:`ParallelLinearEmbedding.from_matrices`. ``scaling`` is
+        ``None``; outputs ``(N,)``.
+
+        Example
+        -------
+        >>> W_in = np.random.default_rng(0).uniform(-0.1, 0.1, (100, 3))
+        >>> LinearEmbedding.from_matrices(W_in).embed(jnp.ones(3)).shape
+        (100,)
+        """
+        return cls._from_matrices(W_in, single=True, ensemble=False, dtype=dtype)
+
 
 class EnsembleLinearEmbedding(_LinearEmbeddingCore):
     """Each of ``chunks`` reservoirs sees the whole input: ``p_c = W_in,c u``.
@@ -336,3 +502,13 @@ class EnsembleLinearEmbedding(_LinearEmbeddingCore):
     def __init__(self, chunks, **hyper) -> None:
         chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
         self._init(chunks=chunks, ensemble=True, **hyper)
+
+    @classmethod
+    def from_matrices(cls, W_in, *, dtype=None) -> EnsembleLinearEmbedding:
+        """An ensemble embedding ``p_c = W_in[c] u`` with the matrices
+        ``W_in`` ``(chunks, N, in_dim)`` you give, taken as given
+        (``(N, in_dim)``: a bank of one); ``in_dim`` is its last axis.
+        Dense, or ``scipy.sparse``/``BCOO`` made dense; ``dtype`` as for
+        :meth:`ParallelLinearEmbedding.from_matrices`. ``scaling`` is
+        ``None``; outputs ``(chunks, N)``."""
+        return cls._from_matrices(W_in, single=False, ensemble=True, dtype=dtype)

@@ -883,17 +883,16 @@ def _read_leaves(payload: bytes, declared: list) -> list[np.ndarray]:
 
 def _check_module(obj, where: str) -> None:
     """Run the invariants a module's constructor checks (its classes'
-    ``__check_init__``, in Equinox's order) on a rebuilt module."""
-    for klass in type(obj).__mro__:
-        check = klass.__dict__.get("__check_init__")
-        if check is None:
-            continue
-        try:
-            check(obj)
-        except ModelFileError:
-            raise
-        except Exception as err:  # noqa: BLE001 - any failed invariant
-            raise ModelFileError(f"{where} ({type(obj).__name__}): {err}") from err
+    ``__check_init__``, in Equinox's order: :func:`run_check_inits`) on a
+    rebuilt module; a failed one is a :class:`ModelFileError`."""
+    from ._validation import run_check_inits
+
+    try:
+        run_check_inits(obj)
+    except ModelFileError:
+        raise
+    except Exception as err:  # noqa: BLE001 - any failed invariant
+        raise ModelFileError(f"{where} ({type(obj).__name__}): {err}") from err
 
 
 class _Decoder:
