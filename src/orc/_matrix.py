@@ -195,7 +195,7 @@ def linear_drive(win, windows, bias=None):
     if width <= 16:
         out = sum(win[None, :, :, j] * windows[:, :, None, j] for j in range(width))
     else:
-        out = jnp.einsum("cnw,tcw->tcn", win, windows)
+        out = jnp.einsum("cnw,tcw->tcn", win, windows, precision="highest")
     return out if bias is None else out + bias
 
 
@@ -317,10 +317,13 @@ def _esn_forecast_scan(values, indices, win, window, bias, wout, r0, leak, lengt
     indices = checked_columns(indices, values.shape[-2])
 
     def readout(r):
-        return jnp.einsum("con,cn->co", wout, r).reshape(-1)
+        return jnp.einsum("con,cn->co", wout, r, precision="highest").reshape(-1)
 
     def step(r, _):
-        p = jnp.einsum("cnw,cw->cn", win, readout(r)[window]) + bias
+        p = (
+            jnp.einsum("cnw,cw->cn", win, readout(r)[window], precision="highest")
+            + bias
+        )
         r = jax.vmap(_esn_step, in_axes=(0, 0, 0, 0, None))(values, indices, r, p, leak)
         return r, readout(r)
 

@@ -205,7 +205,7 @@ def _fold_qr(r: Array, z: Array, x: Array, y: Array) -> tuple[Array, Array]:
 
 
 def _gram_xla(x: Array) -> Array:
-    return jnp.einsum("...tf,...tg->...fg", x, x)
+    return jnp.einsum("...tf,...tg->...fg", x, x, precision="highest")
 
 
 def _rows(a: Array, start: int, stop: int) -> Array:
@@ -217,7 +217,9 @@ def _rows(a: Array, start: int, stop: int) -> Array:
 
 def _stats_update_xla(g, c, x, y, start, stop):
     xs, ys = _rows(x, start, stop), _rows(y, start, stop)
-    return g + _gram_xla(xs), c + jnp.einsum("...tf,...to->...fo", xs, ys)
+    return g + _gram_xla(xs), c + jnp.einsum(
+        "...tf,...to->...fo", xs, ys, precision="highest"
+    )
 
 
 def _stats_update_host(g, c, x, y, start, stop):
@@ -294,10 +296,10 @@ def _stats_update_cpu_jvp(start, stop, primals, tangents):
     (g, c, x, y), (dg, dc, dx, dy) = primals, tangents
     xs, ys = _rows(x, start, stop), _rows(y, start, stop)
     dxs, dys = _rows(dx, start, stop), _rows(dy, start, stop)
-    d = jnp.einsum("...tf,...tg->...fg", dxs, xs)
-    dcross = jnp.einsum("...tf,...to->...fo", dxs, ys) + jnp.einsum(
-        "...tf,...to->...fo", xs, dys
-    )
+    d = jnp.einsum("...tf,...tg->...fg", dxs, xs, precision="highest")
+    dcross = jnp.einsum(
+        "...tf,...to->...fo", dxs, ys, precision="highest"
+    ) + jnp.einsum("...tf,...to->...fo", xs, dys, precision="highest")
     return _stats_update_cpu(g, c, x, y, start, stop), (
         dg + d + jnp.swapaxes(d, -1, -2),
         dc + dcross,
@@ -429,7 +431,9 @@ def _pinv_solve(xp, gram, cross, beta):
     w, V = xp.linalg.eigh(lhs)
     cutoff = xp.finfo(lhs.dtype).eps * n * xp.max(xp.abs(w))
     inv = xp.where(w > cutoff, 1.0 / xp.where(w > cutoff, w, 1.0), 0.0)
-    return V @ (inv[:, None] * (V.T @ cross))
+    # full precision in JAX on every device (TF32 is GPU float32's default)
+    mm = np.matmul if xp is np else functools.partial(jnp.matmul, precision="highest")
+    return mm(V, inv[:, None] * mm(V.T, cross))
 
 
 def _min_norm_xla(gram: Array, cross: Array, beta) -> Array:
@@ -568,7 +572,7 @@ def _solve_intercept(gram, cross, beta) -> tuple[Array, Array]:
     gc = gram[1:, 1:] - jnp.outer(s, s) / n
     bc = cross[1:] - jnp.outer(s, sy) / n
     w, code = _solve_one(gc, bc, beta)  # (O, F - 1)
-    b = (sy - w @ s) / n
+    b = (sy - jnp.matmul(w, s, precision="highest")) / n
     return jnp.concatenate([b[:, None], w], axis=1), code
 
 

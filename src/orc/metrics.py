@@ -379,7 +379,8 @@ def memory_capacity(
     stats = RidgeStats.zeros(feats.shape[1], k_max, None, feats.dtype)
     stats = stats_update(stats, feats[train], targets[train])
     w = solve(stats, jnp.asarray(beta, feats.dtype), intercept=True)
-    pred, truth = feats[n - n_test :] @ w.T, targets[n - n_test :]
+    pred = jnp.matmul(feats[n - n_test :], w.T, precision="highest")
+    truth = targets[n - n_test :]
     pc, tc = pred - pred.mean(axis=0), truth - truth.mean(axis=0)
     corr2 = jnp.sum(pc * tc, axis=0) ** 2 / (
         jnp.sum(pc**2, axis=0) * jnp.sum(tc**2, axis=0)

@@ -133,10 +133,10 @@ _DIVERGED = (
 def _rls_row(W, S, lam, f, y):
     """One RLS step on one chunk (Potter's square-root form, module docstring):
     ``W (O, F)``, ``S (F, F)`` with ``P = S Sᵀ``, ``f (F,)``, ``y (O,)``."""
-    phi = S.T @ f
-    a = lam + phi @ phi
-    k = S @ phi  # = P f
-    e = y - W @ f
+    phi = jnp.matmul(S.T, f, precision="highest")
+    a = lam + jnp.dot(phi, phi, precision="highest")
+    k = jnp.matmul(S, phi, precision="highest")  # = P f
+    e = y - jnp.matmul(W, f, precision="highest")
     W = W + jnp.outer(e, k / a)
     gamma = 1.0 / (a + jnp.sqrt(lam * a))
     S = (S - gamma * jnp.outer(k, phi)) / jnp.sqrt(lam)
@@ -145,8 +145,8 @@ def _rls_row(W, S, lam, f, y):
 
 def _lms_row(W, mu, f, y, normalized, eps):
     """One (normalised) LMS step on one chunk."""
-    e = y - W @ f
-    step = mu / (eps + f @ f) if normalized else mu
+    e = y - jnp.matmul(W, f, precision="highest")
+    step = mu / (eps + jnp.dot(f, f, precision="highest")) if normalized else mu
     return W + step * jnp.outer(e, f), e
 
 
@@ -186,7 +186,7 @@ class RLSState(eqx.Module):
         """Inverse (weighted, regularised) correlation matrix ``S Sᵀ`` of the
         features, ``([chunks,] n_features, n_features)``. With ``forgetting=1``
         it is ``(FᵀF + delta I)⁻¹`` of the rows ``F`` learnt so far."""
-        return self.S @ jnp.swapaxes(self.S, -1, -2)
+        return jnp.matmul(self.S, jnp.swapaxes(self.S, -1, -2), precision="highest")
 
     def _row(self, f, y, active=None):
         row = _rls_row

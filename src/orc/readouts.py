@@ -187,7 +187,7 @@ class _LinearReadoutCore(ReadoutBase):
         """``W_out,c φ(r_c)`` per chunk, concatenated (or averaged for ensembles)."""
         self._check_state(res_state)
         feats = self.nonlinear_transform(self._bank(res_state))
-        per_chunk = jnp.einsum("cof,cf->co", self.wout, feats)
+        per_chunk = jnp.einsum("cof,cf->co", self.wout, feats, precision="highest")
         return jnp.mean(per_chunk, axis=0) if self.ensemble else per_chunk.reshape(-1)
 
     def linear_weights(self):

@@ -179,7 +179,7 @@ class RCRegressorBase(eqx.Module):
         """Outputs ``(seq_len, out_dim)`` of states and the inputs that led to them."""
         y = self.readout.batch_readout(states)
         if self.w_input is not None:
-            y = y + in_seq @ self.w_input.T
+            y = y + jnp.matmul(in_seq, self.w_input.T, precision="highest")
         if self.b_out is not None:
             y = y + self.b_out
         return y

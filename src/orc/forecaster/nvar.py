@@ -321,7 +321,7 @@ class NVARForecaster(eqx.Module):
         return _sliding_windows(seq, self.window)
 
     def _next(self, feats: Array, current: Array) -> Array:
-        step = feats @ self.wout.T
+        step = jnp.matmul(feats, self.wout.T, precision="highest")
         return current + step if self.target == "increment" else step
 
     @compiled
@@ -503,7 +503,7 @@ def _raw_weights(model, w_z: Array, mu: Array, sigma: Array) -> Array:
     coef = jnp.prod(jnp.where(inside, a_in, a_out), axis=1)
     n = model.n_features
     transform = jnp.zeros((n, n), dtype).at[rows, cols].add(coef)
-    w = sigma[:, None] * (w_z @ transform)
+    w = sigma[:, None] * jnp.matmul(w_z, transform, precision="highest")
     if model.target == "direct":  # x_{t+1} = sigma * (W_z O_z) + mu
         w = w.at[:, 0].add(mu)
     return w

@@ -1,0 +1,157 @@
+"""Every contraction orc traces runs at full precision for the model's dtype.
+
+On GPU, JAX's default float32 matrix product is TF32 (10 mantissa bits, ~1e-3
+relative error): a float32 model that used the default would give different
+numbers on a GPU than on a CPU, with no warning. orc therefore passes
+``precision="highest"`` to every ``dot_general`` it builds, whatever the
+user's ``jax_default_matmul_precision``. On CPU the setting changes nothing,
+so this is asserted on the programs themselves: each ``dot_general`` in the
+jaxpr of training, forecasting, teacher-forced prediction, regression,
+classification, control and online learning (the XLA path, the one a GPU
+runs), including the sub-programs of scans, loops, conditionals and custom
+derivatives, carries ``Precision.HIGHEST`` for both operands.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+from jax.extend.core import ClosedJaxpr, Jaxpr
+
+import orc
+from orc import classifier as C
+from orc import control as K
+from orc import forecaster as F
+from orc import online as O
+from orc import regression as R
+
+F32 = jnp.float32
+
+
+def _subjaxprs(params):
+    for value in params.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(item, ClosedJaxpr):
+                yield item.jaxpr
+            elif isinstance(item, Jaxpr):
+                yield item
+
+
+def _where(eqn) -> str:
+    tb = eqn.source_info.traceback
+    frames = [f for f in (tb.frames if tb else []) if "/orc/" in f.file_name]
+    if not frames:
+        return "outside orc"
+    return f"{frames[0].file_name.split('/orc/')[-1]}:{frames[0].line_num}"
+
+
+def _dots(jaxpr):
+    """Every ``dot_general`` of ``jaxpr`` and its sub-programs."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            yield eqn
+        for sub in _subjaxprs(eqn.params):
+            yield from _dots(sub)
+
+
+def _imprecise(fn, *args) -> list[str]:
+    """Where ``fn(*args)`` traces a contraction below full precision."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with orc.use_backend("xla"):
+            jaxpr = jax.make_jaxpr(fn)(*args).jaxpr
+    found, bad = 0, []
+    for eqn in _dots(jaxpr):
+        found += 1
+        p = eqn.params.get("precision")
+        p = p if isinstance(p, tuple) else (p, p)
+        if not all(x == lax.Precision.HIGHEST for x in p):
+            bad.append(f"{_where(eqn)} precision={eqn.params.get('precision')}")
+    assert found, "the program has no contraction: the check would be empty"
+    return sorted(set(bad))
+
+
+def _series(n=240, dim=3, seed=0):
+    rng = np.random.default_rng(seed)
+    return jnp.asarray(np.cumsum(0.1 * rng.standard_normal((n, dim)), 0), F32)
+
+
+U = _series()
+FORECASTERS = {
+    "esn": lambda: F.ESNForecaster(3, 20, dtype=F32, seed=0),
+    "parallel": lambda: F.ESNForecaster(3, 20, chunks=3, locality=1, dtype=F32, seed=0),
+    "ensemble": lambda: F.EnsembleESNForecaster(3, 20, chunks=2, dtype=F32, seed=0),
+    "deep": lambda: F.DeepESNForecaster(3, 20, dtype=F32, seed=0),
+    "quadratic": lambda: F.ESNForecaster(3, 20, quadratic=True, dtype=F32, seed=0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORECASTERS))
+def test_forecasters_train_and_forecast_at_full_precision(name):
+    model = FORECASTERS[name]()
+    train = lambda m, u: F.train_RCForecaster(m, u, spinup=10)  # noqa: E731
+    assert _imprecise(train, model, U) == []
+    trained, states = F.train_RCForecaster(model, U, spinup=10)
+    assert _imprecise(lambda m, r: m.forecast(8, r), trained, states[-1]) == []
+    assert _imprecise(lambda m, w: m.forecast_from_IC(8, w), trained, U[:30]) == []
+    assert _imprecise(lambda m, u: m.predict(u), trained, U[:30]) == []
+
+
+def test_cesn_and_nvar_at_full_precision():
+    t = jnp.arange(U.shape[0], dtype=F32) * 0.01
+    cesn = F.CESNForecaster(3, 20, dtype=F32, seed=0)
+    assert _imprecise(lambda m: F.train_CESNForecaster(m, U, t, spinup=10), cesn) == []
+    cesn, Rc = F.train_CESNForecaster(cesn, U, t, spinup=10)
+    assert _imprecise(lambda m, r: m.forecast(t[:8], r), cesn, Rc[-1]) == []
+    nvar = F.NVARForecaster(3, dtype=F32)
+    assert _imprecise(lambda m, u: F.train_NVARForecaster(m, u), nvar, U) == []
+    nvar, windows = F.train_NVARForecaster(nvar, U)
+    assert _imprecise(lambda m, w: m.forecast(8, w), nvar, windows[-1]) == []
+
+
+def test_regression_classification_control_at_full_precision():
+    reg = R.ESNRegressor(2, 1, 20, input_passthrough=True, dtype=F32)
+    fit = lambda m, x, y: R.train_RCRegressor(m, x, y)  # noqa: E731
+    assert _imprecise(fit, reg, U[:, :2], U[:, 2:]) == []
+    reg, _ = R.train_RCRegressor(reg, U[:, :2], U[:, 2:])
+    assert _imprecise(lambda m, x: m.predict(x), reg, U[:, :2]) == []
+
+    seqs = jnp.stack([U[:50], U[50:100], U[100:150], U[150:200]])
+    labels = jnp.asarray([0, 1, 0, 1], jnp.int32)
+    clf = C.ESNClassifier(3, 2, 20, dtype=F32, state_repr="mean")
+    assert (
+        _imprecise(lambda m, s, y: C.train_RCClassifier(m, s, y), clf, seqs, labels)
+        == []
+    )
+    clf = C.train_RCClassifier(clf, seqs, labels)
+    assert _imprecise(lambda m, s: m.classify(s), clf, seqs[0]) == []
+
+    ctrl = K.ESNController(2, 1, 20, dtype=F32)
+    fit = lambda m, y, u: K.train_RCController(m, y, u)  # noqa: E731
+    assert _imprecise(fit, ctrl, U[:-1, :2], U[1:, 2:]) == []
+    ctrl, Rk = K.train_RCController(ctrl, U[:-1, :2], U[1:, 2:])
+    cs, ref = jnp.zeros((6, 1), F32), jnp.ones((6, 2), F32)
+    assert _imprecise(lambda m, c, r: m.apply_control(c, r), ctrl, cs, Rk[-1]) == []
+    penalty = lambda m, c, r: jax.grad(m.compute_penalty)(c, r, ref)  # noqa: E731
+    assert _imprecise(penalty, ctrl, cs, Rk[-1]) == []
+
+
+@pytest.mark.parametrize("method", ["rls", "lms"])
+def test_online_learning_at_full_precision(method):
+    model = F.ESNForecaster(3, 20, dtype=F32, seed=0)
+    fit = lambda m, u: O.train_online(m, u, method=method, spinup=10)  # noqa: E731
+    assert _imprecise(fit, model, U) == []
+    assert _imprecise(lambda m, u: O.train_force(m, u, spinup=10), model, U) == []
+
+
+def test_user_default_precision_does_not_reach_orc():
+    """A program traced under the user's ``default_matmul_precision`` keeps
+    orc's explicit precision (the setting only fills in unset ones)."""
+    model = F.ESNForecaster(3, 20, dtype=F32, seed=0)
+    with jax.default_matmul_precision("bfloat16"):
+        assert _imprecise(lambda m, u: F.train_RCForecaster(m, u), model, U) == []
