@@ -53,7 +53,7 @@ def esn_components(
     periodic: bool = True,
     quadratic: bool = False,
     n_layers: int | None = None,
-    coupling_scaling=0.5,
+    coupling_scaling=0.2,
     construction: str = "orc",
 ):
     """``(embedding, driver, readout, dtype)`` of an ESN model.

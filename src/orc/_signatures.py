@@ -66,7 +66,7 @@ PARAMETERS: dict[str, tuple[object, object]] = {
     "alpha_1": (float, 100),
     "alpha_2": (float, 1),
     "alpha_3": (float, 5),
-    "coupling_scaling": (float, 0.5),
+    "coupling_scaling": (float, 0.2),
     "input_passthrough": (bool, False),
     "readout_bias": (bool, True),
     # component hyperparameters (ORC's component names)

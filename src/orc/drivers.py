@@ -1208,7 +1208,7 @@ class DeepESNDriver(StackedDriver):
     res_dim : int
         Nodes per layer.
     n_layers : int, default 2
-    coupling_scaling : float, default 0.5
+    coupling_scaling : float, default 0.2
         Scale of the inter-layer weights.
     leak, spectral_radius, density, bias, dtype, seed, use_sparse_eigs
         As for :class:`ESNDriver`.
@@ -1224,7 +1224,7 @@ class DeepESNDriver(StackedDriver):
         self,
         res_dim: int,
         n_layers: int = 2,
-        coupling_scaling: float = 0.5,
+        coupling_scaling: float = 0.2,
         leak: float = 0.6,
         spectral_radius: float = 0.8,
         density: float = 0.02,

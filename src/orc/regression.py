@@ -252,7 +252,7 @@ class ESNRegressor(RCRegressorBase):
     n_layers : int, default 1
         More than 1 stacks reservoirs (:class:`orc.drivers.DeepESNDriver`); the
         readout reads all layers.
-    coupling_scaling : float, default 0.5
+    coupling_scaling : float, default 0.2
         Inter-layer weight scale (``n_layers > 1``).
     input_passthrough : bool, default False
     readout_bias : bool, default True

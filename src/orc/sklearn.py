@@ -374,7 +374,7 @@ class ESNRegressor(RegressorMixin, BaseEstimator):
     Wr_spectral_radius : float, default 0.8
     n_layers : int, default 1
         More than 1 stacks reservoirs (:class:`orc.drivers.DeepESNDriver`).
-    coupling_scaling : float, default 0.5
+    coupling_scaling : float, default 0.2
         Inter-layer weight scale (``n_layers > 1``).
     input_passthrough : bool, default False
         Add a fitted linear term ``W_u u_t`` of the current input.
@@ -423,7 +423,7 @@ class ESNRegressor(RegressorMixin, BaseEstimator):
         Wr_density=0.02,
         Wr_spectral_radius=0.8,
         n_layers=1,
-        coupling_scaling=0.5,
+        coupling_scaling=0.2,
         input_passthrough=False,
         readout_bias=True,
         quadratic=False,

@@ -166,7 +166,13 @@ class DeepESNForecaster(RCForecasterBase):
     res_dim : int
         Nodes per layer.
     n_layers : int, default 2
-    coupling_scaling : float, default 0.5
+    coupling_scaling : float, default 0.2
+        Scale of the inter-layer weights. A layer of ``res_dim`` nodes in
+        ``(-1, 1)`` drives the next one with a sum of ``res_dim`` terms: at
+        0.5 the second layer saturated and the defaults forecast Rossler
+        worse than persistence for 2 of 5 seeds (2 x 250 nodes); at 0.2 all
+        five seeds beat it (median NRMSE over one Lyapunov time 0.03) and
+        Mackey-Glass improves (0.84 -> 0.79), Lorenz63 unchanged.
     leak_rate, bias, embedding_scaling, Wr_density, Wr_spectral_radius, dtype, seed, quadratic, use_sparse_eigs
         As for :class:`ESNForecaster`.
 
