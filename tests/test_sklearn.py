@@ -122,10 +122,19 @@ def _softmax(z):
 # --- agreement with orc's own models -------------------------------------------
 
 
-def test_classifier_is_orc_classifier_trained_directly():
+@pytest.mark.parametrize(
+    "repr_args",
+    [
+        {},
+        {"state_repr": "bi_mean"},
+        {"state_repr": "model_space", "model_space_dim": 7},
+    ],
+    ids=["default", "bi_mean", "model_space"],
+)
+def test_classifier_is_orc_classifier_trained_directly(repr_args):
     X, y = _waves(1, n_channels=2)
     X_test, _ = _waves(2, n_channels=2)
-    hyper = dict(CLF, seed=3, beta=1e-6)
+    hyper = dict(CLF, seed=3, beta=1e-6, **repr_args)
     clf = ESNClassifier(**hyper).fit(X, y)
 
     # the same model built and trained with orc itself, labels numbered in

@@ -33,11 +33,17 @@ def check_esn_sizes(model) -> None:
         )
 
 
-def check_model(model, embedding_in_dim: int, feedback_dim: int | None) -> None:
+def check_model(
+    model,
+    embedding_in_dim: int,
+    feedback_dim: int | None,
+    readout_input: tuple[int, ...] | None = None,
+) -> None:
     """A model's invariants (its ``__check_init__``): components of the three
     base classes, the model's sizes equal to its components', and a pipeline
     that fits together (:func:`check_pipeline`). ``embedding_in_dim`` is what
-    the embedding must accept; ``feedback_dim`` as for :func:`check_pipeline`."""
+    the embedding must accept; ``feedback_dim`` and ``readout_input`` as for
+    :func:`check_pipeline`."""
     from ._random import check_seed_field
     from ._validation import check_dtype_field
     from .drivers import DriverBase
@@ -65,22 +71,36 @@ def check_model(model, embedding_in_dim: int, feedback_dim: int | None) -> None:
             raise ValueError(f"{owner}: {name} is {have!r} but must be {want!r}")
     check_dtype_field(owner, model.dtype)
     check_seed_field(getattr(model, "seed", None), owner)
-    check_pipeline(owner, model.embedding, model.driver, model.readout, feedback_dim)
+    check_pipeline(
+        owner,
+        model.embedding,
+        model.driver,
+        model.readout,
+        feedback_dim,
+        readout_input,
+    )
 
 
 def check_pipeline(
-    owner: str, embedding, driver, readout, feedback_dim: int | None
+    owner: str,
+    embedding,
+    driver,
+    readout,
+    feedback_dim: int | None,
+    readout_input: tuple[int, ...] | None = None,
 ) -> None:
     """Embedding output drives the driver, and the readout reads its state.
 
     ``feedback_dim``: the readout output is fed back into the embedding (a
     forecaster or controller), so ``readout.out_dim`` must equal it.
+    ``readout_input``: the shape the readout reads when it is not the
+    driver's state (a classifier's feature vector, e.g. ``(3 * res_dim,)``).
     """
-    key = _pipeline_key(owner, embedding, driver, readout, feedback_dim)
+    key = _pipeline_key(owner, embedding, driver, readout, feedback_dim, readout_input)
     if key is not None and key in _PASSED:
         _PASSED.move_to_end(key)
         return
-    _check_pipeline(owner, embedding, driver, readout, feedback_dim)
+    _check_pipeline(owner, embedding, driver, readout, feedback_dim, readout_input)
     if key is not None:
         _PASSED[key] = None
         if len(_PASSED) > _PASSED_SIZE:
@@ -113,7 +133,9 @@ def _pipeline_key(*parts):
     return key
 
 
-def _check_pipeline(owner, embedding, driver, readout, feedback_dim) -> None:
+def _check_pipeline(
+    owner, embedding, driver, readout, feedback_dim, readout_input=None
+) -> None:
     state = jax.eval_shape(driver.default_state)
     u = jax.ShapeDtypeStruct((embedding.in_dim,), embedding.dtype)
     try:
@@ -136,11 +158,15 @@ def _check_pipeline(owner, embedding, driver, readout, feedback_dim) -> None:
             f"{owner}: driver.advance returns shape {tuple(nxt.shape)} but its state has "
             f"shape {tuple(state.shape)}"
         )
+    read, what = state, "the driver's state"
+    if readout_input is not None:
+        read = jax.ShapeDtypeStruct(tuple(readout_input), state.dtype)
+        what = "the model's feature vector"
     try:
-        y = jax.eval_shape(readout.readout, state)
+        y = jax.eval_shape(readout.readout, read)
     except Exception as err:  # noqa: BLE001
         raise ValueError(
-            f"{owner}: the readout cannot read the driver's state {tuple(state.shape)} "
+            f"{owner}: the readout cannot read {what} {tuple(read.shape)} "
             f"(readout.res_dim={readout.res_dim}, driver.res_dim={driver.res_dim}): {err}"
         ) from err
     if y.shape != (readout.out_dim,):

@@ -63,6 +63,7 @@ PARAMETERS: dict[str, tuple[object, object]] = {
     "use_sparse_eigs": (bool, True),
     "construction": (str, "orc"),
     "state_repr": (str, "final"),
+    "model_space_dim": (int | None, None),
     "alpha_1": (float, 100),
     "alpha_2": (float, 1),
     "alpha_3": (float, 5),

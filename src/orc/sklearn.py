@@ -111,9 +111,10 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
 
     Each series drives a reservoir,
     ``r_{t+1} = (1 - a) r_t + a tanh(W r_t + W_in u_t + b)`` from the zero
-    state; its final state (``state_repr="final"``) or its mean state after
-    ``spinup`` steps (``"mean"``) is mapped by a ridge readout to one score
-    per class, and the class probabilities are their softmax. This is
+    state; a representation of the run (``state_repr``: the final state by
+    default, the mean state after ``spinup`` steps, statistics, the
+    reservoir model space, bidirectional forms) is mapped by a ridge readout
+    to one score per class, and the class probabilities are their softmax. This is
     :class:`orc.classifier.ESNClassifier` trained by
     :func:`orc.classifier.train_RCClassifier`; the hyperparameters have
     their names and defaults.
@@ -138,14 +139,23 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
         Square the odd-indexed nodes in the readout.
     use_sparse_eigs : bool, default True
         Estimate the spectral radius with Arnoldi iterations.
-    state_repr : {"final", "mean"}, default "final"
-        Series feature: the final state or the mean state after ``spinup``.
-        ``"mean"`` averages noise out and is often the better choice.
+    state_repr : {"final", "mean", "stats", "model_space", "bi_final", \
+"bi_mean", "bi_stats", "bi_model_space"}, default "final"
+        Series feature (:mod:`orc.classifier.base`): the final state, the
+        mean state after ``spinup``, ``[final, mean, std]``, the weights of
+        a ridge one-step predictor fitted to the series (model space), and
+        the same concatenated with the time-reversed series' (``"bi_"``).
+        On seven UCR/UEA sets ``"bi_mean"`` scored best and ``"mean"``
+        next (``benchmarks/science/CLASSIFICATION.md``); ``"final"`` stays
+        the default as in ORC 0.4.
     spinup : int, default 0
-        Leading states left out of the mean (``state_repr="mean"``); must be
-        less than the series length.
+        Leading states left out of every representation but ``"final"``;
+        must be less than the series length.
     beta : float, default 8e-8
         Ridge penalty of the readout.
+    model_space_dim : int or None, default None
+        Nodes the ``"model_space"`` predictor reads (``None``:
+        ``min(res_dim, 75)``); ignored by the other representations.
     channels_last : bool, default False
         Layout of 3-D ``X``: ``False`` reads ``(n_series, n_channels,
         n_timepoints)`` (aeon's), ``True`` reads ``(n_series, n_timepoints,
@@ -192,6 +202,7 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
         state_repr="final",
         spinup=0,
         beta=8e-8,
+        model_space_dim=None,
         channels_last=False,
     ):
         self.res_dim = res_dim
@@ -207,6 +218,7 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
         self.state_repr = state_repr
         self.spinup = spinup
         self.beta = beta
+        self.model_space_dim = model_space_dim
         self.channels_last = channels_last
 
     def __sklearn_tags__(self):
@@ -284,6 +296,7 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
             quadratic=self.quadratic,
             use_sparse_eigs=self.use_sparse_eigs,
             state_repr=self.state_repr,
+            model_space_dim=self.model_space_dim,
         )
         self.model_ = _classifier.train_RCClassifier(
             model,

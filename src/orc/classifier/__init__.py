@@ -1,6 +1,6 @@
 """Classifying sequences with reservoir computers."""
 
-from .base import RCClassifierBase
+from .base import RCClassifierBase, feature_dim
 from .models import ESNClassifier
 from .train import train_ESNClassifier, train_RCClassifier
 
@@ -9,4 +9,5 @@ __all__ = [
     "ESNClassifier",
     "train_RCClassifier",
     "train_ESNClassifier",
+    "feature_dim",
 ]

@@ -1,11 +1,43 @@
 """Base class of reservoir classifiers.
 
 A sequence is driven through the reservoir and summarised by one feature
-vector — the final state (``state_repr="final"``) or the mean state after
-``spinup`` steps (``"mean"``) — which the readout maps to class scores; the
-probabilities are their softmax. Training fits the readout by ridge regression
-onto one-hot labels. Features are computed in the scan carry, so no state
-history is stored.
+vector (its *representation*, ``state_repr``), which the readout maps to class
+scores; the probabilities are their softmax. Training fits the readout by
+ridge regression onto one-hot labels. With states ``r_t`` after input ``u_t``
+(``t = 0 .. T-1``) and ``S = {spinup, ..., T-1}``:
+
+``"final"`` (default, ORC 0.4)
+    ``r_{T-1}`` — ``res_dim`` features.
+``"mean"`` (ORC 0.4)
+    the mean of ``r_t`` over ``S`` — ``res_dim`` features.
+``"stats"``
+    ``[r_{T-1}, mean, std]`` over ``S`` (population standard deviation, per
+    node) — ``3 * res_dim`` features. The final state keeps what the series
+    did last, the mean its level, the standard deviation how strongly each
+    node responds to it.
+``"model_space"`` (Bianchi et al. 2020, "reservoir model space")
+    the weights of a ridge one-step predictor fitted to this one series,
+    ``u_{t+1} ≈ W p_t + b`` for ``t`` in ``S`` (``t < T-1``), where ``p_t`` is
+    the first ``P = model_space_dim`` nodes of ``r_t``. The feature is
+    ``[W[0], b[0], W[1], b[1], ...]`` — ``data_dim * (P + 1)`` features.
+    The bias is not penalised (the fit is centred); the ridge is
+    ``MODEL_SPACE_RIDGE`` times the mean variance of the ``P`` nodes, so it
+    does not depend on the series' length or scale. It is solved in closed
+    form (Cholesky) in float64 when JAX's x64 is on (float32 otherwise).
+    The paper reduces the state by PCA fitted to the training states; a
+    subset of nodes needs no fit (a representation stays a function of one
+    series, so ``classify`` is unchanged by training) and no extra
+    parameters, and since the reservoir's nodes are exchangeable (random
+    ``W`` and ``W_in``) the first ``P`` are a random choice of ``P``.
+``"bi_<repr>"`` (``"bi_final"``, ``"bi_mean"``, ``"bi_stats"``, ``"bi_model_space"``)
+    bidirectional: the representation of the series concatenated with that
+    of the time-reversed series, driven through the same reservoir from the
+    same initial state (``spinup`` skips the first steps of each pass) —
+    twice the features.
+
+``"final"`` and ``"mean"`` are computed in the scan carry, so no state
+history is stored; ``"stats"`` too (Welford's running mean and variance);
+``"model_space"`` keeps the ``P`` chosen nodes of each state.
 """
 
 from __future__ import annotations
@@ -31,9 +63,77 @@ from ..drivers import DriverBase, drive_sequence
 from ..embeddings import EmbedBase
 from ..readouts import ReadoutBase
 
-__all__ = ["RCClassifierBase"]
+__all__ = ["RCClassifierBase", "feature_dim", "STATE_REPRS"]
 
-STATE_REPRS = ("final", "mean")
+BASE_REPRS = ("final", "mean", "stats", "model_space")
+STATE_REPRS = BASE_REPRS + tuple(f"bi_{r}" for r in BASE_REPRS)
+MODEL_SPACE_DIM = 75
+"""Default number of nodes the model-space predictor reads (the paper's PCA size)."""
+MODEL_SPACE_RIDGE = 1e-3
+"""Ridge of the model-space fit, relative to the mean variance of its nodes."""
+
+
+def _check_state_repr(state_repr, owner: str) -> str:
+    if not isinstance(state_repr, str) or state_repr not in STATE_REPRS:
+        raise ValueError(
+            f"{owner}: state_repr must be one of {', '.join(map(repr, STATE_REPRS))}, "
+            f"got {state_repr!r}"
+        )
+    return state_repr
+
+
+def _split_repr(state_repr: str) -> tuple[str, bool]:
+    """``("stats", True)`` for ``"bi_stats"``."""
+    if state_repr.startswith("bi_"):
+        return state_repr[3:], True
+    return state_repr, False
+
+
+def feature_dim(
+    state_repr: str, res_dim: int, data_dim: int, model_space_dim: int | None = None
+) -> int:
+    """Length of the feature vector a representation gives (the readout's input
+    size): ``res_dim`` for ``"final"``/``"mean"``, ``3 * res_dim`` for
+    ``"stats"``, ``data_dim * (model_space_dim + 1)`` for ``"model_space"``
+    (``model_space_dim`` defaults to ``min(res_dim, 75)``); twice that for the
+    ``"bi_"`` forms."""
+    owner = "feature_dim"
+    base, bi = _split_repr(_check_state_repr(state_repr, owner))
+    res_dim = check_int("res_dim", res_dim, owner, minimum=1)
+    data_dim = check_int("data_dim", data_dim, owner, minimum=1)
+    if base == "model_space":
+        n = _model_space_dim(model_space_dim, res_dim, owner)
+        dim = data_dim * (n + 1)
+    else:
+        dim = res_dim * (3 if base == "stats" else 1)
+    return dim * (2 if bi else 1)
+
+
+def _model_space_dim(model_space_dim, res_dim: int, owner: str) -> int:
+    if model_space_dim is None:
+        return min(res_dim, MODEL_SPACE_DIM)
+    return check_int(
+        "model_space_dim", model_space_dim, owner, minimum=1, maximum=res_dim
+    )
+
+
+def _one_step_predictor(x, y):
+    """Flattened ``[W[0], b[0], W[1], b[1], ...]`` of the ridge fit
+    ``y_t ≈ W x_t + b`` (``W`` ``(out, in)``; ``b`` not penalised; ridge
+    ``MODEL_SPACE_RIDGE`` times the mean variance of ``x``'s columns), in
+    float64 when JAX's x64 is on."""
+    wide = jax.dtypes.canonicalize_dtype(jnp.float64)  # float32 without x64
+    x, y = x.astype(wide), y.astype(wide)
+    m, p = x.shape
+    x_mean, y_mean = jnp.mean(x, axis=0), jnp.mean(y, axis=0)
+    xc, yc = x - x_mean, y - y_mean
+    cov = jnp.matmul(xc.T, xc, precision="highest") / m
+    cross = jnp.matmul(xc.T, yc, precision="highest") / m
+    ridge = MODEL_SPACE_RIDGE * jnp.trace(cov) / p + jnp.finfo(wide).tiny
+    factor = jax.scipy.linalg.cho_factor(cov + ridge * jnp.eye(p, dtype=wide))
+    w = jax.scipy.linalg.cho_solve(factor, cross)  # (p, out)
+    b = y_mean - jnp.matmul(x_mean, w, precision="highest")
+    return jnp.concatenate([w.T, b[:, None]], axis=1).reshape(-1)
 
 
 class RCClassifierBase(eqx.Module):
@@ -43,7 +143,12 @@ class RCClassifierBase(eqx.Module):
     ----------
     driver, readout, embedding : components (``readout.out_dim == n_classes``)
     n_classes : int
-    state_repr : {"final", "mean"}, default "final"
+    state_repr : {"final", "mean", "stats", "model_space", "bi_final", "bi_mean", \
+"bi_stats", "bi_model_space"}, default "final"
+        The feature vector (see the module docstring). The readout's input
+        size must be :func:`feature_dim` of it (the driver's ``res_dim`` for
+        ``"final"``/``"mean"``); for ``"model_space"`` the readout's size sets
+        how many nodes the predictor reads.
     dtype : dtype, default float64
     seed : int, default 0
     """
@@ -70,10 +175,7 @@ class RCClassifierBase(eqx.Module):
         seed=0,
     ) -> None:
         name = type(self).__name__
-        if state_repr not in STATE_REPRS:
-            raise ValueError(
-                f"{name}: state_repr must be 'final' or 'mean', got {state_repr!r}"
-            )
+        _check_state_repr(state_repr, name)
         self.n_classes = check_int("n_classes", n_classes, name, minimum=2)
         if readout.out_dim != self.n_classes:
             raise ValueError(
@@ -92,17 +194,58 @@ class RCClassifierBase(eqx.Module):
 
     def __check_init__(self):
         name = type(self).__name__
-        if self.state_repr not in STATE_REPRS:
-            raise ValueError(
-                f"{name}: state_repr must be 'final' or 'mean', got {self.state_repr!r}"
-            )
+        _check_state_repr(self.state_repr, name)
         check_int("n_classes", self.n_classes, name, minimum=2)
         if self.readout.out_dim != self.n_classes:
             raise ValueError(
                 f"{name}: readout.out_dim ({self.readout.out_dim}) must equal "
                 f"n_classes ({self.n_classes})"
             )
-        check_model(self, self.in_dim, None)
+        if self.state_repr in ("final", "mean"):
+            check_model(self, self.in_dim, None)  # the readout reads a state
+            return
+        state = jax.eval_shape(self.driver.default_state)
+        if state.shape != (self.res_dim,):
+            raise ValueError(
+                f"{name}: state_repr={self.state_repr!r} needs a driver whose state "
+                f"has shape (res_dim,) = ({self.res_dim},), got {tuple(state.shape)}"
+            )
+        width = self.readout.res_dim
+        base, bi = _split_repr(self.state_repr)
+        if base == "model_space":
+            per_dim, rest = divmod(width, self.in_dim * (2 if bi else 1))
+            ok = not rest and 2 <= per_dim <= self.res_dim + 1
+            want = (
+                f"data_dim * (model_space_dim + 1){' * 2' if bi else ''} = "
+                f"{self.in_dim} * (model_space_dim + 1){' * 2' if bi else ''} "
+                f"with 1 <= model_space_dim <= res_dim ({self.res_dim})"
+            )
+        else:
+            ok = width == feature_dim(self.state_repr, self.res_dim, self.in_dim)
+            want = str(feature_dim(self.state_repr, self.res_dim, self.in_dim))
+        if not ok or getattr(self.readout, "state_shape", (width,)) != (width,):
+            raise ValueError(
+                f"{name}: state_repr={self.state_repr!r} gives the readout "
+                f"{want} features, but the readout reads {width} (readout.res_dim); "
+                "build it with orc.classifier.feature_dim(state_repr, res_dim, "
+                "data_dim, model_space_dim) inputs"
+            )
+        check_model(self, self.in_dim, None, readout_input=(width,))
+
+    @property
+    def feature_dim(self) -> int:
+        """Length of the feature vector (the readout's input size)."""
+        if self.state_repr in ("final", "mean"):
+            return self.res_dim
+        return self.readout.res_dim
+
+    @property
+    def model_space_dim(self) -> int | None:
+        """Nodes the model-space predictor reads (``None`` for other representations)."""
+        base, bi = _split_repr(self.state_repr)
+        if base != "model_space":
+            return None
+        return self.readout.res_dim // (self.in_dim * (2 if bi else 1)) - 1
 
     def _check_seq(self, in_seq, name="in_seq"):
         in_seq = check_data(name, in_seq, type(self).__name__, self.dtype)
@@ -142,31 +285,87 @@ class RCClassifierBase(eqx.Module):
     def features(
         self, in_seq: Array, res_state: Array | None = None, spinup: int = 0
     ) -> Array:
-        """The feature vector of a sequence: final state or mean state after ``spinup``."""
+        """The feature vector ``(feature_dim,)`` of a sequence (see ``state_repr``).
+
+        ``spinup`` (static) skips the leading states of each pass; it must leave
+        one state (two for ``"model_space"``, which fits a one-step predictor).
+        """
+        owner = type(self).__name__
         in_seq = self._check_seq(in_seq)
-        spinup = check_int("spinup", spinup, type(self).__name__, minimum=0)
+        spinup = check_int("spinup", spinup, owner, minimum=0)
         if spinup >= in_seq.shape[0]:
             raise ValueError(
-                f"{type(self).__name__}: spinup ({spinup}) must be less than the "
+                f"{owner}: spinup ({spinup}) must be less than the "
                 f"sequence length ({in_seq.shape[0]})"
             )
+        base, bi = _split_repr(self.state_repr)
+        if base == "model_space" and in_seq.shape[0] - spinup < 2:
+            raise ValueError(
+                f"{owner}: state_repr={self.state_repr!r} fits a one-step predictor "
+                f"and needs at least two states after spinup: spinup ({spinup}) must "
+                f"be at most the sequence length minus 2 ({in_seq.shape[0] - 2})"
+            )
         r0 = self._initial(res_state)
+        if not bi:
+            return self._represent(base, in_seq, r0, spinup)
+        # both passes as one batch: one program (and one batched solve) for both
+        both = jnp.stack([in_seq, in_seq[::-1]])
+        feats = jax.vmap(lambda s: self._represent(base, s, r0, spinup))(both)
+        return feats.reshape(-1)
+
+    def _represent(self, base: str, in_seq, r0, spinup: int):
+        """One pass's representation ``base`` of ``in_seq`` from state ``r0``."""
 
         def advance(r, u):
             return self.driver.advance(self.embedding.embed(u), r)
 
-        if self.state_repr == "final":
+        if base == "final":
             return jax.lax.scan(lambda r, u: (advance(r, u), None), r0, in_seq)[0]
 
-        def step(carry, xs):
-            r, total = carry
-            u, keep = xs
-            r = advance(r, u)
-            return (r, total + jnp.where(keep, r, 0.0)), None
+        if base == "mean":
 
-        keep = jnp.arange(in_seq.shape[0]) >= spinup
-        (_, total), _ = jax.lax.scan(step, (r0, jnp.zeros_like(r0)), (in_seq, keep))
-        return total / (in_seq.shape[0] - spinup)
+            def step(carry, xs):
+                r, total = carry
+                u, keep = xs
+                r = advance(r, u)
+                return (r, total + jnp.where(keep, r, 0.0)), None
+
+            keep = jnp.arange(in_seq.shape[0]) >= spinup
+            init = (r0, jnp.zeros_like(r0))
+            (_, total), _ = jax.lax.scan(step, init, (in_seq, keep))
+            return total / (in_seq.shape[0] - spinup)
+
+        r = jax.lax.scan(lambda r, u: (advance(r, u), None), r0, in_seq[:spinup])[0]
+        kept = in_seq[spinup:]
+        n = kept.shape[0]
+
+        if base == "stats":  # Welford's running mean and sum of squared deviations
+
+            def welford(carry, xs):
+                r, mean, m2 = carry
+                u, k = xs
+                r = advance(r, u)
+                delta = r - mean
+                mean = mean + delta / k
+                return (r, mean, m2 + delta * (r - mean)), None
+
+            count = jnp.arange(1, n + 1, dtype=r.dtype)
+            zeros = jnp.zeros_like(r)
+            (r, mean, m2), _ = jax.lax.scan(welford, (r, zeros, zeros), (kept, count))
+            var = m2 / n
+            positive = var > 0  # a zero variance has no finite sqrt gradient
+            std = jnp.where(positive, jnp.sqrt(jnp.where(positive, var, 1.0)), 0.0)
+            return jnp.concatenate([r, mean, std])
+
+        # "model_space": ridge fit u_{t+1} ~ W p_t + b on this series alone
+        width = self.model_space_dim
+
+        def record(r, u):
+            r = advance(r, u)
+            return r, r[:width]
+
+        _, nodes = jax.lax.scan(record, r, kept)
+        return _one_step_predictor(nodes[:-1], kept[1:]).astype(self.dtype)
 
     def classify(
         self,
@@ -178,7 +377,8 @@ class RCClassifierBase(eqx.Module):
     ) -> Float[Array, " n_classes"]:
         """Class probabilities ``(n_classes,)`` of one sequence (softmax of the readout).
 
-        ``spinup`` (static) skips leading states when ``state_repr="mean"``.
+        ``spinup`` (static) skips leading states (all representations but
+        ``"final"``).
         Batch with ``jax.vmap(model.classify)(seqs)``. Non-finite ``in_seq`` or
         ``res_state`` raise (also under ``jax.jit``); an untrained model (all-zero
         readout weights) warns outside ``jax.jit``. ``backend`` as for

@@ -8,7 +8,7 @@ from .._compose import check_esn_sizes
 from .._esn import esn_components
 from .._signatures import ESN_MODEL, orc_signature
 from .._validation import check_int
-from .base import RCClassifierBase
+from .base import RCClassifierBase, _check_state_repr, feature_dim
 
 __all__ = ["ESNClassifier"]
 
@@ -16,8 +16,10 @@ __all__ = ["ESNClassifier"]
 class ESNClassifier(RCClassifierBase):
     """Echo state network classifier of sequences (ORC 0.4 defaults).
 
-    ``r_{t+1} = (1 - a) r_t + a tanh(W r_t + W_in u_t + b)``; the final (or mean)
-    state is mapped by a linear (or quadratic) readout to ``n_classes`` scores.
+    ``r_{t+1} = (1 - a) r_t + a tanh(W r_t + W_in u_t + b)``; a representation
+    of the states (``state_repr``: final or mean state, statistics, the
+    model space of a one-step predictor, optionally bidirectional) is mapped
+    by a linear (or quadratic) readout to ``n_classes`` scores.
 
     Parameters
     ----------
@@ -28,7 +30,21 @@ class ESNClassifier(RCClassifierBase):
     Wr_spectral_radius=0.8, dtype=float64, seed=0, quadratic=False,
     use_sparse_eigs=True
         As for :class:`orc.forecaster.ESNForecaster`.
-    state_repr : {"final", "mean"}, default "final"
+    state_repr : {"final", "mean", "stats", "model_space", "bi_final", "bi_mean", \
+"bi_stats", "bi_model_space"}, default "final"
+        See :mod:`orc.classifier.base`: ``"final"`` state, ``"mean"`` state
+        after ``spinup`` (ORC 0.4's two), ``"stats"`` = [final, mean, std]
+        (``3 * res_dim`` features), ``"model_space"`` = weights and bias of a
+        ridge one-step predictor of the input fitted to each series
+        (``data_dim * (model_space_dim + 1)`` features); ``"bi_"`` adds the
+        same representation of the time-reversed series.
+    construction : str, default "orc"
+        As for :class:`orc.forecaster.ESNForecaster`.
+    model_space_dim : int, optional
+        Nodes the ``"model_space"`` predictor reads; default
+        ``min(res_dim, 75)``. Ignored by the other representations;
+        the readout is sized for the representation at construction
+        (:attr:`feature_dim` inputs).
 
     Example
     -------
@@ -53,15 +69,22 @@ class ESNClassifier(RCClassifierBase):
         "use_sparse_eigs",
         "state_repr",
         "construction",
+        "model_space_dim",
     )
     def __init__(self, data_dim, n_classes, **hyper) -> None:
         name = type(self).__name__
         data_dim = check_int("data_dim", data_dim, name, minimum=1)
         n_classes = check_int("n_classes", n_classes, name, minimum=2)
-        state_repr = hyper.pop("state_repr")
+        state_repr = _check_state_repr(hyper.pop("state_repr"), name)
+        model_space_dim = hyper.pop("model_space_dim")
         embedding, driver, readout, dtype = esn_components(
             name, layout="single", in_dim=data_dim, out_dim=n_classes, **hyper
         )
+        if model_space_dim is not None:
+            check_int("model_space_dim", model_space_dim, name, minimum=1)
+        if state_repr not in ("final", "mean"):  # not a state: resize the readout
+            width = feature_dim(state_repr, driver.res_dim, data_dim, model_space_dim)
+            readout = type(readout)(n_classes, width, dtype)
         super().__init__(
             driver, readout, embedding, n_classes, state_repr, dtype, hyper["seed"]
         )

@@ -68,7 +68,8 @@ def train_RCClassifier(
     train_seqs : Array, shape ``(n_samples, seq_len, data_dim)``
     labels : int Array, shape ``(n_samples,)``, values in ``[0, n_classes)``
     spinup : int, default 0
-        Leading states skipped by the ``"mean"`` representation.
+        Leading states skipped by every representation but ``"final"`` (see
+        :class:`RCClassifierBase`).
     beta : float, default 8e-8
     batch_size : int, optional
         Chunks solved at a time (parallel readouts only).

@@ -1,0 +1,352 @@
+"""Time-series classification: orc's ESNClassifier representations against
+aeon's MiniRocket on the UCR/UEA sets that aeon's wheel ships.
+
+Run (from the repository root, in the benchmark's own environment; see
+``benchmarks/science/README.md``)::
+
+    benchmarks/.venvs/science/bin/python benchmarks/science/classification.py
+
+It writes ``benchmarks/science/CLASSIFICATION.md`` (tables) and
+``benchmarks/science/CLASSIFICATION.json`` (every number, the chosen
+hyperparameters and the environment). Nothing is downloaded: a set that the
+installed aeon does not ship is reported as skipped.
+
+Protocol
+--------
+* Data: ``aeon.datasets.load_classification(name, split="train"/"test")``,
+  the published train/test split. Each channel is z-normalised with the mean
+  and standard deviation of the training split (one pair per channel, from
+  the training values only). PickupGestureWiimoteZ has series of 29 to 361
+  samples: every series (train and test) is linearly resampled, on its own,
+  to the longest training length, and both classifiers see the same
+  resampled arrays (the ESN's representations assume one length per batch;
+  zero-padding would feed the reservoir a fake constant tail).
+* orc: ``ESNClassifier(res_dim=RES_DIM)`` for each ``state_repr``, ORC's
+  other defaults (bias 1.6, spectral radius 0.8, density 0.02, seed 0),
+  ``spinup = seq_len // 10``. ``leak_rate``, ``embedding_scaling`` and the
+  readout's ridge ``beta`` are chosen by stratified 3-fold cross-validation
+  on the training split only (grid below); the features of each (leak,
+  scaling) are computed once and the folds' ridge fits reuse their Gram
+  matrix (the readout's ridge in its dual form, the same estimator as
+  ``train_RCClassifier``'s). The chosen triple is then fitted on the whole
+  training split with ``train_RCClassifier`` and scored once on the test
+  split.
+  "default" is the untuned ORC configuration: ``state_repr="final"``,
+  ``embedding_scaling=0.08``, ``beta=8e-8``, no spinup.
+* MiniRocket: ``aeon.classification.convolution_based.MiniRocketClassifier``
+  with its defaults (10,000 kernels, ``RidgeClassifierCV`` over its own
+  alpha grid), ``random_state=0``, ``n_jobs=2``.
+* Times are wall-clock seconds on this machine. "fit" for orc includes the
+  cross-validation (selection) and the final fit, compilation included;
+  MiniRocket's includes its internal ridge cross-validation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+import orc  # noqa: E402
+from orc.classifier import ESNClassifier, train_RCClassifier  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+SETS = (
+    "BasicMotions",
+    "GunPoint",
+    "ArrowHead",
+    "ItalyPowerDemand",
+    "OSULeaf",
+    "ACSF1",
+    "PickupGestureWiimoteZ",
+)
+REPRS = (
+    "final",
+    "mean",
+    "stats",
+    "model_space",
+    "bi_final",
+    "bi_mean",
+    "bi_stats",
+    "bi_model_space",
+)
+RES_DIM = 500
+SCALINGS = (0.1, 0.4, 1.6)
+LEAKS = (0.1, 0.6)
+BETAS = (1e-6, 1e-4, 1e-2, 1.0)
+FOLDS = 3
+
+
+def load(name: str):
+    """``(X_train, y_train, X_test, y_test, note)``; ``X`` ``(n, seq_len, dim)``
+    float64, z-normalised per channel with the training statistics; ``y``
+    integer labels ``0 .. n_classes-1``. ``None`` if aeon does not ship the set."""
+    import aeon
+    from aeon.datasets import load_classification
+
+    shipped = Path(aeon.__file__).parent / "datasets" / "data" / name
+    if not shipped.is_dir():
+        return None
+    xtr, ytr = load_classification(name, split="train")
+    xte, yte = load_classification(name, split="test")
+    note = ""
+    if isinstance(xtr, list) or isinstance(xte, list):
+        length = max(x.shape[-1] for x in xtr)
+        lengths = [x.shape[-1] for x in list(xtr) + list(xte)]
+        note = (
+            f"unequal lengths {min(lengths)}-{max(lengths)}: each series linearly "
+            f"resampled to {length}"
+        )
+        xtr, xte = _resample(xtr, length), _resample(xte, length)
+    xtr = np.transpose(np.asarray(xtr, np.float64), (0, 2, 1))
+    xte = np.transpose(np.asarray(xte, np.float64), (0, 2, 1))
+    mean = xtr.mean(axis=(0, 1))
+    std = xtr.std(axis=(0, 1))
+    std = np.where(std > 0, std, 1.0)
+    classes = np.unique(ytr)
+    return (
+        (xtr - mean) / std,
+        np.searchsorted(classes, ytr),
+        (xte - mean) / std,
+        np.searchsorted(classes, yte),
+        note,
+    )
+
+
+def _resample(series, length: int) -> np.ndarray:
+    """Each ``(dim, seq_len_i)`` series linearly interpolated to ``length`` samples."""
+    grid = np.linspace(0.0, 1.0, length)
+    out = []
+    for x in series:
+        x = np.asarray(x, np.float64)
+        old = np.linspace(0.0, 1.0, x.shape[-1])
+        out.append(np.stack([np.interp(grid, old, row) for row in x]))
+    return np.stack(out)
+
+
+@eqx.filter_jit
+def _features(model, seqs, spinup):
+    return jax.vmap(lambda s: model.features(s, None, spinup))(seqs)
+
+
+@eqx.filter_jit
+def _predict(model, seqs, spinup):
+    return jnp.argmax(jax.vmap(lambda s: model.classify(s, None, spinup))(seqs), 1)
+
+
+def _folds(labels: np.ndarray, n_folds: int) -> list[np.ndarray]:
+    """Stratified folds (validation indices), deterministic."""
+    from sklearn.model_selection import StratifiedKFold
+
+    n_folds = max(2, min(n_folds, np.bincount(labels).min()))
+    split = StratifiedKFold(n_folds, shuffle=True, random_state=0)
+    return [val for _, val in split.split(np.zeros(len(labels)), labels)]
+
+
+def _cv_accuracy(gram, one_hot, labels, folds, beta) -> float:
+    """Mean validation accuracy of the no-intercept ridge readout
+    ``W = Y^T (F F^T + beta I)^{-1} F`` (the dual of ``(F^T F + beta I)^{-1} F^T Y``)."""
+    accs = []
+    for val in folds:
+        fit = np.setdiff1d(np.arange(len(labels)), val)
+        k = gram[np.ix_(fit, fit)] + beta * np.eye(len(fit))
+        alpha = np.linalg.solve(k, one_hot[fit])
+        scores = gram[np.ix_(val, fit)] @ alpha
+        accs.append(np.mean(np.argmax(scores, 1) == labels[val]))
+    return float(np.mean(accs))
+
+
+def run_orc(data, state_repr: str, res_dim: int) -> dict:
+    xtr, ytr, xte, yte, _ = data
+    n_classes = int(ytr.max()) + 1
+    dim, spinup = xtr.shape[2], xtr.shape[1] // 10
+    xtr_j, xte_j, ytr_j = jnp.asarray(xtr), jnp.asarray(xte), jnp.asarray(ytr)
+    t0 = time.perf_counter()
+    folds = _folds(ytr, FOLDS)
+    one_hot = np.eye(n_classes)[ytr]
+    best = (-1.0, None, None, None)
+    for leak in LEAKS:
+        for scaling in SCALINGS:
+            model = ESNClassifier(
+                dim,
+                n_classes,
+                res_dim,
+                leak,
+                state_repr=state_repr,
+                embedding_scaling=scaling,
+            )
+            feats = np.asarray(_features(model, xtr_j, spinup))
+            gram = feats @ feats.T
+            for beta in BETAS:
+                acc = _cv_accuracy(gram, one_hot, ytr, folds, beta)
+                if acc > best[0]:
+                    best = (acc, leak, scaling, beta)
+    t_select = time.perf_counter() - t0
+    cv_acc, leak, scaling, beta = best
+    model = ESNClassifier(
+        dim, n_classes, res_dim, leak, state_repr=state_repr, embedding_scaling=scaling
+    )
+    t1 = time.perf_counter()
+    trained = train_RCClassifier(model, xtr_j, ytr_j, spinup=spinup, beta=beta)
+    jax.block_until_ready(trained.readout.wout)
+    t_fit = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    pred = np.asarray(_predict(trained, xte_j, spinup))
+    t_pred = time.perf_counter() - t2
+    return {
+        "accuracy": float(np.mean(pred == yte)),
+        "fit_s": t_select + t_fit,
+        "select_s": t_select,
+        "final_fit_s": t_fit,
+        "predict_s": t_pred,
+        "cv_accuracy": cv_acc,
+        "leak_rate": leak,
+        "embedding_scaling": scaling,
+        "beta": beta,
+        "spinup": spinup,
+        "feature_dim": trained.feature_dim,
+    }
+
+
+def run_orc_default(data, res_dim: int) -> dict:
+    xtr, ytr, xte, yte, _ = data
+    model = ESNClassifier(xtr.shape[2], int(ytr.max()) + 1, res_dim)
+    t0 = time.perf_counter()
+    trained = train_RCClassifier(model, jnp.asarray(xtr), jnp.asarray(ytr))
+    jax.block_until_ready(trained.readout.wout)
+    t_fit = time.perf_counter() - t0
+    pred = np.asarray(_predict(trained, jnp.asarray(xte), 0))
+    return {"accuracy": float(np.mean(pred == yte)), "fit_s": t_fit}
+
+
+def run_minirocket(data) -> dict:
+    from aeon.classification.convolution_based import MiniRocketClassifier
+
+    xtr, ytr, xte, yte, _ = data
+    clf = MiniRocketClassifier(random_state=0, n_jobs=2)
+    t0 = time.perf_counter()
+    clf.fit(np.transpose(xtr, (0, 2, 1)), ytr)
+    t_fit = time.perf_counter() - t0
+    pred = clf.predict(np.transpose(xte, (0, 2, 1)))
+    return {"accuracy": float(np.mean(pred == yte)), "fit_s": t_fit}
+
+
+def markdown(results: dict, methods: list[str], skipped: dict, setup: str) -> str:
+    sets = [s for s in results]
+    lines = [
+        "# Classification: orc ESNClassifier vs aeon MiniRocket",
+        "",
+        "Written by `benchmarks/science/classification.py` (protocol in its "
+        "docstring). " + setup,
+        "",
+        "## Test accuracy",
+        "",
+        "| set | " + " | ".join(methods) + " |",
+        "|---|" + "---:|" * len(methods),
+    ]
+    for name in sets:
+        row = [f"{results[name][m]['accuracy']:.3f}" for m in methods]
+        lines.append(f"| {name} | " + " | ".join(row) + " |")
+    means = [np.mean([results[s][m]["accuracy"] for s in sets]) for m in methods]
+    lines.append("| **mean** | " + " | ".join(f"**{v:.3f}**" for v in means) + " |")
+    lines += [
+        "",
+        "## Fit time (s)",
+        "",
+        "orc: cross-validated selection of `leak_rate`, `embedding_scaling` and "
+        "`beta` plus "
+        "the final fit, compilation included; MiniRocket: `fit` (its ridge "
+        'cross-validation included); "default": one untuned fit.',
+        "",
+        "| set | " + " | ".join(methods) + " |",
+        "|---|" + "---:|" * len(methods),
+    ]
+    for name in sets:
+        row = [f"{results[name][m]['fit_s']:.1f}" for m in methods]
+        lines.append(f"| {name} | " + " | ".join(row) + " |")
+    totals = [sum(results[s][m]["fit_s"] for s in sets) for m in methods]
+    lines.append("| **total** | " + " | ".join(f"**{v:.1f}**" for v in totals) + " |")
+    lines += [
+        "",
+        "## Chosen hyperparameters (cross-validation on the training split)",
+        "",
+        "`leak_rate` / `embedding_scaling` / `beta` (CV accuracy)",
+        "",
+        "| set | " + " | ".join(m for m in methods if m in REPRS) + " |",
+        "|---|" + "---|" * sum(m in REPRS for m in methods),
+    ]
+    for name in sets:
+        row = [
+            f"{results[name][m]['leak_rate']:g} / "
+            f"{results[name][m]['embedding_scaling']:g} / "
+            f"{results[name][m]['beta']:g} ({results[name][m]['cv_accuracy']:.2f})"
+            for m in methods
+            if m in REPRS
+        ]
+        lines.append(f"| {name} | " + " | ".join(row) + " |")
+    notes = [f"- {s}: {results[s]['note']}" for s in sets if results[s].get("note")]
+    notes += [f"- {s}: skipped ({why})" for s, why in skipped.items()]
+    if notes:
+        lines += ["", "## Notes", "", *notes]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sets", nargs="*", default=list(SETS))
+    parser.add_argument("--reprs", nargs="*", default=list(REPRS))
+    parser.add_argument("--res-dim", type=int, default=RES_DIM)
+    parser.add_argument("--out", default=str(HERE / "CLASSIFICATION.md"))
+    args = parser.parse_args()
+    import aeon
+
+    start = time.perf_counter()
+    results, skipped = {}, {}
+    for name in args.sets:
+        data = load(name)
+        if data is None:
+            skipped[name] = f"not shipped in aeon {aeon.__version__}'s wheel"
+            print(f"{name}: {skipped[name]}", flush=True)
+            continue
+        xtr, ytr, xte, _, note = data
+        print(
+            f"{name}: train {xtr.shape}, test {xte.shape[0]}, "
+            f"{int(ytr.max()) + 1} classes",
+            flush=True,
+        )
+        row = {"note": note, "minirocket": run_minirocket(data)}
+        row["default"] = run_orc_default(data, args.res_dim)
+        for state_repr in args.reprs:
+            row[state_repr] = run_orc(data, state_repr, args.res_dim)
+        for method, r in row.items():
+            if method != "note":
+                print(f"  {method:15s} acc {r['accuracy']:.3f}  fit {r['fit_s']:.1f}s")
+        results[name] = row
+    total = time.perf_counter() - start
+    methods = ["minirocket", "default", *args.reprs]
+    setup = (
+        f"ESN res_dim={args.res_dim}; grid leak_rate {list(LEAKS)} x "
+        f"embedding_scaling {list(SCALINGS)} x "
+        f"beta {list(BETAS)}, {FOLDS}-fold CV on train. aeon {aeon.__version__}, "
+        f"orc {orc.__version__}, jax {jax.__version__}, "
+        f"{platform.processor() or platform.machine()}, "
+        f"{__import__('os').cpu_count()} CPUs; whole run {total / 60:.1f} min."
+    )
+    Path(args.out).write_text(markdown(results, methods, skipped, setup))
+    Path(args.out).with_suffix(".json").write_text(
+        json.dumps({"setup": setup, "results": results, "skipped": skipped}, indent=1)
+    )
+    print(f"wrote {args.out} ({total / 60:.1f} min)")
+
+
+if __name__ == "__main__":
+    main()
