@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # machine take 9.4 instead of 14.5 minutes. `make test TEST_WORKERS=8` on more cores.
 TEST_WORKERS ?= 2
 
-.PHONY: demo test docs lint bench dist check-dist check-native clean
+.PHONY: demo test docs lint bench bench-science dist check-dist check-native clean
 
 # the native kernels are compiled by the install: reinstall when they change
 $(STAMP): pyproject.toml CMakeLists.txt $(wildcard src/orc/_native/*.cc src/orc/_native/*.h)
@@ -33,6 +33,24 @@ docs: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 	$(PY) benchmarks/streaming.py
+
+# Science benchmarks (benchmarks/science/README.md): the classification
+# benchmark against aeon's MiniRocket, in its own venv with aeon
+# (benchmarks/.venvs/science, created on first use), then the dysts
+# forecasting panel (benchmarks/science/DYSTS.md; creates
+# benchmarks/.venvs/{dysts,orc04,rpy} on first use). Full panel: hours on 2
+# cores; `make bench-science DYSTS_ARGS=--quick` is a ~1-minute smoke run.
+SCIENCE_PY := benchmarks/.venvs/science/bin/python
+DYSTS_ARGS ?= --flows all --seeds 3
+CLASSIFICATION_ARGS ?=
+$(SCIENCE_PY):
+	python3 -m venv benchmarks/.venvs/science
+	$(SCIENCE_PY) -m pip install --quiet --upgrade pip
+	$(SCIENCE_PY) -m pip install --quiet -e ".[science]"
+
+bench-science: $(STAMP) $(SCIENCE_PY)
+	$(SCIENCE_PY) benchmarks/science/classification.py $(CLASSIFICATION_ARGS)
+	$(PY) benchmarks/science/dysts_panel.py $(DYSTS_ARGS)
 
 # sdist and wheel (the wheel holds the compiled kernels), then the wheel
 # installed into a fresh virtual environment must import with them on

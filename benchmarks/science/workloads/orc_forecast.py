@@ -1,0 +1,123 @@
+"""dysts panel forecasts for libraries with the ORC 0.4 API (ours, ORC 0.4).
+
+Run, unchanged, by our interpreter (``.venv``, ``PYTHONPATH=src``) and by ORC
+0.4.0's (``benchmarks/.venvs/orc04``), like ``benchmarks/workloads/orc_api.py``
+whose helpers it reuses.  For each task (one flow) and each requested column it
+trains on the standardised training split and forecasts from every test window;
+the forecasts are saved as ``.npy`` and the parent computes the VPT, the same
+way for every library.
+
+Columns:
+
+* ``esn``: ``ESNForecaster(data_dim, res_dim=N, seed=s)`` with the library's
+  defaults, trained with ``train_RCForecaster`` (both libraries);
+* ``esn_orc04``: ours with ``construction="orc04"`` (ORC 0.4's exact matrices);
+* ``nvar``: ours ``NVARForecaster(k=2, s=stride, order=2)`` trained with
+  ``train_NVARForecaster`` (defaults otherwise); ``stride`` comes from the task.
+
+Usage: ``python orc_forecast.py '<json config>'``; prints one ``BENCH_RESULT``
+line.
+"""
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "workloads"))
+
+from orc_api import block, emit, peak_rss_mb, timed  # noqa: E402
+
+
+def build(orc, column, dim, n, seed, task):
+    fc = orc.forecaster
+    if column == "esn":
+        return fc.ESNForecaster(data_dim=dim, res_dim=n, seed=seed)
+    if column == "esn_orc04":
+        return fc.ESNForecaster(
+            data_dim=dim, res_dim=n, seed=seed, construction="orc04"
+        )
+    if column == "nvar":
+        return fc.NVARForecaster(dim, k=2, s=int(task["stride"]), order=2)
+    raise ValueError(f"unknown column {column!r}")
+
+
+def train(orc, column, model, u_train):
+    if column == "nvar":
+        return orc.forecaster.train_NVARForecaster(model, u_train, return_states=False)
+    return orc.forecaster.train_RCForecaster(model, u_train)
+
+
+def run_task(orc, jnp, cfg, task):
+    """All columns and seeds of one flow; returns per-column records."""
+    u_train = jnp.asarray(np.load(task["train"]))
+    test = np.load(task["test"])
+    dim = int(u_train.shape[1])
+    horizon = int(task["horizon"])
+    spinup = int(task["spinup"])
+    out = {}
+    for column in cfg["columns"]:
+        seeds = [0] if column == "nvar" else cfg["seeds"]
+        rec = {"train_s": [], "forecast_s": []}
+        try:
+            stack = []
+            for seed in seeds:
+                model = build(orc, column, dim, cfg["res_dim"], seed, task)
+                t, (model, _states) = timed(
+                    lambda m=model, c=column: train(orc, c, m, u_train)
+                )
+                del _states
+                rec["train_s"].append(t)
+                windows = []
+                for start in task["starts"]:
+                    warm = jnp.asarray(test[start : start + spinup])
+                    t, fc = timed(
+                        lambda w=warm, m=model: m.forecast_from_IC(horizon, w)
+                    )
+                    rec["forecast_s"].append(t)
+                    windows.append(np.asarray(fc))
+                stack.append(np.stack(windows))
+            # the NVAR's file name carries its stride (dysts_panel.column_file)
+            tag = f"nvar-s{task['stride']}" if column == "nvar" else column
+            path = Path(cfg["out_dir"]) / f"{cfg['library']}_{tag}_{task['flow']}.npy"
+            np.save(path, np.stack(stack))
+            rec.update(ok=True, file=str(path), seeds=seeds)
+        except Exception as exc:
+            rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
+        out[column] = rec
+    return out
+
+
+def main():
+    cfg = json.loads(sys.argv[1])
+    res = {"library": cfg.get("library"), "ok": False, "tasks": {}}
+    try:
+        t0 = time.perf_counter()
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+        import jax.numpy as jnp
+
+        import orc
+
+        res["import_s"] = time.perf_counter() - t0
+        res["orc_file"] = os.path.dirname(orc.__file__)
+        res["orc_version"] = getattr(orc, "__version__", None)
+        Path(cfg["out_dir"]).mkdir(parents=True, exist_ok=True)
+        for task in cfg["tasks"]:
+            res["tasks"][task["flow"]] = run_task(orc, jnp, cfg, task)
+            block(jnp.zeros(1))
+        res["ok"] = True
+    except BaseException as exc:  # report every failure, including MemoryError
+        res["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+        res["traceback"] = traceback.format_exc()[-4000:]
+    res["peak_rss_mb"] = peak_rss_mb()
+    emit(res)
+
+
+if __name__ == "__main__":
+    main()
