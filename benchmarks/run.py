@@ -30,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 
 from harness import data, envs, report  # noqa: E402
+from workloads._report import MARK  # noqa: E402
 
 BENCH_DIR = envs.BENCH_DIR
 CACHE_DIR = BENCH_DIR / ".cache"
-MARK = "BENCH_RESULT "
 
 WORKLOADS = {
     "a": "Lorenz63 forecaster: build, train (T=20000), forecast 2000 steps",

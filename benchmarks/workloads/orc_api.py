@@ -16,25 +16,12 @@ repeats and the cached data files.  The script prints one line
 
 import json
 import os
-import resource
 import statistics
 import sys
 import time
-import traceback
 
 import numpy as np
-
-MARK = "BENCH_RESULT "
-
-
-def peak_rss_mb():
-    """Peak resident set size of this process, in MiB (Linux: ru_maxrss in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def emit(result):
-    sys.stdout.write(MARK + json.dumps(result) + "\n")
-    sys.stdout.flush()
+from _report import reported
 
 
 def block(tree):
@@ -236,7 +223,7 @@ def main():
         "size": cfg["size"],
         "ok": False,
     }
-    try:
+    with reported(res):
         t0 = time.perf_counter()
         import jax
 
@@ -259,12 +246,6 @@ def main():
                 )
         res["x64"] = bool(jax.config.jax_enable_x64)
         WORKLOADS[cfg["workload"]](cfg, orc, jnp, res)
-        res["ok"] = True
-    except BaseException as exc:  # report every failure, including MemoryError
-        res["error"] = f"{type(exc).__name__}: {exc}"[:2000]
-        res["traceback"] = traceback.format_exc()[-4000:]
-    res["peak_rss_mb"] = peak_rss_mb()
-    emit(res)
 
 
 if __name__ == "__main__":

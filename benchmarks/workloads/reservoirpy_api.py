@@ -20,15 +20,12 @@ equivalent and is not implemented here.
 """
 
 import json
-import resource
 import statistics
 import sys
 import time
-import traceback
 
 import numpy as np
-
-MARK = "BENCH_RESULT "
+from _report import reported, timed
 
 LEAK = 0.6
 SPECTRAL_RADIUS = 0.8
@@ -36,22 +33,6 @@ DENSITY = 0.02
 INPUT_SCALING = 0.08
 BIAS = 1.6
 RIDGE = 8e-8
-
-
-def peak_rss_mb():
-    """Peak resident set size of this process, in MiB (Linux: ru_maxrss in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def emit(result):
-    sys.stdout.write(MARK + json.dumps(result) + "\n")
-    sys.stdout.flush()
-
-
-def timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t0, out
 
 
 def first_and_warm(fn, repeats, key, res):
@@ -258,7 +239,7 @@ def main():
         "size": cfg["size"],
         "ok": False,
     }
-    try:
+    with reported(res):
         t0 = time.perf_counter()
         import reservoirpy
 
@@ -269,12 +250,6 @@ def main():
                 f"workload {cfg['workload']!r} has no reservoirpy equivalent"
             )
         WORKLOADS[cfg["workload"]](cfg, res)
-        res["ok"] = True
-    except BaseException as exc:  # report every failure, including MemoryError
-        res["error"] = f"{type(exc).__name__}: {exc}"[:2000]
-        res["traceback"] = traceback.format_exc()[-4000:]
-    res["peak_rss_mb"] = peak_rss_mb()
-    emit(res)
 
 
 if __name__ == "__main__":

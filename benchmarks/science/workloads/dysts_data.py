@@ -20,13 +20,15 @@ import json
 import signal
 import sys
 import time
-import traceback
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-MARK = "BENCH_RESULT "
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "workloads"))
+
+from _report import reported  # noqa: E402
+
 BLOWUP = 1e8  # |x| above this anywhere counts as a blow-up
 
 
@@ -111,7 +113,7 @@ def integrate(name, cfg):
 def main():
     cfg = json.loads(sys.argv[1])
     res = {"ok": False, "flows": {}}
-    try:
+    with reported(res, rss=False):
         import dysts
 
         res["dysts_version"] = getattr(dysts, "__version__", None)
@@ -136,11 +138,6 @@ def main():
                     "ok": False,
                     "reason": f"{type(exc).__name__}: {exc}"[:300],
                 }
-        res["ok"] = True
-    except BaseException as exc:
-        res["error"] = f"{type(exc).__name__}: {exc}"[:2000]
-        res["traceback"] = traceback.format_exc()[-4000:]
-    sys.stdout.write(MARK + json.dumps(res) + "\n")
 
 
 if __name__ == "__main__":

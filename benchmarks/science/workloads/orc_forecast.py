@@ -23,14 +23,14 @@ import json
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "workloads"))
 
-from orc_api import block, emit, peak_rss_mb, timed  # noqa: E402
+from _report import reported  # noqa: E402
+from orc_api import block, timed  # noqa: E402
 
 
 def build(orc, column, dim, n, seed, task):
@@ -95,7 +95,7 @@ def run_task(orc, jnp, cfg, task):
 def main():
     cfg = json.loads(sys.argv[1])
     res = {"library": cfg.get("library"), "ok": False, "tasks": {}}
-    try:
+    with reported(res):
         t0 = time.perf_counter()
         import jax
 
@@ -111,12 +111,6 @@ def main():
         for task in cfg["tasks"]:
             res["tasks"][task["flow"]] = run_task(orc, jnp, cfg, task)
             block(jnp.zeros(1))
-        res["ok"] = True
-    except BaseException as exc:  # report every failure, including MemoryError
-        res["error"] = f"{type(exc).__name__}: {exc}"[:2000]
-        res["traceback"] = traceback.format_exc()[-4000:]
-    res["peak_rss_mb"] = peak_rss_mb()
-    emit(res)
 
 
 if __name__ == "__main__":

@@ -11,21 +11,14 @@ reservoir per seed.  Usage: ``python rpy_forecast.py '<json config>'``.
 import json
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "workloads"))
 
-from reservoirpy_api import (  # noqa: E402
-    RIDGE,
-    build_reservoir,
-    closed_loop,
-    emit,
-    peak_rss_mb,
-    timed,
-)
+from _report import reported, timed  # noqa: E402
+from reservoirpy_api import RIDGE, build_reservoir, closed_loop  # noqa: E402
 
 
 def run_task(cfg, task):
@@ -68,7 +61,7 @@ def run_task(cfg, task):
 def main():
     cfg = json.loads(sys.argv[1])
     res = {"library": cfg.get("library"), "ok": False, "tasks": {}}
-    try:
+    with reported(res):
         t0 = time.perf_counter()
         import reservoirpy
 
@@ -77,12 +70,6 @@ def main():
         Path(cfg["out_dir"]).mkdir(parents=True, exist_ok=True)
         for task in cfg["tasks"]:
             res["tasks"][task["flow"]] = run_task(cfg, task)
-        res["ok"] = True
-    except BaseException as exc:
-        res["error"] = f"{type(exc).__name__}: {exc}"[:2000]
-        res["traceback"] = traceback.format_exc()[-4000:]
-    res["peak_rss_mb"] = peak_rss_mb()
-    emit(res)
 
 
 if __name__ == "__main__":
