@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -60,6 +61,10 @@ import orc  # noqa: E402
 from orc.classifier import ESNClassifier, train_RCClassifier  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from harness.report import md_table  # noqa: E402
+
 SETS = (
     "BasicMotions",
     "GunPoint",
@@ -241,7 +246,24 @@ def run_minirocket(data) -> dict:
 
 
 def markdown(results: dict, methods: list[str], skipped: dict, setup: str) -> str:
-    sets = [s for s in results]
+    sets = list(results)
+    reprs = [m for m in methods if m in REPRS]
+
+    def table(metric, fmt, total_name, total):
+        rows = [
+            [name, *(fmt.format(results[name][m][metric]) for m in methods)]
+            for name in sets
+        ]
+        totals = [total([results[s][m][metric] for s in sets]) for m in methods]
+        rows.append([f"**{total_name}**", *(f"**{fmt.format(v)}**" for v in totals)])
+        return md_table(["set", *methods], rows)
+
+    def chosen(r):
+        return (
+            f"{r['leak_rate']:g} / {r['embedding_scaling']:g} / {r['beta']:g} "
+            f"({r['cv_accuracy']:.2f})"
+        )
+
     lines = [
         "# Classification: orc ESNClassifier vs aeon MiniRocket",
         "",
@@ -250,15 +272,7 @@ def markdown(results: dict, methods: list[str], skipped: dict, setup: str) -> st
         "",
         "## Test accuracy",
         "",
-        "| set | " + " | ".join(methods) + " |",
-        "|---|" + "---:|" * len(methods),
-    ]
-    for name in sets:
-        row = [f"{results[name][m]['accuracy']:.3f}" for m in methods]
-        lines.append(f"| {name} | " + " | ".join(row) + " |")
-    means = [np.mean([results[s][m]["accuracy"] for s in sets]) for m in methods]
-    lines.append("| **mean** | " + " | ".join(f"**{v:.3f}**" for v in means) + " |")
-    lines += [
+        table("accuracy", "{:.3f}", "mean", np.mean),
         "",
         "## Fit time (s)",
         "",
@@ -267,32 +281,17 @@ def markdown(results: dict, methods: list[str], skipped: dict, setup: str) -> st
         "the final fit, compilation included; MiniRocket: `fit` (its ridge "
         'cross-validation included); "default": one untuned fit.',
         "",
-        "| set | " + " | ".join(methods) + " |",
-        "|---|" + "---:|" * len(methods),
-    ]
-    for name in sets:
-        row = [f"{results[name][m]['fit_s']:.1f}" for m in methods]
-        lines.append(f"| {name} | " + " | ".join(row) + " |")
-    totals = [sum(results[s][m]["fit_s"] for s in sets) for m in methods]
-    lines.append("| **total** | " + " | ".join(f"**{v:.1f}**" for v in totals) + " |")
-    lines += [
+        table("fit_s", "{:.1f}", "total", sum),
         "",
         "## Chosen hyperparameters (cross-validation on the training split)",
         "",
         "`leak_rate` / `embedding_scaling` / `beta` (CV accuracy)",
         "",
-        "| set | " + " | ".join(m for m in methods if m in REPRS) + " |",
-        "|---|" + "---|" * sum(m in REPRS for m in methods),
+        md_table(
+            ["set", *reprs],
+            [[name, *(chosen(results[name][m]) for m in reprs)] for name in sets],
+        ),
     ]
-    for name in sets:
-        row = [
-            f"{results[name][m]['leak_rate']:g} / "
-            f"{results[name][m]['embedding_scaling']:g} / "
-            f"{results[name][m]['beta']:g} ({results[name][m]['cv_accuracy']:.2f})"
-            for m in methods
-            if m in REPRS
-        ]
-        lines.append(f"| {name} | " + " | ".join(row) + " |")
     notes = [f"- {s}: {results[s]['note']}" for s in sets if results[s].get("note")]
     notes += [f"- {s}: skipped ({why})" for s, why in skipped.items()]
     if notes:

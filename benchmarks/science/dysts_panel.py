@@ -87,6 +87,7 @@ BENCH_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BENCH_DIR))
 
 from harness import envs  # noqa: E402
+from harness.report import md_table  # noqa: E402
 
 SCIENCE_DIR = BENCH_DIR / "science"
 CACHE_DIR = BENCH_DIR / ".cache" / "dysts"
@@ -596,57 +597,50 @@ def report_md(rows, columns, header: dict) -> str:
         "",
         f"Over the {len(ok)} flows (of {n_int} integrated) scored in every ESN column.",
         "",
-        "| column | flows | median | 25% | 75% | seed sd (median) | windows capped "
-        "| windows diverged |",
-        "| :--- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+    table = []
     for c in cols:
         q = quartiles([r.get(c, math.nan) for r in ok])
         capped = sum(r.get(f"{c}_capped", 0) or 0 for r in ok)
         div = sum(r.get(f"{c}_diverged", 0) or 0 for r in ok)
         total = sum(r.get(f"{c}_windows", 0) or 0 for r in ok)
         sd = quartiles([r.get(f"{c}_seed_sd", math.nan) for r in ok])["median"]
-        lines.append(
-            f"| {LABELS.get(c, c)} | {q['n']} | {_fmt(q['median'])} | "
-            f"{_fmt(q['q25'])} | {_fmt(q['q75'])} | {_fmt(sd)} | {capped}/{total} | "
-            f"{div}/{total} |"
-        )
+        table.append(
+            [LABELS.get(c, c), q["n"], _fmt(q["median"]), _fmt(q["q25"]),
+             _fmt(q["q75"]), _fmt(sd), f"{capped}/{total}", f"{div}/{total}"]
+        )  # fmt: skip
+    head = ["column", "flows", "median", "25%", "75%", "seed sd (median)",
+            "windows capped", "windows diverged"]  # fmt: skip
+    lines.append(md_table(head, table))
     lines += ["", "## Head to head (per flow, mean over seeds)", ""]
     lines += [
         "Equal: |A - B| <= 1e-9 (e.g. both capped at the horizon). p: two-sided "
         "exact sign test on the unequal flows.",
         "",
-        "| A vs B | flows | A better | B better | equal | median(A - B) | p |",
-        "| :--- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     pairs = [("esn", "orc04"), ("esn_orc04", "orc04"), ("esn", "esn_orc04"),
              ("esn", "rpy"), ("nvar", "esn")]  # fmt: skip
+    table = []
     for a, b in pairs:
         if a in columns and b in columns:
             va = {r["flow"]: r.get(a, math.nan) for r in ok}
             vb = {r["flow"]: r.get(b, math.nan) for r in ok}
             wl = win_loss(va, vb, tol=1e-9)
-            lines.append(
-                f"| {a} vs {b} | {wl['n']} | {wl['wins']} | {wl['losses']} | "
-                f"{wl['ties']} | {_fmt(wl['median_diff'])} | "
-                f"{sign_test(wl['wins'], wl['losses']):.2f} |"
-            )
+            table.append(
+                [f"{a} vs {b}", wl["n"], wl["wins"], wl["losses"], wl["ties"],
+                 _fmt(wl["median_diff"]), f"{sign_test(wl['wins'], wl['losses']):.2f}"]
+            )  # fmt: skip
+    head = ["A vs B", "flows", "A better", "B better", "equal", "median(A - B)", "p"]
+    lines.append(md_table(head, table))
     lines += ["", "## Per flow", ""]
-    lines += [
-        "| flow | dim | λ·dt | horizon (LT) | NVAR stride | " + " | ".join(cols) + " |"
-    ]
-    lines += [
-        "| :--- | ---: | ---: | ---: | ---: | "
-        + " | ".join("---:" for _ in cols)
-        + " |"
-    ]
-    for r in ok:
-        lines.append(
-            f"| {r['flow']} | {r['dim']} | {r['lyapunov'] * r['dt']:.4f} | "
-            f"{r['horizon_lyap']:.1f} | {r['nvar_stride']} | "
-            + " | ".join(_fmt(r.get(c, math.nan)) for c in cols)
-            + " |"
-        )
+    head = ["flow", "dim", "λ·dt", "horizon (LT)", "NVAR stride", *cols]
+    table = [
+        [r["flow"], r["dim"], f"{r['lyapunov'] * r['dt']:.4f}",
+         f"{r['horizon_lyap']:.1f}", r["nvar_stride"],
+         *(_fmt(r.get(c, math.nan)) for c in cols)]
+        for r in ok
+    ]  # fmt: skip
+    lines.append(md_table(head, table))
     failed = [r for r in rows if r["status"] != "ok"]
     lines += ["", f"## Flows rejected ({len(failed)})", ""]
     lines += [f"* {r['flow']}: {r['reason']}" for r in failed] or ["(none)"]
