@@ -146,6 +146,8 @@ def test_errors_exit_nonzero_with_one_line(workdir, args, reason):
 
 
 def test_deep_esn_and_nvar_models(workdir):
+    import orc
+
     out = run(
         "train", "l63.csv", "--model", "deep-esn", "--res-dim", "100", "--layers", "2",
         "--val-fraction", "0.05", "--out", "deep.orc", cwd=workdir,
@@ -156,7 +158,8 @@ def test_deep_esn_and_nvar_models(workdir):
         "--input-noise", "1e-3", "--val-fraction", "0.05", "--out", "nvar.orc",
         cwd=workdir,
     ).stdout  # fmt: skip
-    assert "trained nvar (k=2, order=2, 28 features)" in out
+    # s="auto": ~30 taps per Lorenz oscillation (~75 samples at dt 0.01)
+    assert "trained nvar (k=2, stride=3 (auto), order=2, 28 features)" in out, out
     for name in ("deep.orc", "nvar.orc"):
         run("forecast", name, "--steps", "50", "--out", f"{name}.csv", cwd=workdir)
         pred = np.loadtxt(workdir / f"{name}.csv", delimiter=",", skiprows=1)
@@ -165,6 +168,14 @@ def test_deep_esn_and_nvar_models(workdir):
     bad = run("train", "l63.csv", "--model", "nvar", "--k", "0", "--out", "x.orc",
               cwd=workdir, ok=False)  # fmt: skip
     assert bad.returncode == 2 and "k must be >= 1" in bad.stderr
+    out = run("train", "l63.csv", "--model", "nvar", "--stride", "1",
+              "--input-noise", "1e-3", "--out", "s1.orc", cwd=workdir).stdout  # fmt: skip
+    assert "trained nvar (k=2, stride=1, order=2, 28 features)" in out
+    assert orc.load(workdir / "s1.orc").s == 1
+    for stride, why in (("two", "positive integer or 'auto'"), ("0", "s must be >= 1")):
+        bad = run("train", "l63.csv", "--model", "nvar", "--stride", stride,
+                  "--out", "x.orc", cwd=workdir, ok=False)  # fmt: skip
+        assert bad.returncode == 2 and why in bad.stderr, bad.stderr
 
 
 def test_data_exports_discrete_series(workdir):

@@ -297,7 +297,7 @@ def test_untrained_model_warns_outside_jit(trained_esn, trained_clf, trained_ctr
             lambda m: m.compute_control(GUESS, Rc[-1], REF, throw=False),
         ),
         "NVARForecaster.forecast": (
-            NVARForecaster(3),
+            NVARForecaster(3, s=nvar.s),
             nvar,
             lambda m: m.forecast(5, W[-1]),
         ),

@@ -268,6 +268,7 @@ def test_lorenz63_paper_setup():
         (dict(data_dim=3, target="delta"), ValueError, "target"),
         (dict(data_dim=3, constant=1), TypeError, "constant"),
         (dict(data_dim=3, s=2, stride=3), ValueError, "stride"),
+        (dict(data_dim=3, s="fast"), ValueError, "s must be a positive int or 'auto'"),
         (dict(data_dim=3, dtype=jnp.int32), TypeError, "dtype"),
     ],
 )
@@ -392,3 +393,84 @@ def test_save_load_round_trip(trained, tmp_path):
         np.asarray(loaded.forecast(50, W[-1])), np.asarray(m.forecast(50, W[-1]))
     )
     assert orc.io.read_header(path)["hyperparameters"]["data_dim"] == 2
+
+
+# ---------------------------------------------------------------------------
+# s="auto": the stride from the training data's sampling
+def _sines(n, period, dim=2, slow=None):
+    """Sines of ``period`` samples (phase-shifted per column), + a slow one."""
+    t = np.arange(n, dtype=np.float64)
+    x = np.stack([np.sin(2 * np.pi * t / period + c) for c in range(dim)], axis=1)
+    if slow is not None:  # a stronger, slower oscillation
+        x = x + 3 * np.sin(2 * np.pi * t / slow)[:, None]
+    return x
+
+
+def test_dominant_period_hand_computed():
+    # exact bins: 3000 samples, periods 60 and 1500 samples (bins 50 and 2)
+    x = _sines(3000, 60, slow=1500)
+    assert orc.metrics.dominant_period(x) == 60.0  # 1500 > 3000 / 10: left out
+    assert orc.metrics.dominant_period(x, max_period=2000) == 1500.0
+    assert orc.metrics.dominant_period(x, dt=0.01) == pytest.approx(0.6)
+    assert orc.metrics.dominant_period(x[:, 0]) == 60.0  # 1-D accepted
+    with pytest.raises(ValueError, match="NaN"):
+        orc.metrics.dominant_period(np.full((50, 2), np.nan))
+    with pytest.raises(ValueError, match="at least 4 samples"):
+        orc.metrics.dominant_period(x[:3])
+    with pytest.raises(ValueError, match="max_period"):
+        orc.metrics.dominant_period(x, max_period=1.0)
+    with pytest.raises(TypeError, match="concrete"):
+        jax.jit(orc.metrics.dominant_period)(jnp.asarray(x))
+
+
+def test_nvar_stride_rule():
+    stride = orc.forecaster.nvar_stride
+    assert stride(_sines(3000, 60)) == 2  # 60 / 30
+    assert stride(_sines(3000, 100)) == 3  # round(3.33)
+    assert stride(_sines(3000, 20)) == 1  # never below 1
+    assert stride(_sines(3000, 100), taps_per_period=10) == 10
+    trajs = np.stack([_sines(3000, p) for p in (60, 100, 150)])
+    assert stride(trajs, multi_sequence=True) == 3  # the median period, 100
+    with pytest.raises(ValueError, match="data must be"):
+        stride(trajs)
+    with pytest.raises(ValueError, match="taps_per_period"):
+        stride(_sines(3000, 60), taps_per_period=0)
+
+
+def test_auto_stride_is_chosen_at_training():
+    x = jnp.asarray(_sines(3000, 100))
+    auto = NVARForecaster(2)
+    assert auto.s is None and auto.stride is None
+    with pytest.raises(ValueError, match="stride is not chosen yet"):
+        auto.forecast(5, jnp.zeros((3, 2)))
+    m, W = train_NVARForecaster(auto, x, return_states=False)
+    assert m.s == 3 == orc.forecaster.nvar_stride(x) and W.shape == (4, 2)
+    given, W_given = train_NVARForecaster(NVARForecaster(2, s=3), x)
+    np.testing.assert_array_equal(np.asarray(m.wout), np.asarray(given.wout))
+    # an explicit stride is kept; k=1 has no stride to choose
+    assert train_NVARForecaster(NVARForecaster(2, s=7), x)[0].s == 7
+    assert NVARForecaster(2, k=1).s == 1
+    # multi_sequence: the median of the trajectories' periods
+    trajs = jnp.stack(
+        [x, jnp.asarray(_sines(3000, 60)), jnp.asarray(_sines(3000, 150))]
+    )
+    assert train_NVARForecaster(auto, trajs, multi_sequence=True)[0].s == 3
+    # the stride fixes shapes: a traced training sequence needs s=...
+    with pytest.raises(TypeError, match="s=..."):
+        jax.jit(lambda u: train_NVARForecaster(auto, u)[0].wout)(x)
+    # data closed over by the user's jit are concrete: the stride is chosen
+    out = jax.jit(lambda: train_NVARForecaster(auto, x)[0].wout)()
+    np.testing.assert_allclose(np.asarray(out), np.asarray(m.wout), atol=1e-6)
+    # with_stride keeps the readout
+    moved = m.with_stride(5)
+    assert moved.s == 5 and moved.window == 6
+    np.testing.assert_array_equal(np.asarray(moved.wout), np.asarray(m.wout))
+
+
+def test_auto_stride_save_load(tmp_path):
+    auto = NVARForecaster(2, order=3)
+    loaded = orc.load(orc.save(tmp_path / "auto.orc", auto), cls=NVARForecaster)
+    assert loaded.s is None and loaded.order == 3
+    x = jnp.asarray(_sines(3000, 60))
+    m = train_NVARForecaster(loaded, x, return_states=False)[0]
+    assert m.s == 2

@@ -108,7 +108,7 @@ def test_cesn_and_nvar_at_full_precision():
     assert _imprecise(lambda m: F.train_CESNForecaster(m, U, t, spinup=10), cesn) == []
     cesn, Rc = F.train_CESNForecaster(cesn, U, t, spinup=10)
     assert _imprecise(lambda m, r: m.forecast(t[:8], r), cesn, Rc[-1]) == []
-    nvar = F.NVARForecaster(3, dtype=F32)
+    nvar = F.NVARForecaster(3, s=1, dtype=F32)  # traced data: the stride is given
     assert _imprecise(lambda m, u: F.train_NVARForecaster(m, u), nvar, U) == []
     nvar, windows = F.train_NVARForecaster(nvar, U)
     assert _imprecise(lambda m, w: m.forecast(8, w), nvar, windows[-1]) == []

@@ -56,12 +56,16 @@ Protocol
    ``orc04``: ORC 0.4.0's ``ESNForecaster`` defaults in its own environment;
    ``rpy``: reservoirpy 0.4.2 with ORC's default hyperparameters
    (``benchmarks/workloads/reservoirpy_api.py``'s model);
-   ``nvar``: ours ``NVARForecaster(k=2, s=stride, order=2)`` with
-   ``train_NVARForecaster`` defaults (beta 2.5e-6, standardised features),
-   stride ``s = max(1, round(P / NVAR_TAPS_PER_PERIOD))`` (30) where ``P`` (in
-   samples) is the dominant period of the training data: the peak of the
-   power spectrum summed over dimensions, among periods of at most
-   ``MAX_PERIOD_SAMPLES`` (1000) samples.
+   ``nvar``: ours ``NVARForecaster(dim)`` with its defaults (k=2, order 2,
+   ``s="auto"``) and ``train_NVARForecaster``'s (beta 2.5e-6, standardised
+   features); ``s="auto"`` is ``orc.forecaster.nvar_stride``:
+   ``s = max(1, round(P / NVAR_TAPS_PER_PERIOD))`` (30) where ``P`` (in
+   samples) is the dominant period of the training data
+   (``orc.metrics.dominant_period``: the peak of the power spectrum averaged
+   over dimensions, among periods of at most a tenth of the record, 1000
+   samples);
+   ``nvar3``: the same with ``order=3`` and ``input_noise=NVAR3_NOISE``
+   (1e-3, standardised units) in training.
    ``tuned``: an empty slot (NaN) until a tuned configuration is registered
    in ``TUNED`` below.
    ESN columns use reservoir seeds 0..seeds-1; NVAR is deterministic.
@@ -88,6 +92,9 @@ sys.path.insert(0, str(BENCH_DIR))
 
 from harness import envs  # noqa: E402
 from harness.report import md_table  # noqa: E402
+from orc.forecaster import nvar_stride  # noqa: E402
+from orc.forecaster.nvar import TAPS_PER_PERIOD  # noqa: E402
+from orc.metrics import dominant_period  # noqa: E402
 
 SCIENCE_DIR = BENCH_DIR / "science"
 CACHE_DIR = BENCH_DIR / ".cache" / "dysts"
@@ -105,8 +112,10 @@ MAX_HORIZON = 3000
 N_POINTS = N_TRANSIENT + N_TRAIN + N_WINDOWS * (SPINUP + MAX_HORIZON)
 THRESHOLD = 0.4
 RES_DIM = 1000
-MAX_PERIOD_SAMPLES = 1000  # NVAR period search: at most 10 x pts_per_period
-NVAR_TAPS_PER_PERIOD = 30  # stride = dominant period / 30 (Lorenz63 of Gauthier 2021)
+# NVAR stride: the library's s="auto" rule (orc.forecaster.nvar_stride), ~30 taps
+# per dominant period; the value is part of the forecast cache's key
+NVAR_TAPS_PER_PERIOD = TAPS_PER_PERIOD
+NVAR3_NOISE = 1e-3  # the order-3 NVAR column's input_noise
 STATIONARITY = 2.0  # test-split std must be within this factor of the training std
 DIVERGED = 1e3  # a standardised forecast beyond this is counted as diverged
 DYSTS_VERSION = "0.96"
@@ -118,13 +127,15 @@ COLUMNS = {
     "orc04": ("orc04", "esn"),
     "rpy": ("rpy", "esn"),
     "nvar": ("ours", "nvar"),
+    "nvar3": ("ours", "nvar3"),
 }
 LABELS = {
     "esn": "ours ESN (default)",
     "esn_orc04": 'ours ESN, construction="orc04"',
     "orc04": "ORC 0.4.0 ESN (default)",
     "rpy": "reservoirpy 0.4.2 ESN",
-    "nvar": "ours NVAR (k=2, order 2, data-driven stride)",
+    "nvar": 'ours NVAR (defaults: k=2, order 2, s="auto")',
+    "nvar3": 'ours NVAR (order 3, input noise 1e-3, s="auto")',
     "tuned": "tuned (slot, filled later)",
 }
 SHORT = {
@@ -133,6 +144,7 @@ SHORT = {
     "orc04": "ORC 0.4.0",
     "rpy": "reservoirpy",
     "nvar": "ours NVAR",
+    "nvar3": "ours NVAR\n(order 3)",
     "tuned": "tuned",
 }
 # The tuned column: fill with {flow: vpt} (or a loader) once the tuning work
@@ -204,30 +216,6 @@ def stationarity_problem(train_z: np.ndarray, test_z: np.ndarray) -> str | None:
         f"not stationary: test/train std ratio {ratio.min():.2g}..{ratio.max():.2g} "
         f"outside [1/{STATIONARITY:g}, {STATIONARITY:g}], {kind}"
     )
-
-
-def dominant_period(x: np.ndarray, max_period: float = MAX_PERIOD_SAMPLES) -> float:
-    """Dominant period in samples: peak of the power spectrum summed over dims.
-
-    The mean of each dimension is removed; only periods of at most
-    ``max_period`` samples are searched (slow modulations and drifts, whose
-    power sits in the lowest bins, are not the oscillation the NVAR's taps
-    should resolve).  Returns ``len(x) / k`` for the peak bin ``k``.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    x = x - x.mean(axis=0)
-    n = x.shape[0]
-    power = np.sum(np.abs(np.fft.rfft(x, axis=0)) ** 2, axis=1)
-    k_min = max(1, int(math.ceil(n / max_period)))
-    k = k_min + int(np.argmax(power[k_min:]))
-    return n / k
-
-
-def nvar_stride(
-    period_samples: float, taps_per_period: float = NVAR_TAPS_PER_PERIOD
-) -> int:
-    """Stride of the NVAR's delay taps: a fixed fraction of the dominant period."""
-    return max(1, int(round(period_samples / taps_per_period)))
 
 
 def horizon_steps(lyapunov: float, dt: float) -> int:
@@ -395,7 +383,7 @@ def prepare(meta: dict) -> dict:
         return {**meta, "ok": False, "reason": problem}
     dt, lyap = meta["dt"], meta["lyapunov"]
     horizon = horizon_steps(lyap, dt)
-    period = dominant_period(train_z)
+    period = dominant_period(train_z)  # samples; the record's tenth at most
     stem = Path(meta["file"]).with_suffix("")
     files = {"train": f"{stem}_train_z.npy", "test": f"{stem}_test_z.npy"}
     if not Path(files["test"]).exists():
@@ -408,7 +396,7 @@ def prepare(meta: dict) -> dict:
         "spinup": SPINUP,
         "starts": window_starts(N_WINDOWS, SPINUP, horizon),
         "period_samples": period,
-        "stride": nvar_stride(period),
+        "stride": nvar_stride(train_z),
     }
 
 
@@ -434,8 +422,8 @@ def column_file(out_dir: Path, lib: str, col: str, task: dict) -> Path:
     """Forecasts of one (library, workload column, flow); the NVAR's name
     carries its stride, so a changed stride rule never reuses stale forecasts.
     (Same names as the workloads save.)"""
-    if col == "nvar":
-        return out_dir / f"{lib}_nvar-s{task['stride']}_{task['flow']}.npy"
+    if col in ("nvar", "nvar3"):
+        return out_dir / f"{lib}_{col}-s{task['stride']}_{task['flow']}.npy"
     return out_dir / f"{lib}_{col}_{task['flow']}.npy"
 
 
@@ -468,6 +456,7 @@ def run_forecasts(tasks, columns, res_dim, seeds, out_dir, timeout, log=print):
             "seeds": seeds,
             "res_dim": res_dim,
             "out_dir": str(out_dir),
+            "nvar3_noise": NVAR3_NOISE,
             "tasks": [
                 {
                     k: t[k]
@@ -575,7 +564,7 @@ def complete(rows, columns) -> list[dict]:
     """Integrated flows that have a score in every ESN column (the NVAR may fail
     on a flow, e.g. a window longer than the spin-up; an interrupted run leaves
     flows without some columns): the summary tables compare like with like."""
-    esn_cols = [c for c in columns if c != "nvar"]
+    esn_cols = [c for c in columns if c not in ("nvar", "nvar3")]
     return [
         r
         for r in rows
@@ -605,12 +594,16 @@ def report_md(rows, columns, header: dict) -> str:
         div = sum(r.get(f"{c}_diverged", 0) or 0 for r in ok)
         total = sum(r.get(f"{c}_windows", 0) or 0 for r in ok)
         sd = quartiles([r.get(f"{c}_seed_sd", math.nan) for r in ok])["median"]
+        scored = [r for r in ok if r.get(f"{c}_windows")]
+        calm = sum(not r.get(f"{c}_diverged") for r in scored)
         table.append(
             [LABELS.get(c, c), q["n"], _fmt(q["median"]), _fmt(q["q25"]),
-             _fmt(q["q75"]), _fmt(sd), f"{capped}/{total}", f"{div}/{total}"]
+             _fmt(q["q75"]), _fmt(sd), f"{capped}/{total}", f"{div}/{total}",
+             f"{calm}/{len(scored)}"]
         )  # fmt: skip
     head = ["column", "flows", "median", "25%", "75%", "seed sd (median)",
-            "windows capped", "windows diverged"]  # fmt: skip
+            "windows capped", "windows diverged",
+            "flows without a diverged window"]  # fmt: skip
     lines.append(md_table(head, table))
     lines += ["", "## Head to head (per flow, mean over seeds)", ""]
     lines += [
@@ -619,7 +612,8 @@ def report_md(rows, columns, header: dict) -> str:
         "",
     ]
     pairs = [("esn", "orc04"), ("esn_orc04", "orc04"), ("esn", "esn_orc04"),
-             ("esn", "rpy"), ("nvar", "esn")]  # fmt: skip
+             ("esn", "rpy"), ("nvar", "esn"), ("nvar3", "esn"),
+             ("nvar3", "nvar")]  # fmt: skip
     table = []
     for a, b in pairs:
         if a in columns and b in columns:

@@ -750,6 +750,13 @@ def data(name: str, out: str, tN: float, dt, steps, transient: int) -> None:
 @click.option("--k", default=2, show_default=True, help="nvar: delayed samples.")
 @click.option("--order", default=2, show_default=True, help="nvar: monomial order.")
 @click.option(
+    "--stride",
+    default="auto",
+    show_default=True,
+    help="nvar: spacing of the delayed samples; 'auto' chooses it from the "
+    "data's sampling (about 30 per dominant period).",
+)
+@click.option(
     "--input-noise",
     default=0.0,
     show_default=True,
@@ -829,7 +836,7 @@ def data(name: str, out: str, tN: float, dt, steps, transient: int) -> None:
 @click.option("--out", required=True, help="Model file to write.")
 @time_column_option
 @config_option
-def train(data_file, model, res_dim, layers, k, order, input_noise, leak_rate,
+def train(data_file, model, res_dim, layers, k, order, stride, input_noise, leak_rate,
           spectral_radius, density, bias, embedding_scaling, chunks, locality, beta,
           spinup, val_fraction, dt, lyapunov, seed, out, time_column) -> None:  # fmt: skip
     """Train a forecaster on DATA (CSV or .npy, time x features) and save it.
@@ -867,8 +874,14 @@ def train(data_file, model, res_dim, layers, k, order, input_noise, leak_rate,
             esn = fc.DeepESNForecaster(**esn_args, n_layers=layers)
             what = f"res_dim={res_dim}, layers={layers}"
         else:
-            esn = fc.NVARForecaster(U.shape[1], k=k, order=order)
-            what = f"k={k}, order={order}, {esn.n_features} features"
+            if stride != "auto":
+                try:
+                    stride = int(stride)
+                except ValueError:
+                    raise click.UsageError(
+                        f"--stride must be a positive integer or 'auto', got {stride!r}"
+                    ) from None
+            esn = fc.NVARForecaster(U.shape[1], k=k, s=stride, order=order)
     except (ValueError, TypeError) as err:
         raise click.UsageError(str(err)) from err
     t0 = time.perf_counter()
@@ -885,6 +898,9 @@ def train(data_file, model, res_dim, layers, k, order, input_noise, leak_rate,
         noise_seed=seed,
     )
     last.block_until_ready()
+    if model == "nvar":  # after training: s="auto" is chosen from the data
+        how = " (auto)" if stride == "auto" else ""
+        what = f"k={k}, stride={esn.s}{how}, order={order}, {esn.n_features} features"
     click.echo(
         f"trained {model} ({what}) on {n_train} samples x "
         f"{U.shape[1]} features in {time.perf_counter() - t0:.1f} s"

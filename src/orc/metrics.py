@@ -3,12 +3,17 @@
 The error metrics take arrays shaped ``(time, features)`` (or ``(time,)``; JAX
 or numpy) and are jit-compatible; Python options (normalisation names, flags)
 select the branch at trace time. :func:`memory_capacity` measures a model's
-reservoir and runs its own small regressions.
+reservoir and runs its own small regressions; :func:`dominant_period` reads a
+concrete record (it chooses a Python number from the data).
 """
 
 from __future__ import annotations
 
+import math
+
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 __all__ = [
@@ -20,6 +25,7 @@ __all__ = [
     "smape",
     "power_spectrum",
     "power_spectrum_error",
+    "dominant_period",
     "memory_capacity",
 ]
 
@@ -250,6 +256,65 @@ def power_spectrum(
         norm = n
     power = jnp.mean(jnp.abs(jnp.fft.rfft(x, axis=0)) ** 2, axis=1) / norm
     return jnp.fft.rfftfreq(n, d=dt), power
+
+
+def dominant_period(
+    x: ArrayLike, dt: float = 1.0, max_period: float | None = None
+) -> float:
+    """Period of the strongest oscillation of ``x (time, features)``.
+
+    The peak of :func:`power_spectrum` along time (each feature's mean removed,
+    powers averaged over features), searched among periods of at most
+    ``max_period``; returned as ``n * dt / k`` for the peak bin ``k`` (in units
+    of ``dt``: samples with the default ``dt=1``). The zero-frequency bin is
+    never the answer. ``max_period`` defaults to a tenth of the record,
+    ``n * dt / 10``: a slower "period" is seen fewer than ten times, and in
+    practice it is a drift or a slow modulation (its power sits in the lowest
+    bins) rather than the oscillation of the dynamics.
+
+    A data-analysis helper, not traceable: ``x`` must be concrete and the
+    result is a Python float. :func:`orc.forecaster.nvar_stride` uses it to
+    choose an NVAR's delay stride from the data's sampling.
+    """
+    owner = "dominant_period"
+    if isinstance(x, jax.core.Tracer):
+        raise TypeError(
+            f"{owner}: x must be a concrete array (the period is a Python float "
+            "chosen from the data), not a traced value"
+        )
+    arr = np.asarray(x)
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2 or arr.shape[0] < 4:
+        raise ValueError(
+            f"{owner}: x must be (time, features) with at least 4 samples, got "
+            f"shape {np.shape(x)}"
+        )
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{owner}: x contains NaN or inf")
+    dt = float(dt)
+    if not dt > 0:
+        raise ValueError(f"{owner}: dt must be positive, got {dt}")
+    n = arr.shape[0]
+    if max_period is None:
+        max_period = n * dt / 10
+    max_period = float(max_period)
+    if not max_period >= 2 * dt:
+        raise ValueError(
+            f"{owner}: max_period must be at least 2 * dt = {2 * dt:g} (the "
+            f"shortest period a sampled series shows), got {max_period:g}"
+        )
+    with jax.ensure_compile_time_eval():  # concrete even inside a user's jit
+        _, power = power_spectrum(np.asarray(arr, dtype=np.float64), dt=1.0)
+    power = np.asarray(power)
+    k_min = max(1, math.ceil(n * dt / max_period - 1e-9))
+    if k_min >= power.shape[0]:
+        raise ValueError(
+            f"{owner}: no frequency bin of a {n}-sample record has a period of at "
+            f"most max_period={max_period:g}"
+        )
+    k = k_min + int(np.argmax(power[k_min:]))
+    return n * dt / k
 
 
 def power_spectrum_error(

@@ -12,8 +12,10 @@ Columns:
 * ``esn``: ``ESNForecaster(data_dim, res_dim=N, seed=s)`` with the library's
   defaults, trained with ``train_RCForecaster`` (both libraries);
 * ``esn_orc04``: ours with ``construction="orc04"`` (ORC 0.4's exact matrices);
-* ``nvar``: ours ``NVARForecaster(k=2, s=stride, order=2)`` trained with
-  ``train_NVARForecaster`` (defaults otherwise); ``stride`` comes from the task.
+* ``nvar``: ours ``NVARForecaster(data_dim)`` (defaults: k=2, order 2,
+  ``s="auto"``) trained with ``train_NVARForecaster`` (defaults otherwise);
+  the stride it chooses must equal the task's (the panel's ``nvar_stride``);
+* ``nvar3``: the same with ``order=3`` and ``input_noise=cfg["nvar3_noise"]``.
 
 Usage: ``python orc_forecast.py '<json config>'``; prints one ``BENCH_RESULT``
 line.
@@ -41,19 +43,28 @@ def build(orc, column, dim, n, seed, task):
         return fc.ESNForecaster(
             data_dim=dim, res_dim=n, seed=seed, construction="orc04"
         )
-    if column == "nvar":
-        return fc.NVARForecaster(dim, k=2, s=int(task["stride"]), order=2)
+    if column == "nvar":  # the defaults: k=2, order 2, s="auto"
+        return fc.NVARForecaster(dim)
+    if column == "nvar3":
+        return fc.NVARForecaster(dim, order=3)
     raise ValueError(f"unknown column {column!r}")
 
 
-def train(orc, column, model, u_train):
-    if column == "nvar":
-        return orc.forecaster.train_NVARForecaster(model, u_train, return_states=False)
+def train(orc, column, model, u_train, task):
+    if column in ("nvar", "nvar3"):
+        noise = task["nvar3_noise"] if column == "nvar3" else 0.0
+        model, states = orc.forecaster.train_NVARForecaster(
+            model, u_train, return_states=False, input_noise=noise
+        )
+        if model.s != task["stride"]:  # s="auto" must agree with the panel's
+            raise RuntimeError(f"stride {model.s} != the panel's {task['stride']}")
+        return model, states
     return orc.forecaster.train_RCForecaster(model, u_train)
 
 
 def run_task(orc, jnp, cfg, task):
     """All columns and seeds of one flow; returns per-column records."""
+    task = {**task, "nvar3_noise": cfg.get("nvar3_noise", 0.0)}
     u_train = jnp.asarray(np.load(task["train"]))
     test = np.load(task["test"])
     dim = int(u_train.shape[1])
@@ -61,14 +72,14 @@ def run_task(orc, jnp, cfg, task):
     spinup = int(task["spinup"])
     out = {}
     for column in cfg["columns"]:
-        seeds = [0] if column == "nvar" else cfg["seeds"]
+        seeds = [0] if column.startswith("nvar") else cfg["seeds"]
         rec = {"train_s": [], "forecast_s": []}
         try:
             stack = []
             for seed in seeds:
                 model = build(orc, column, dim, cfg["res_dim"], seed, task)
                 t, (model, _states) = timed(
-                    lambda m=model, c=column: train(orc, c, m, u_train)
+                    lambda m=model, c=column: train(orc, c, m, u_train, task)
                 )
                 del _states
                 rec["train_s"].append(t)
@@ -82,7 +93,8 @@ def run_task(orc, jnp, cfg, task):
                     windows.append(np.asarray(fc))
                 stack.append(np.stack(windows))
             # the NVAR's file name carries its stride (dysts_panel.column_file)
-            tag = f"nvar-s{task['stride']}" if column == "nvar" else column
+            nvar = column.startswith("nvar")
+            tag = f"{column}-s{task['stride']}" if nvar else column
             path = Path(cfg["out_dir"]) / f"{cfg['library']}_{tag}_{task['flow']}.npy"
             np.save(path, np.stack(stack))
             rec.update(ok=True, file=str(path), seeds=seeds)

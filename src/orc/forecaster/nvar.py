@@ -47,10 +47,59 @@ from .._validation import (
     check_static_int,
     warn_if_untrained,
 )
+from ..metrics import dominant_period
 
-__all__ = ["NVARForecaster", "train_NVARForecaster"]
+__all__ = ["NVARForecaster", "train_NVARForecaster", "nvar_stride"]
 
 _TARGETS = ("increment", "direct")
+
+#: Delay taps per dominant period for ``s="auto"``: Gauthier et al. (2021)'s
+#: Lorenz63 NVAR (dt 0.025, stride 1) samples its ~0.75 time-unit oscillation
+#: about 30 times, so the rule reproduces the paper on the paper's data.
+TAPS_PER_PERIOD = 30
+
+
+def nvar_stride(
+    data: Array,
+    taps_per_period: float = TAPS_PER_PERIOD,
+    max_period: float | None = None,
+    multi_sequence: bool = False,
+) -> int:
+    """Delay stride for an NVAR from the data's sampling: ``s="auto"``'s rule.
+
+    ``s = max(1, round(P / taps_per_period))`` with ``P`` the dominant period
+    of ``data`` in samples (:func:`orc.metrics.dominant_period`: the peak of
+    the power spectrum among periods of at most ``max_period`` samples, by
+    default a tenth of the record). The taps then sit at a fixed fraction of
+    the oscillation whatever the sampling: Lorenz63 sampled at dt 0.025 (30
+    samples per period, the setting of Gauthier et al. 2021) gets ``s=1``, at
+    dt 0.01 (about 75 samples per period) ``s=2`` or ``3`` depending on the
+    record. With ``multi_sequence`` (data
+    ``(n_traj, seq_len, data_dim)``) the median of the trajectories' periods is
+    used. ``data`` must be concrete (not traced): the stride is a static,
+    shape-defining choice.
+    """
+    owner = "nvar_stride"
+    if not taps_per_period > 0:
+        raise ValueError(
+            f"{owner}: taps_per_period must be positive, got {taps_per_period!r}"
+        )
+    if isinstance(data, jax.core.Tracer):
+        raise TypeError(
+            f"{owner}: data must be a concrete array, not a traced value: the "
+            "stride fixes the model's shapes, so choose it outside jax.jit (or "
+            "pass s=... to NVARForecaster)"
+        )
+    arr = np.asarray(data)
+    rank = 3 if multi_sequence else 2
+    if arr.ndim != rank:
+        what = (
+            "(n_traj, seq_len, data_dim)" if multi_sequence else "(seq_len, data_dim)"
+        )
+        raise ValueError(f"{owner}: data must be {what}, got shape {arr.shape}")
+    trajs = arr if multi_sequence else arr[None]
+    periods = [dominant_period(x, max_period=max_period) for x in trajs]
+    return max(1, int(round(float(np.median(periods)) / taps_per_period)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -104,8 +153,14 @@ class NVARForecaster(eqx.Module):
         Dimension of the data.
     k : int, default 2
         Number of delay taps (current sample included); ``k >= 1``.
-    s : int, default 1
-        Spacing of the taps in samples (the stride); ``s >= 1``.
+    s : int or "auto", default "auto"
+        Spacing of the taps in samples (the stride); ``s >= 1``. ``"auto"``
+        lets :func:`train_NVARForecaster` choose it from the training data's
+        sampling, :func:`nvar_stride`: about 30 taps per dominant period, which
+        gives the paper's ``s=1`` on Lorenz63 sampled at dt 0.025 and keeps
+        the taps' spacing in time the same when the data are sampled finer.
+        Until then ``s`` (and ``stride``) is ``None`` and the model has no
+        delay window; with ``k=1`` there is nothing to choose and ``s`` is 1.
     order : int, default 2
         Highest monomial degree; ``order=1`` gives a linear VAR.
     constant : bool, default True
@@ -146,7 +201,7 @@ class NVARForecaster(eqx.Module):
         self,
         data_dim: int,
         k: int = 2,
-        s: int = 1,
+        s: int | str = "auto",
         order: int = 2,
         constant: bool = True,
         target: str = "increment",
@@ -157,15 +212,24 @@ class NVARForecaster(eqx.Module):
         owner = type(self).__name__
         self.data_dim = check_int("data_dim", data_dim, owner, minimum=1)
         self.k = check_int("k", k, owner, minimum=1)
-        s = check_int("s", s, owner, minimum=1)
+        if isinstance(s, str):
+            if s != "auto":
+                raise ValueError(
+                    f"{owner}: s must be a positive int or 'auto', got {s!r}"
+                )
+            s = None
+        else:
+            s = check_int("s", s, owner, minimum=1)
         if stride is not None:
             stride = check_int("stride", stride, owner, minimum=1)
-            if s not in (1, stride):
+            if s not in (None, stride):
                 raise ValueError(
                     f"{owner}: s and stride are the same option; got s={s} and "
                     f"stride={stride}"
                 )
             s = stride
+        if s is None and self.k == 1:
+            s = 1  # a single tap has no stride to choose
         self.s = s
         self.order = check_int("order", order, owner, minimum=1)
         if not isinstance(constant, (bool, np.bool_)):
@@ -182,14 +246,27 @@ class NVARForecaster(eqx.Module):
 
     # ------------------------------------------------------------------ sizes
     @property
-    def stride(self) -> int:
-        """Alias of ``s``."""
+    def stride(self) -> int | None:
+        """Alias of ``s`` (``None`` until training chooses it for ``s="auto"``)."""
         return self.s
 
     @property
     def window(self) -> int:
         """Samples in the delay window, ``(k - 1) * s + 1``."""
+        if self.s is None:
+            raise ValueError(
+                f"{type(self).__name__}: the stride is not chosen yet (s='auto' "
+                "picks it from the training data): train the model with "
+                "train_NVARForecaster first, or pass s=... (see nvar_stride)"
+            )
         return (self.k - 1) * self.s + 1
+
+    def with_stride(self, s: int) -> NVARForecaster:
+        """This model with delay stride ``s`` (its readout weights kept)."""
+        new = type(self)(
+            self.data_dim, self.k, s, self.order, self.constant, self.target, self.dtype
+        )
+        return eqx.tree_at(lambda m: m.wout, new, self.wout)
 
     @property
     def n_lin(self) -> int:
@@ -647,7 +724,8 @@ def train_NVARForecaster(
     Returns
     -------
     model : NVARForecaster
-        The model with ``wout`` fitted.
+        The model with ``wout`` fitted (and, for ``s="auto"``, the stride
+        :func:`nvar_stride` chose from ``train_seq``).
     states : Array
         The delay windows ``(n_windows, window, data_dim)``: row ``i`` is the
         window ending at sample ``window - 1 + i`` of ``train_seq`` (with
@@ -687,6 +765,22 @@ def train_NVARForecaster(
         )
     multi = bool(multi_sequence)
     spinup = check_int("spinup", spinup, owner, minimum=0)
+    if model.s is None:  # s="auto": the stride from the training data's sampling
+        if isinstance(train_seq, jax.core.Tracer):
+            raise TypeError(
+                f"{owner}: the model's stride is 'auto', chosen from concrete "
+                "training data; under jax.jit build the model with s=... (e.g. "
+                "orc.forecaster.nvar_stride(data) computed outside the jit)"
+            )
+        what = "(n_traj, seq_len, data_dim)" if multi else "(seq_len, data_dim)"
+        checked = check_rank(
+            "train_seq",
+            check_data("train_seq", train_seq, owner, model.dtype),
+            3 if multi else 2,
+            owner,
+            what,
+        )
+        model = model.with_stride(nvar_stride(checked, multi_sequence=multi))
     first = max(spinup, model.window - 1)
     needed = first + (1 if target_seq is None else 0) + 1
     shape = tuple(jnp.shape(train_seq))
