@@ -161,3 +161,31 @@ def test_save_rejects_non_modules(tmp_path):
         orc.load(orc.save(tmp_path / "d.orc", orc.drivers.ESNDriver(10, seed=0))),
         eqx.Module,
     )
+
+
+def test_fields_added_since_a_file_was_written(tmp_path):
+    """A classifier file written before the classifier gained its fitted
+    fields (``ppv_thresholds``, ``difference_scale``, ``selected_beta``,
+    declared with ``metadata={"added_field": True}``) loads them as None; any
+    other missing field is still an incompatible file, even one whose
+    default is None (``seed``)."""
+    clf = orc.classifier.ESNClassifier(2, 2, 10, state_repr="mean", seed=0)
+    path = orc.save(tmp_path / "clf.orc", clf)
+    added = ("ppv_thresholds", "difference_scale", "selected_beta")
+
+    def drop(*names):
+        def edit(h):
+            for name in names:
+                del h["tree"]["fields"][name]
+
+        return edit
+
+    _rewrite_header(path, drop(*added))
+    loaded = orc.load(path)
+    assert all(getattr(loaded, name) is None for name in added)
+    np.testing.assert_array_equal(
+        np.asarray(loaded.readout.wout), np.asarray(clf.readout.wout)
+    )
+    _rewrite_header(path, drop("seed"))
+    with pytest.raises(ModelFileError, match="incompatible version"):
+        orc.load(path)

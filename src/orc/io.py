@@ -961,6 +961,17 @@ class _Decoder:
         stored = set(fields)
         if self.version < 3:
             stored = _v3_field_names(cls, stored)
+        # a field the class gained after the file was written, declared with
+        # metadata "added_field" and the default None (e.g. a classifier's
+        # fitted ppv_thresholds), reads as None: the file's model had none.
+        # Any other missing field is an error (the header's checksum rules out
+        # a field lost in transit).
+        added = {
+            f
+            for f in set(declared) - stored
+            if declared[f].metadata.get("added_field") and declared[f].default is None
+        }
+        stored |= added
         if set(declared) != stored:
             raise ModelFileError(
                 f"{where}: {name} has fields {sorted(declared)} but the file stores "
@@ -978,6 +989,7 @@ class _Decoder:
             values[fname] = decoded
         if self.version < 3:
             values = _v3_fields(cls, values, where)
+        values.update(dict.fromkeys(added))
         obj = object.__new__(cls)
         for fname, decoded in values.items():
             if declared[fname].metadata.get("static", False) and any(

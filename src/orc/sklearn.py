@@ -68,6 +68,9 @@ from ._validation import check_dtype, default_float_dtype  # noqa: E402
 
 __all__ = ["ESNClassifier", "ESNRegressor"]
 
+DEFAULT_BETAS = tuple(float(b) for b in np.logspace(-3, 3, 10))
+"""``ESNClassifier``'s ridge candidates when ``beta`` is ``None``."""
+
 
 def _model_dtype(dtype, owner: str) -> np.dtype:
     """The float dtype of the model to build: ``dtype``, or JAX's default
@@ -113,11 +116,19 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
     ``r_{t+1} = (1 - a) r_t + a tanh(W r_t + W_in u_t + b)`` from the zero
     state; a representation of the run (``state_repr``: the final state by
     default, the mean state after ``spinup`` steps, statistics, the
-    reservoir model space, bidirectional forms) is mapped by a ridge readout
-    to one score per class, and the class probabilities are their softmax. This is
-    :class:`orc.classifier.ESNClassifier` trained by
+    reservoir model space, the mean state with the proportions of steps
+    above each node's training quartiles, bidirectional forms) is mapped by
+    a ridge readout to one score per class, and the class probabilities are
+    their softmax. This is :class:`orc.classifier.ESNClassifier` trained by
     :func:`orc.classifier.train_RCClassifier`; the hyperparameters have
     their names and defaults.
+
+    The strongest configuration measured (``benchmarks/science/
+    CLASSIFICATION.md``, column ``bi_ppv_diff``) is
+    ``ESNClassifier(state_repr="bi_ppv", input_differences=True,
+    Wr_density=0.1, Wr_spectral_radius=0.9, spinup=None, beta=None)`` with
+    ``leak_rate`` in {0.1, 0.6} and ``embedding_scaling`` in {0.1, 0.4, 1.6}
+    chosen by cross-validation (a grid search), for z-normalised series.
 
     Parameters
     ----------
@@ -139,20 +150,26 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
         Square the odd-indexed nodes in the readout.
     use_sparse_eigs : bool, default True
         Estimate the spectral radius with Arnoldi iterations.
-    state_repr : {"final", "mean", "stats", "model_space", "bi_final", \
-"bi_mean", "bi_stats", "bi_model_space"}, default "final"
+    state_repr : {"final", "mean", "stats", "model_space", "ppv", "bi_final", \
+"bi_mean", "bi_stats", "bi_model_space", "bi_ppv"}, default "final"
         Series feature (:mod:`orc.classifier.base`): the final state, the
         mean state after ``spinup``, ``[final, mean, std]``, the weights of
-        a ridge one-step predictor fitted to the series (model space), and
-        the same concatenated with the time-reversed series' (``"bi_"``).
-        On seven UCR/UEA sets ``"bi_mean"`` scored best and ``"mean"``
-        next (``benchmarks/science/CLASSIFICATION.md``); ``"final"`` stays
+        a ridge one-step predictor fitted to the series (model space),
+        ``[mean, PPV]`` (the mean state and the fraction of steps above
+        each node's training quartiles; ``4 * res_dim`` features), and the
+        same concatenated with the time-reversed series' (``"bi_"``). On
+        seven UCR/UEA sets ``"bi_ppv"`` (with ``input_differences``) scored
+        best (``benchmarks/science/CLASSIFICATION.md``); ``"final"`` stays
         the default as in ORC 0.4.
-    spinup : int, default 0
+    spinup : int or None, default 0
         Leading states left out of every representation but ``"final"``;
-        must be less than the series length.
-    beta : float, default 8e-8
-        Ridge penalty of the readout.
+        must be less than the series length. ``None``: a tenth of the
+        training series' length (``n_timepoints // 10``).
+    beta : float, sequence of floats or None, default 8e-8
+        Ridge penalty of the readout. Several candidates are chosen among by
+        leave-one-out error on the training series (the chosen one is
+        ``model_.selected_beta``); ``None``: the ten candidates
+        ``numpy.logspace(-3, 3, 10)``.
     model_space_dim : int or None, default None
         Nodes the ``"model_space"`` predictor reads (``None``:
         ``min(res_dim, 75)``); ignored by the other representations.
@@ -161,6 +178,9 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
         n_timepoints)`` (aeon's), ``True`` reads ``(n_series, n_timepoints,
         n_channels)`` (orc's). 2-D ``X`` is always ``(n_series,
         n_timepoints)``, one channel.
+    input_differences : bool, default False
+        Also feed the reservoir each channel's first differences, scaled by
+        their training standard deviation.
 
     Attributes
     ----------
@@ -204,6 +224,7 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
         beta=8e-8,
         model_space_dim=None,
         channels_last=False,
+        input_differences=False,
     ):
         self.res_dim = res_dim
         self.leak_rate = leak_rate
@@ -220,6 +241,7 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
         self.beta = beta
         self.model_space_dim = model_space_dim
         self.channels_last = channels_last
+        self.input_differences = input_differences
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -297,13 +319,16 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
             use_sparse_eigs=self.use_sparse_eigs,
             state_repr=self.state_repr,
             model_space_dim=self.model_space_dim,
+            input_differences=self.input_differences,
         )
+        spinup = seqs.shape[1] // 10 if self.spinup is None else self.spinup
+        beta = DEFAULT_BETAS if self.beta is None else self.beta
         self.model_ = _classifier.train_RCClassifier(
             model,
             jnp.asarray(seqs),
             jnp.asarray(labels.reshape(-1), jnp.int32),
-            spinup=self.spinup,
-            beta=self.beta,
+            spinup=spinup,
+            beta=beta,
         )
         self.classes_ = classes
         self.n_timepoints_, self.n_channels_ = seqs.shape[1], seqs.shape[2]
@@ -311,7 +336,7 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
         # the spinup of the features the readout was fitted on, as a Python
         # int (static in the compiled program, also when set_params or a grid
         # search gave a numpy integer)
-        self._spinup = int(self.spinup)
+        self._spinup = int(spinup)
         return self
 
     def predict_proba(self, X) -> np.ndarray:

@@ -2,7 +2,12 @@
 
 from .base import RCClassifierBase, feature_dim
 from .models import ESNClassifier
-from .train import train_ESNClassifier, train_RCClassifier
+from .train import (
+    fit_features,
+    loo_ridge,
+    train_ESNClassifier,
+    train_RCClassifier,
+)
 
 __all__ = [
     "RCClassifierBase",
@@ -10,4 +15,6 @@ __all__ = [
     "train_RCClassifier",
     "train_ESNClassifier",
     "feature_dim",
+    "loo_ridge",
+    "fit_features",
 ]

@@ -29,14 +29,36 @@ ridge regression onto one-hot labels. With states ``r_t`` after input ``u_t``
     series, so ``classify`` is unchanged by training) and no extra
     parameters, and since the reservoir's nodes are exchangeable (random
     ``W`` and ``W_in``) the first ``P`` are a random choice of ``P``.
-``"bi_<repr>"`` (``"bi_final"``, ``"bi_mean"``, ``"bi_stats"``, ``"bi_model_space"``)
+``"ppv"`` (proportion of positive values: ROCKET's pooling, Dempster et al. 2020)
+    per node, the mean of ``r_t`` over ``S`` and, for each ``q`` in
+    :data:`PPV_QUANTILES` (0.25, 0.5, 0.75), the fraction of steps in ``S``
+    with ``r_{t,i} > θ_{q,i}``: ``[mean, ppv_0.25, ppv_0.5, ppv_0.75]``,
+    ``4 * res_dim`` features. The thresholds ``θ_{q,i}`` are the
+    ``q``-quantiles of node ``i``'s states over the training set (all
+    training series, steps in ``S``; about :data:`PPV_MAX_STATES` per node
+    at most, taken with a fixed stride), fitted by
+    :func:`~orc.classifier.train_RCClassifier` and stored in
+    :attr:`RCClassifierBase.ppv_thresholds` (``(passes, 3, res_dim)``; zeros,
+    i.e. the fraction of positive states, until trained). The PPV counts
+    how often a node is above its typical levels, which the mean cannot
+    tell from a few large excursions.
+``"bi_<repr>"`` (``"bi_final"``, ``"bi_mean"``, ``"bi_stats"``, ``"bi_model_space"``, ``"bi_ppv"``)
     bidirectional: the representation of the series concatenated with that
     of the time-reversed series, driven through the same reservoir from the
     same initial state (``spinup`` skips the first steps of each pass) —
-    twice the features.
+    twice the features. ``"bi_ppv"`` has its own thresholds for the reversed
+    pass (``ppv_thresholds[1]``).
 
-``"final"`` and ``"mean"`` are computed in the scan carry, so no state
-history is stored; ``"stats"`` too (Welford's running mean and variance);
+``input_differences=True`` adds ``data_dim`` input channels: the first
+differences ``d_t = (u_t - u_{t-1}) / σ`` (``d_0 = 0``; ``σ`` per channel, the
+standard deviation of the training differences, fitted by training and
+stored in :attr:`RCClassifierBase.difference_scale`; ones until trained).
+The reservoir reads ``[u_t, d_t]`` (its embedding takes ``2 * data_dim``
+inputs); the reversed pass differences the reversed series. The
+``"model_space"`` predictor still predicts ``u``.
+
+``"final"``, ``"mean"`` and ``"ppv"`` are computed in the scan carry, so no
+state history is stored; ``"stats"`` too (Welford's running mean and variance);
 ``"model_space"`` keeps the ``P`` chosen nodes of each state.
 """
 
@@ -63,20 +85,32 @@ from ..drivers import DriverBase, drive_sequence
 from ..embeddings import EmbedBase
 from ..readouts import ReadoutBase
 
-__all__ = ["RCClassifierBase", "feature_dim", "STATE_REPRS"]
+__all__ = ["RCClassifierBase", "feature_dim", "STATE_REPRS", "FITTED_REPRS"]
 
 BASE_REPRS = ("final", "mean", "stats", "model_space")
 STATE_REPRS = BASE_REPRS + tuple(f"bi_{r}" for r in BASE_REPRS)
+"""Representations that are a function of the one series alone."""
+FITTED_REPRS = ("ppv", "bi_ppv")
+"""Representations with parameters fitted by training (the PPV thresholds)."""
+ALL_REPRS = STATE_REPRS + FITTED_REPRS
 MODEL_SPACE_DIM = 75
 """Default number of nodes the model-space predictor reads (the paper's PCA size)."""
 MODEL_SPACE_RIDGE = 1e-3
 """Ridge of the model-space fit, relative to the mean variance of its nodes."""
+PPV_QUANTILES = (0.25, 0.5, 0.75)
+"""Quantiles of the training states that the ``"ppv"`` thresholds sit at."""
+PPV_MAX_STATES = 10_000
+"""At most about this many training states per node (per pass) fix the
+``"ppv"`` thresholds; above it each series contributes every ``stride``-th kept
+state (the same ``stride`` for all), so the fit is deterministic. A
+quartile of 10,000 samples is within about 0.005 (in probability) of the
+population's; sorting them is most of the fit's cost on a CPU."""
 
 
 def _check_state_repr(state_repr, owner: str) -> str:
-    if not isinstance(state_repr, str) or state_repr not in STATE_REPRS:
+    if not isinstance(state_repr, str) or state_repr not in ALL_REPRS:
         raise ValueError(
-            f"{owner}: state_repr must be one of {', '.join(map(repr, STATE_REPRS))}, "
+            f"{owner}: state_repr must be one of {', '.join(map(repr, ALL_REPRS))}, "
             f"got {state_repr!r}"
         )
     return state_repr
@@ -94,7 +128,8 @@ def feature_dim(
 ) -> int:
     """Length of the feature vector a representation gives (the readout's input
     size): ``res_dim`` for ``"final"``/``"mean"``, ``3 * res_dim`` for
-    ``"stats"``, ``data_dim * (model_space_dim + 1)`` for ``"model_space"``
+    ``"stats"``, ``4 * res_dim`` for ``"ppv"``,
+    ``data_dim * (model_space_dim + 1)`` for ``"model_space"``
     (``model_space_dim`` defaults to ``min(res_dim, 75)``); twice that for the
     ``"bi_"`` forms."""
     owner = "feature_dim"
@@ -105,7 +140,7 @@ def feature_dim(
         n = _model_space_dim(model_space_dim, res_dim, owner)
         dim = data_dim * (n + 1)
     else:
-        dim = res_dim * (3 if base == "stats" else 1)
+        dim = res_dim * {"stats": 3, "ppv": 1 + len(PPV_QUANTILES)}.get(base, 1)
     return dim * (2 if bi else 1)
 
 
@@ -143,14 +178,28 @@ class RCClassifierBase(eqx.Module):
     ----------
     driver, readout, embedding : components (``readout.out_dim == n_classes``)
     n_classes : int
-    state_repr : {"final", "mean", "stats", "model_space", "bi_final", "bi_mean", \
-"bi_stats", "bi_model_space"}, default "final"
+    state_repr : {"final", "mean", "stats", "model_space", "ppv", "bi_final", \
+"bi_mean", "bi_stats", "bi_model_space", "bi_ppv"}, default "final"
         The feature vector (see the module docstring). The readout's input
         size must be :func:`feature_dim` of it (the driver's ``res_dim`` for
         ``"final"``/``"mean"``); for ``"model_space"`` the readout's size sets
         how many nodes the predictor reads.
     dtype : dtype, default float64
     seed : int, default 0
+    input_differences : bool, default False
+        Feed the reservoir the scaled first differences of the input as
+        ``data_dim`` extra channels (the embedding then takes
+        ``2 * data_dim`` inputs; see the module docstring).
+
+    Attributes
+    ----------
+    ppv_thresholds : Array ``(passes, 3, res_dim)`` or None
+        The ``"ppv"`` thresholds (``None`` for the other representations).
+    difference_scale : Array ``(data_dim,)`` or None
+        The scale of the difference channels (``None`` without them).
+    selected_beta : Array or None
+        The ridge strength leave-one-out chose when training was given
+        several (``None`` otherwise).
     """
 
     driver: DriverBase
@@ -163,6 +212,17 @@ class RCClassifierBase(eqx.Module):
     state_repr: str = eqx.field(default="final", static=True)
     dtype: object = eqx.field(default=jnp.float64, static=True)
     seed: Array | None = None
+    # fields added after format-3 files were first written: such a file has
+    # none of them and loads with None (orc.io, "added_field")
+    ppv_thresholds: Array | None = eqx.field(
+        default=None, metadata={"added_field": True}
+    )
+    difference_scale: Array | None = eqx.field(
+        default=None, metadata={"added_field": True}
+    )
+    selected_beta: Array | None = eqx.field(
+        default=None, metadata={"added_field": True}
+    )
 
     def __init__(
         self,
@@ -173,9 +233,14 @@ class RCClassifierBase(eqx.Module):
         state_repr: str = "final",
         dtype=jnp.float64,
         seed=0,
+        input_differences: bool = False,
     ) -> None:
         name = type(self).__name__
         _check_state_repr(state_repr, name)
+        if not isinstance(input_differences, bool):
+            raise TypeError(
+                f"{name}: input_differences must be a bool, got {input_differences!r}"
+            )
         self.n_classes = check_int("n_classes", n_classes, name, minimum=2)
         if readout.out_dim != self.n_classes:
             raise ValueError(
@@ -185,12 +250,23 @@ class RCClassifierBase(eqx.Module):
         self.driver = driver
         self.readout = readout
         self.embedding = embedding
-        self.in_dim = embedding.in_dim
+        if input_differences and embedding.in_dim % 2:
+            raise ValueError(
+                f"{name}: input_differences=True needs an embedding of 2 * data_dim "
+                f"inputs, got embedding.in_dim {embedding.in_dim}"
+            )
+        self.in_dim = embedding.in_dim // (2 if input_differences else 1)
         self.out_dim = readout.out_dim
         self.res_dim = driver.res_dim
         self.state_repr = state_repr
         self.dtype = check_dtype(dtype, name)
         self.seed = seed_field(seed, type(self).__name__)
+        base, bi = _split_repr(state_repr)
+        if base == "ppv":  # fitted by training; 0 (the sign of the state) until then
+            shape = (2 if bi else 1, len(PPV_QUANTILES), self.res_dim)
+            self.ppv_thresholds = jnp.zeros(shape, self.dtype)
+        if input_differences:
+            self.difference_scale = jnp.ones(self.in_dim, self.dtype)
 
     def __check_init__(self):
         name = type(self).__name__
@@ -201,8 +277,9 @@ class RCClassifierBase(eqx.Module):
                 f"{name}: readout.out_dim ({self.readout.out_dim}) must equal "
                 f"n_classes ({self.n_classes})"
             )
+        self._check_fitted_fields(name)
         if self.state_repr in ("final", "mean"):
-            check_model(self, self.in_dim, None)  # the readout reads a state
+            check_model(self, self._embed_dim, None)  # the readout reads a state
             return
         state = jax.eval_shape(self.driver.default_state)
         if state.shape != (self.res_dim,):
@@ -230,7 +307,54 @@ class RCClassifierBase(eqx.Module):
                 "build it with orc.classifier.feature_dim(state_repr, res_dim, "
                 "data_dim, model_space_dim) inputs"
             )
-        check_model(self, self.in_dim, None, readout_input=(width,))
+        check_model(self, self._embed_dim, None, readout_input=(width,))
+
+    def _check_fitted_fields(self, name):
+        base, bi = _split_repr(self.state_repr)
+        want = {
+            "ppv_thresholds": (
+                (2 if bi else 1, len(PPV_QUANTILES), self.res_dim)
+                if base == "ppv"
+                else None
+            ),
+            "difference_scale": (
+                (self.in_dim,) if self.difference_scale is not None else None
+            ),
+            "selected_beta": () if self.selected_beta is not None else None,
+        }
+        for field, shape in want.items():
+            value = getattr(self, field)
+            if shape is None:
+                if value is not None:
+                    raise ValueError(
+                        f"{name}: {field} must be None for state_repr="
+                        f"{self.state_repr!r}"
+                    )
+                continue
+            if value is None or tuple(jnp.shape(value)) != shape:
+                got = None if value is None else tuple(jnp.shape(value))
+                raise ValueError(
+                    f"{name}: {field} must have shape {shape} for state_repr="
+                    f"{self.state_repr!r} and res_dim {self.res_dim}, got {got}"
+                )
+
+    @property
+    def input_differences(self) -> bool:
+        """Whether the reservoir also reads the input's scaled first differences."""
+        return self.difference_scale is not None
+
+    @property
+    def _embed_dim(self) -> int:
+        """Inputs the embedding reads (``2 * data_dim`` with differences)."""
+        return self.in_dim * (2 if self.input_differences else 1)
+
+    def _inputs(self, in_seq):
+        """What the reservoir reads: ``in_seq``, with the scaled first
+        differences appended as channels when :attr:`input_differences`."""
+        if not self.input_differences:
+            return in_seq
+        diff = jnp.diff(in_seq, axis=0, prepend=in_seq[:1])
+        return jnp.concatenate([in_seq, diff / self.difference_scale], axis=1)
 
     @property
     def feature_dim(self) -> int:
@@ -269,11 +393,13 @@ class RCClassifierBase(eqx.Module):
     def force(
         self, in_seq: Float[Array, "seq_len data_dim"], res_state: Array
     ) -> Array:
-        """Teacher-force with ``in_seq``; states ``(seq_len, res_dim)``."""
+        """Teacher-force with ``in_seq``; states ``(seq_len, res_dim)`` (the
+        reservoir reads the difference channels too with
+        :attr:`input_differences`)."""
         in_seq = self._check_seq(in_seq)
 
         return drive_sequence(
-            self.driver, self.embedding, in_seq, self._initial(res_state)
+            self.driver, self.embedding, self._inputs(in_seq), self._initial(res_state)
         )
 
     def __call__(
@@ -306,34 +432,64 @@ class RCClassifierBase(eqx.Module):
                 f"be at most the sequence length minus 2 ({in_seq.shape[0] - 2})"
             )
         r0 = self._initial(res_state)
+        thresholds = self.ppv_thresholds
         if not bi:
-            return self._represent(base, in_seq, r0, spinup)
+            first = None if thresholds is None else thresholds[0]
+            return self._represent(base, in_seq, r0, spinup, first)
         # both passes as one batch: one program (and one batched solve) for both
         both = jnp.stack([in_seq, in_seq[::-1]])
-        feats = jax.vmap(lambda s: self._represent(base, s, r0, spinup))(both)
+        feats = jax.vmap(
+            lambda s, th: self._represent(base, s, r0, spinup, th),
+            in_axes=(0, None if thresholds is None else 0),
+        )(both, thresholds)
         return feats.reshape(-1)
 
-    def _represent(self, base: str, in_seq, r0, spinup: int):
-        """One pass's representation ``base`` of ``in_seq`` from state ``r0``."""
+    def _advance(self, r, u):
+        return self.driver.advance(self.embedding.embed(u), r)
 
-        def advance(r, u):
-            return self.driver.advance(self.embedding.embed(u), r)
+    def _kept_states(self, in_seq, r0, spinup: int, stride: int):
+        """States ``r_t`` for ``t = spinup, spinup + stride, ...`` of one pass
+        (``in_seq`` as the user gives it; the difference channels are added
+        here): what the ``"ppv"`` thresholds are fitted to."""
+        inputs = self._inputs(in_seq)
+        r = jax.lax.scan(lambda r, u: (self._advance(r, u), None), r0, inputs[:spinup])[
+            0
+        ]
+        _, states = jax.lax.scan(
+            lambda r, u: (self._advance(r, u),) * 2, r, inputs[spinup:]
+        )
+        return states[::stride]
+
+    def _represent(self, base: str, in_seq, r0, spinup: int, thresholds=None):
+        """One pass's representation ``base`` of ``in_seq`` from state ``r0``
+        (``thresholds`` ``(3, res_dim)``: this pass's ``"ppv"`` thresholds)."""
+        raw, in_seq = in_seq, self._inputs(in_seq)
+        advance = self._advance
 
         if base == "final":
             return jax.lax.scan(lambda r, u: (advance(r, u), None), r0, in_seq)[0]
 
-        if base == "mean":
+        if base in ("mean", "ppv"):  # running sums: no state history is kept
+            ppv = base == "ppv"
 
             def step(carry, xs):
-                r, total = carry
+                r, total, above = carry
                 u, keep = xs
                 r = advance(r, u)
-                return (r, total + jnp.where(keep, r, 0.0)), None
+                total = total + jnp.where(keep, r, 0.0)
+                if ppv:
+                    above = above + (keep & (r > thresholds)).astype(jnp.int32)
+                return (r, total, above), None
 
             keep = jnp.arange(in_seq.shape[0]) >= spinup
-            init = (r0, jnp.zeros_like(r0))
-            (_, total), _ = jax.lax.scan(step, init, (in_seq, keep))
-            return total / (in_seq.shape[0] - spinup)
+            count = jnp.zeros(thresholds.shape if ppv else (), jnp.int32)
+            init = (r0, jnp.zeros_like(r0), count)
+            (_, total, above), _ = jax.lax.scan(step, init, (in_seq, keep))
+            n = in_seq.shape[0] - spinup
+            if not ppv:
+                return total / n
+            fraction = above.astype(r0.dtype) / n
+            return jnp.concatenate([total / n, fraction.reshape(-1)])
 
         r = jax.lax.scan(lambda r, u: (advance(r, u), None), r0, in_seq[:spinup])[0]
         kept = in_seq[spinup:]
@@ -365,7 +521,8 @@ class RCClassifierBase(eqx.Module):
             return r, r[:width]
 
         _, nodes = jax.lax.scan(record, r, kept)
-        return _one_step_predictor(nodes[:-1], kept[1:]).astype(self.dtype)
+        target = raw[spinup + 1 :]  # the input itself, not its difference channels
+        return _one_step_predictor(nodes[:-1], target).astype(self.dtype)
 
     def classify(
         self,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TypeVar
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Int
 
 from .. import _errors
@@ -19,68 +22,124 @@ from .._validation import (
     check_rank,
     warn_zero_beta,
 )
-from .base import RCClassifierBase
+from .base import PPV_MAX_STATES, PPV_QUANTILES, RCClassifierBase, _split_repr
 from .models import ESNClassifier
 
-__all__ = ["train_RCClassifier", "train_ESNClassifier"]
+__all__ = ["train_RCClassifier", "train_ESNClassifier", "loo_ridge", "fit_features"]
 
 Model = TypeVar("Model", bound=RCClassifierBase)
 
 
-@compiled
-def _train(model, train_seqs, labels, beta, spinup, batch_size):
-    owner = "train_RCClassifier"
-    train_seqs = check_finite(
-        train_seqs.astype(model.dtype),
-        "train_seqs",
-        owner,
-        "Remove or fill missing samples.",
-    )
-    beta = check_beta(beta, owner)
-    labels = _errors.check(
-        labels,
-        jnp.any((labels < 0) | (labels >= model.n_classes)),
-        f"{owner}: labels must lie in [0, n_classes) = [0, {model.n_classes}).",
-    )
-    feats = jax.vmap(lambda s: model.features(s, None, spinup))(train_seqs)
-    one_hot = jax.nn.one_hot(labels, model.n_classes, dtype=model.dtype)
-    readout = fit_readout(model.readout, feats, one_hot, beta, batch_size=batch_size)
-    return model.set_readout(readout)
+def _ppv_stride(n_series: int, n_kept: int) -> int:
+    """Every ``stride``-th kept state of each series fits the ``"ppv"``
+    thresholds: all of them while ``n_series * n_kept <= PPV_MAX_STATES``."""
+    per_series = max(1, -(-PPV_MAX_STATES // n_series))
+    return max(1, -(-n_kept // per_series))
 
 
-def train_RCClassifier(
-    model: Model,
-    train_seqs: Array,
-    labels: Int[Array, " n_samples"],
-    spinup: int = 0,
-    beta: float = 8e-8,
-    batch_size: int | None = None,
-    **force_kwargs,
-) -> Model:
-    """Fit a classifier's readout on labelled sequences.
+def _fit_difference_scale(train_seqs):
+    """Per channel, the standard deviation of the training series' first
+    differences (pooled over series and time); 1 where it is 0 or undefined."""
+    if train_seqs.shape[1] < 2:
+        return jnp.ones(train_seqs.shape[2], train_seqs.dtype)
+    scale = jnp.std(jnp.diff(train_seqs, axis=1), axis=(0, 1))
+    return jnp.where(scale > 0, scale, 1.0)
 
-    Each sequence gives one feature vector (``model.state_repr``); the readout is
-    the ridge regression of the one-hot labels on these features.
+
+def _fit_ppv_thresholds(model, train_seqs, spinup):
+    """``(passes, 3, res_dim)``: per pass, the :data:`PPV_QUANTILES` of each
+    node's kept training states (a fixed stride past :data:`PPV_MAX_STATES`)."""
+    _, bi = _split_repr(model.state_repr)
+    n, seq_len = train_seqs.shape[:2]
+    stride = _ppv_stride(n, seq_len - spinup)
+    r0 = model.driver.default_state()
+    quantiles = jnp.asarray(PPV_QUANTILES, model.dtype)
+    out = []
+    for seqs in (train_seqs, train_seqs[:, ::-1])[: 2 if bi else 1]:
+        states = jax.lax.map(  # a few series at a time: bounded memory
+            lambda s: model._kept_states(s, r0, spinup, stride), seqs, batch_size=16
+        )
+        out.append(jnp.quantile(states.reshape(-1, model.res_dim), quantiles, axis=0))
+    return jnp.stack(out)
+
+
+def loo_ridge(features, targets, betas):
+    """Ridge regression with its strength chosen by exact leave-one-out error.
+
+    The features are scaled to unit standard deviation over the samples
+    (not centred: like the classifier's readout, the fit has no intercept),
+    which is a ridge penalty ``beta * var_j`` on each raw feature's weight.
+    For each candidate the leave-one-out residuals come in closed form from
+    one eigendecomposition of the ``(n, n)`` Gram matrix ``Z Z^T``
+    (``Z = X / scale``): with hat matrix ``H = Z (Z^T Z + beta I)^{-1} Z^T``,
+    ``e_i = (y_i - (H y)_i) / (1 - H_ii)``; the criterion is the mean of
+    ``e^2`` over samples and targets (``RidgeClassifierCV``'s). Ties go to the
+    first candidate; a NaN error counts as infinite.
 
     Parameters
     ----------
-    model : RCClassifierBase
-    train_seqs : Array, shape ``(n_samples, seq_len, data_dim)``
-    labels : int Array, shape ``(n_samples,)``, values in ``[0, n_classes)``
-    spinup : int, default 0
-        Leading states skipped by every representation but ``"final"`` (see
-        :class:`RCClassifierBase`).
-    beta : float, default 8e-8
-    batch_size : int, optional
-        Chunks solved at a time (parallel readouts only).
-    **force_kwargs
-        Accepted for ORC compatibility; must be empty.
+    features : Array ``(n_samples, n_features)``
+    targets : Array ``(n_samples, n_targets)``
+    betas : Array ``(n_candidates,)``, each > 0
 
     Returns
     -------
-    The trained model.
+    ``(weights, beta, errors)``: weights ``(n_targets, n_features)`` on the
+    raw features (``targets ≈ features @ weights.T``), the chosen ``beta``,
+    and the leave-one-out error of every candidate ``(n_candidates,)``.
     """
-    owner = "train_RCClassifier"
+    x = jnp.asarray(features)
+    y = jnp.asarray(targets, x.dtype)
+    betas = jnp.asarray(betas, x.dtype)
+    scale = jnp.std(x, axis=0)
+    scale = jnp.where(scale > 0, scale, 1.0)
+    z = x / scale
+    gram = jnp.matmul(z, z.T, precision="highest")
+    lam, u = jnp.linalg.eigh(gram)
+    lam = jnp.maximum(lam, 0.0)  # round-off below zero on a PSD matrix
+    uy = jnp.matmul(u.T, y, precision="highest")
+    u2 = u * u
+
+    def loo_error(beta):
+        shrink = lam / (lam + beta)
+        fitted = jnp.matmul(u, shrink[:, None] * uy, precision="highest")
+        leverage = jnp.matmul(u2, shrink, precision="highest")
+        resid = (y - fitted) / (1.0 - leverage)[:, None]
+        err = jnp.mean(resid * resid)
+        return jnp.where(jnp.isnan(err), jnp.inf, err)
+
+    errors = jax.vmap(loo_error)(betas)
+    beta = betas[jnp.argmin(errors)]
+    dual = jnp.matmul(u, uy / (lam + beta)[:, None], precision="highest")  # (n, o)
+    weights = jnp.matmul(dual.T, z, precision="highest") / scale
+    return weights, beta, errors
+
+
+def _fit_inputs(model, train_seqs, spinup):
+    """``model`` with the difference scale, then the PPV thresholds (from the
+    states that scale drives) fitted to ``train_seqs``; each only if it has one."""
+    if model.input_differences:
+        model = eqx.tree_at(
+            lambda m: m.difference_scale, model, _fit_difference_scale(train_seqs)
+        )
+    if model.ppv_thresholds is not None:
+        thresholds = _fit_ppv_thresholds(model, train_seqs, spinup)
+        model = eqx.tree_at(lambda m: m.ppv_thresholds, model, thresholds)
+    return model
+
+
+@compiled
+def _fit_features(model, train_seqs, spinup):
+    train_seqs = check_finite(
+        train_seqs.astype(model.dtype),
+        "train_seqs",
+        "fit_features",
+        "Remove or fill missing samples.",
+    )
+    return _fit_inputs(model, train_seqs, spinup)
+
+
+def _check_train_seqs(owner, model, train_seqs, spinup):
     if not isinstance(model, RCClassifierBase):
         raise TypeError(
             f"{owner}: model must be an RCClassifierBase, got {type(model).__name__}"
@@ -100,6 +159,120 @@ def train_RCClassifier(
             f"{owner}: train_seqs must have {model.in_dim} features in its last axis, "
             f"got shape {tuple(train_seqs.shape)}"
         )
+    spinup = check_int("spinup", spinup, owner, minimum=0)
+    if spinup >= train_seqs.shape[1]:
+        raise ValueError(
+            f"{owner}: spinup ({spinup}) must be less than seq_len ({train_seqs.shape[1]})"
+        )
+    return train_seqs, spinup
+
+
+def fit_features(model: Model, train_seqs: Array, spinup: int = 0) -> Model:
+    """``model`` with what its representation fits from training data fitted
+    to ``train_seqs`` (no labels; the readout is untouched): the difference
+    channels' scale (``input_differences``) and the ``"ppv"`` thresholds;
+    ``model`` itself when it has neither.
+
+    :func:`train_RCClassifier` does this first; call it yourself to compute
+    features for your own model selection (``jax.vmap(fitted.features)``)
+    without fitting a readout.
+    """
+    train_seqs, spinup = _check_train_seqs("fit_features", model, train_seqs, spinup)
+    if not model.input_differences and model.ppv_thresholds is None:
+        return model
+    return _fit_features(model, train_seqs, spinup)
+
+
+@compiled
+def _train(model, train_seqs, labels, beta, spinup, batch_size):
+    owner = "train_RCClassifier"
+    train_seqs = check_finite(
+        train_seqs.astype(model.dtype),
+        "train_seqs",
+        owner,
+        "Remove or fill missing samples.",
+    )
+    beta = check_beta(beta, owner)
+    labels = _errors.check(
+        labels,
+        jnp.any((labels < 0) | (labels >= model.n_classes)),
+        f"{owner}: labels must lie in [0, n_classes) = [0, {model.n_classes}).",
+    )
+    model = _fit_inputs(model, train_seqs, spinup)
+    feats = jax.vmap(lambda s: model.features(s, None, spinup))(train_seqs)
+    one_hot = jax.nn.one_hot(labels, model.n_classes, dtype=model.dtype)
+    selected = None
+    if jnp.ndim(beta) == 0:
+        readout = fit_readout(
+            model.readout, feats, one_hot, beta, batch_size=batch_size
+        )
+    else:
+        x = model.readout.prepare_train(feats).reshape(feats.shape[0], -1)
+        weights, selected, _ = loo_ridge(
+            x, model.readout.prepare_target(one_hot).reshape(x.shape[0], -1), beta
+        )
+        readout = model.readout.set_wout(weights.reshape(model.readout.wout.shape))
+    model = model.set_readout(readout)
+    return _replace(model, selected_beta=selected)
+
+
+def _replace(model, **changes):
+    """A copy of ``model`` with ``changes`` to its fields, built as
+    :func:`orc.load` builds a module (no ``__init__``): for fields that may
+    be ``None`` either side, which ``eqx.tree_at`` cannot address."""
+    new = object.__new__(type(model))
+    for field in dataclasses.fields(model):
+        value = changes.get(field.name, getattr(model, field.name))
+        object.__setattr__(new, field.name, value)
+    return new
+
+
+def train_RCClassifier(
+    model: Model,
+    train_seqs: Array,
+    labels: Int[Array, " n_samples"],
+    spinup: int = 0,
+    beta: float | Array = 8e-8,
+    batch_size: int | None = None,
+    **force_kwargs,
+) -> Model:
+    """Fit a classifier's readout on labelled sequences.
+
+    Each sequence gives one feature vector (``model.state_repr``); the readout is
+    the ridge regression of the one-hot labels on these features. Before
+    that, training fits what the representation needs from the training
+    set: the difference channels' scale (``input_differences``), then the
+    ``"ppv"`` thresholds (from the states those channels drive).
+
+    Parameters
+    ----------
+    model : RCClassifierBase
+    train_seqs : Array, shape ``(n_samples, seq_len, data_dim)``
+    labels : int Array, shape ``(n_samples,)``, values in ``[0, n_classes)``
+    spinup : int, default 0
+        Leading states skipped by every representation but ``"final"`` (see
+        :class:`RCClassifierBase`).
+    beta : float or 1-D sequence of floats, default 8e-8
+        The ridge strength. Several candidates (each > 0; e.g.
+        ``np.logspace(-3, 3, 10)``) are chosen among by exact leave-one-out
+        error (:func:`loo_ridge`): the features are then scaled to unit
+        standard deviation over the training set before the ridge (the
+        weights are folded back, so the model reads raw features), and the
+        chosen value is kept in ``model.selected_beta`` (``None`` after a fit
+        with one ``beta``). The leave-one-out works on the
+        ``(n_samples, n_samples)`` Gram matrix: meant for up to a few
+        thousand sequences.
+    batch_size : int, optional
+        Chunks solved at a time (parallel readouts only).
+    **force_kwargs
+        Accepted for ORC compatibility; must be empty.
+
+    Returns
+    -------
+    The trained model.
+    """
+    owner = "train_RCClassifier"
+    train_seqs, spinup = _check_train_seqs(owner, model, train_seqs, spinup)
     labels = check_rank("labels", labels, 1, owner, "(n_samples,)")
     if not jnp.issubdtype(labels.dtype, jnp.integer):
         raise TypeError(f"{owner}: labels must be integers, got dtype {labels.dtype}")
@@ -108,13 +281,28 @@ def train_RCClassifier(
             f"{owner}: labels must have one entry per sequence ({train_seqs.shape[0]}), "
             f"got {labels.shape[0]}"
         )
-    spinup = check_int("spinup", spinup, owner, minimum=0)
-    if spinup >= train_seqs.shape[1]:
-        raise ValueError(
-            f"{owner}: spinup ({spinup}) must be less than seq_len ({train_seqs.shape[1]})"
-        )
+    if isinstance(beta, (list, tuple)):
+        beta = np.asarray(beta, np.float64)
     check_beta(beta, owner)
-    warn_zero_beta(beta, owner, train_seqs)
+    if jnp.ndim(beta) > 1 or (jnp.ndim(beta) == 1 and jnp.size(beta) == 0):
+        raise ValueError(
+            f"{owner}: beta must be a number or a 1-D sequence of candidates, got "
+            f"shape {tuple(jnp.shape(beta))}"
+        )
+    if jnp.ndim(beta) == 1:
+        wout = getattr(model.readout, "wout", None)
+        if wout is None or wout.ndim != 3 or wout.shape[0] != 1:
+            raise ValueError(
+                f"{owner}: beta candidates (leave-one-out selection) need a single "
+                "linear readout (wout of shape (1, n_classes, features))"
+            )
+        if not isinstance(beta, jax.core.Tracer) and not np.all(np.asarray(beta) > 0):
+            raise ValueError(
+                f"{owner}: beta candidates must all be > 0 (leave-one-out with "
+                f"beta=0 is undefined), got {beta!r}"
+            )
+    else:
+        warn_zero_beta(beta, owner, train_seqs)
     if batch_size is not None:
         check_int("batch_size", batch_size, owner, minimum=1)
     if force_kwargs:
