@@ -172,10 +172,9 @@ def test_deep_esn_and_nvar_models(workdir):
               "--input-noise", "1e-3", "--out", "s1.orc", cwd=workdir).stdout  # fmt: skip
     assert "trained nvar (k=2, stride=1, order=2, 28 features)" in out
     assert orc.load(workdir / "s1.orc").s == 1
-    for stride, why in (("two", "positive integer or 'auto'"), ("0", "s must be >= 1")):
-        bad = run("train", "l63.csv", "--model", "nvar", "--stride", stride,
-                  "--out", "x.orc", cwd=workdir, ok=False)  # fmt: skip
-        assert bad.returncode == 2 and why in bad.stderr, bad.stderr
+    bad = run("train", "l63.csv", "--model", "nvar", "--stride", "two",
+              "--out", "x.orc", cwd=workdir, ok=False)  # fmt: skip
+    assert bad.returncode == 2 and "positive integer or 'auto'" in bad.stderr
 
 
 def test_data_exports_discrete_series(workdir):
