@@ -191,7 +191,7 @@ def run_orc(data, state_repr: str, res_dim: int) -> dict:
     xtr, ytr, xte, yte, _ = data
     n_classes = int(ytr.max()) + 1
     dim, spinup = xtr.shape[2], xtr.shape[1] // 10
-    xtr_j, xte_j, ytr_j = jnp.asarray(xtr), jnp.asarray(xte), jnp.asarray(ytr)
+    xtr_j = jnp.asarray(xtr)
     t0 = time.perf_counter()
     folds = _folds(ytr, FOLDS)
     one_hot = np.eye(n_classes)[ytr]
@@ -217,13 +217,23 @@ def run_orc(data, state_repr: str, res_dim: int) -> dict:
     model = ESNClassifier(
         dim, n_classes, res_dim, leak, state_repr=state_repr, embedding_scaling=scaling
     )
+    return _final_fit(data, model, beta, spinup, t_select, cv_acc, leak, scaling)
+
+
+def _final_fit(data, model, beta, spinup, t_select, cv_acc, leak, scaling) -> dict:
+    """Fit the selected configuration on the whole training split, score it
+    once on the test split, and report (``beta`` a value or the LOO grid)."""
+    xtr, ytr, xte, yte, _ = data
     t1 = time.perf_counter()
-    trained = train_RCClassifier(model, xtr_j, ytr_j, spinup=spinup, beta=beta)
+    trained = train_RCClassifier(
+        model, jnp.asarray(xtr), jnp.asarray(ytr), spinup=spinup, beta=beta
+    )
     jax.block_until_ready(trained.readout.wout)
     t_fit = time.perf_counter() - t1
     t2 = time.perf_counter()
-    pred = np.asarray(_predict(trained, xte_j, spinup))
+    pred = np.asarray(_predict(trained, jnp.asarray(xte), spinup))
     t_pred = time.perf_counter() - t2
+    chosen = beta if trained.selected_beta is None else float(trained.selected_beta)
     return {
         "accuracy": float(np.mean(pred == yte)),
         "fit_s": t_select + t_fit,
@@ -233,7 +243,7 @@ def run_orc(data, state_repr: str, res_dim: int) -> dict:
         "cv_accuracy": cv_acc,
         "leak_rate": leak,
         "embedding_scaling": scaling,
-        "beta": beta,
+        "beta": chosen,
         "spinup": spinup,
         "feature_dim": trained.feature_dim,
     }
@@ -258,7 +268,7 @@ def run_recipe(data, res_dim: int) -> dict:
     xtr, ytr, xte, yte, _ = data
     n_classes = int(ytr.max()) + 1
     dim, spinup = xtr.shape[2], xtr.shape[1] // 10
-    xtr_j, xte_j, ytr_j = jnp.asarray(xtr), jnp.asarray(xte), jnp.asarray(ytr)
+    xtr_j = jnp.asarray(xtr)
     betas = np.asarray(LOO_BETAS)
     t0 = time.perf_counter()
     folds = _folds(ytr, FOLDS)
@@ -280,26 +290,7 @@ def run_recipe(data, res_dim: int) -> dict:
                 best = (acc, leak, scaling, model)
     t_select = time.perf_counter() - t0
     cv_acc, leak, scaling, model = best
-    t1 = time.perf_counter()
-    trained = train_RCClassifier(model, xtr_j, ytr_j, spinup=spinup, beta=betas)
-    jax.block_until_ready(trained.readout.wout)
-    t_fit = time.perf_counter() - t1
-    t2 = time.perf_counter()
-    pred = np.asarray(_predict(trained, xte_j, spinup))
-    t_pred = time.perf_counter() - t2
-    return {
-        "accuracy": float(np.mean(pred == yte)),
-        "fit_s": t_select + t_fit,
-        "select_s": t_select,
-        "final_fit_s": t_fit,
-        "predict_s": t_pred,
-        "cv_accuracy": cv_acc,
-        "leak_rate": leak,
-        "embedding_scaling": scaling,
-        "beta": float(trained.selected_beta),
-        "spinup": spinup,
-        "feature_dim": trained.feature_dim,
-    }
+    return _final_fit(data, model, betas, spinup, t_select, cv_acc, leak, scaling)
 
 
 def run_orc_default(data, res_dim: int) -> dict:
