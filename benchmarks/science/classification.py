@@ -187,36 +187,51 @@ def _cv_accuracy(gram, one_hot, labels, folds, beta) -> float:
     return float(np.mean(accs))
 
 
-def run_orc(data, state_repr: str, res_dim: int) -> dict:
-    xtr, ytr, xte, yte, _ = data
+def _grid_select(data, build, scores):
+    """Cross-validated choice over ``LEAKS`` x ``SCALINGS`` on the training split.
+
+    ``build(leak, scaling)`` gives the model (its fitted inputs, if any, are
+    fitted to the training split with ``fit_features``); ``scores(feats,
+    one_hot, folds)`` yields ``(cv_accuracy, choice)`` pairs for its features
+    (e.g. one per ridge ``beta``). The first best wins. Returns ``(t_select,
+    cv_accuracy, leak, scaling, model, choice, spinup)``.
+    """
+    xtr, ytr, _, _, _ = data
     n_classes = int(ytr.max()) + 1
-    dim, spinup = xtr.shape[2], xtr.shape[1] // 10
+    spinup = xtr.shape[1] // 10
     xtr_j = jnp.asarray(xtr)
     t0 = time.perf_counter()
     folds = _folds(ytr, FOLDS)
     one_hot = np.eye(n_classes)[ytr]
-    best = (-1.0, None, None, None)
+    best = (-1.0, None, None, None, None)
     for leak in LEAKS:
         for scaling in SCALINGS:
-            model = ESNClassifier(
-                dim,
-                n_classes,
-                res_dim,
-                leak,
-                state_repr=state_repr,
-                embedding_scaling=scaling,
-            )
+            model = fit_features(build(leak, scaling), xtr_j, spinup)
             feats = np.asarray(_features(model, xtr_j, spinup))
-            gram = feats @ feats.T
-            for beta in BETAS:
-                acc = _cv_accuracy(gram, one_hot, ytr, folds, beta)
+            for acc, choice in scores(feats, one_hot, folds):
                 if acc > best[0]:
-                    best = (acc, leak, scaling, beta)
-    t_select = time.perf_counter() - t0
-    cv_acc, leak, scaling, beta = best
-    model = ESNClassifier(
-        dim, n_classes, res_dim, leak, state_repr=state_repr, embedding_scaling=scaling
-    )
+                    best = (acc, leak, scaling, model, choice)
+    cv_acc, leak, scaling, model, choice = best
+    return time.perf_counter() - t0, cv_acc, leak, scaling, model, choice, spinup
+
+
+def run_orc(data, state_repr: str, res_dim: int) -> dict:
+    xtr, ytr, _, _, _ = data
+    dim, n_classes = xtr.shape[2], int(ytr.max()) + 1
+
+    def build(leak, scaling):
+        return ESNClassifier(
+            dim, n_classes, res_dim, leak, state_repr=state_repr,
+            embedding_scaling=scaling,
+        )  # fmt: skip
+
+    def scores(feats, one_hot, folds):
+        gram = feats @ feats.T
+        for beta in BETAS:
+            yield _cv_accuracy(gram, one_hot, ytr, folds, beta), beta
+
+    t_select, cv_acc, leak, scaling, _, beta, spinup = _grid_select(data, build, scores)
+    model = build(leak, scaling)
     return _final_fit(data, model, beta, spinup, t_select, cv_acc, leak, scaling)
 
 
@@ -265,31 +280,24 @@ def _recipe(dim, n_classes, res_dim, leak, scaling):
 
 def run_recipe(data, res_dim: int) -> dict:
     """The ``bi_ppv_diff`` column: see the protocol."""
-    xtr, ytr, xte, yte, _ = data
-    n_classes = int(ytr.max()) + 1
-    dim, spinup = xtr.shape[2], xtr.shape[1] // 10
-    xtr_j = jnp.asarray(xtr)
+    xtr, ytr, _, _, _ = data
+    dim, n_classes = xtr.shape[2], int(ytr.max()) + 1
     betas = np.asarray(LOO_BETAS)
-    t0 = time.perf_counter()
-    folds = _folds(ytr, FOLDS)
-    one_hot = np.eye(n_classes)[ytr]
-    best = (-1.0, None, None, None)
-    for leak in LEAKS:
-        for scaling in SCALINGS:
-            model = _recipe(dim, n_classes, res_dim, leak, scaling)
-            fitted = fit_features(model, xtr_j, spinup)
-            feats = np.asarray(_features(fitted, xtr_j, spinup))
-            accs = []
-            for val in folds:
-                fit = np.setdiff1d(np.arange(len(ytr)), val)
-                w, _, _ = loo_ridge(feats[fit], one_hot[fit], betas)
-                scores = feats[val] @ np.asarray(w).T
-                accs.append(np.mean(np.argmax(scores, 1) == ytr[val]))
-            acc = float(np.mean(accs))
-            if acc > best[0]:
-                best = (acc, leak, scaling, model)
-    t_select = time.perf_counter() - t0
-    cv_acc, leak, scaling, model = best
+
+    def scores(feats, one_hot, folds):
+        accs = []
+        for val in folds:
+            fit = np.setdiff1d(np.arange(len(ytr)), val)
+            w, _, _ = loo_ridge(feats[fit], one_hot[fit], betas)
+            pred = np.argmax(feats[val] @ np.asarray(w).T, 1)
+            accs.append(np.mean(pred == ytr[val]))
+        yield float(np.mean(accs)), None
+
+    def build(leak, scaling):
+        return _recipe(dim, n_classes, res_dim, leak, scaling)
+
+    t_select, cv_acc, leak, scaling, _, _, spinup = _grid_select(data, build, scores)
+    model = build(leak, scaling)  # unfitted: train_RCClassifier fits its inputs
     return _final_fit(data, model, betas, spinup, t_select, cv_acc, leak, scaling)
 
 
