@@ -8,4 +8,4 @@ orc data lorenz63 --out l63_test.csv --tn 200 --transient 12000  # later on the 
 orc train l63.csv --res-dim 500 --val-fraction 0.1 --lyapunov 0.906 --out esn.orc
 orc forecast esn.orc --steps 1000 --out forecast.csv --plot forecast.png
 orc evaluate esn.orc l63_test.csv --horizon 1500 --windows 5 --plot evaluate.png
-orc train l63.csv --model nvar --k 2 --order 2 --input-noise 1e-3 --out nvar.orc  # NG-RC
+orc train l63.csv --model nvar --out nvar.orc  # NG-RC: k=2, stride, order and noise auto

@@ -154,12 +154,12 @@ def test_deep_esn_and_nvar_models(workdir):
     ).stdout  # fmt: skip
     assert "trained deep-esn (res_dim=100, layers=2)" in out
     out = run(
-        "train", "l63.csv", "--model", "nvar", "--k", "2", "--order", "2",
-        "--input-noise", "1e-3", "--val-fraction", "0.05", "--out", "nvar.orc",
-        cwd=workdir,
+        "train", "l63.csv", "--model", "nvar", "--val-fraction", "0.05",
+        "--out", "nvar.orc", cwd=workdir,
     ).stdout  # fmt: skip
-    # s="auto": ~30 taps per Lorenz oscillation (~75 samples at dt 0.01)
-    assert "trained nvar (k=2, stride=3 (auto), order=2, 28 features)" in out, out
+    # s="auto": ~30 taps per Lorenz oscillation (~75 samples at dt 0.01);
+    # order "auto": cubic for 2 x 3 linear features
+    assert "trained nvar (k=2, stride=3 (auto), order=3 (auto), 84 features)" in out
     for name in ("deep.orc", "nvar.orc"):
         run("forecast", name, "--steps", "50", "--out", f"{name}.csv", cwd=workdir)
         pred = np.loadtxt(workdir / f"{name}.csv", delimiter=",", skiprows=1)
@@ -168,7 +168,7 @@ def test_deep_esn_and_nvar_models(workdir):
     bad = run("train", "l63.csv", "--model", "nvar", "--k", "0", "--out", "x.orc",
               cwd=workdir, ok=False)  # fmt: skip
     assert bad.returncode == 2 and "k must be >= 1" in bad.stderr
-    out = run("train", "l63.csv", "--model", "nvar", "--stride", "1",
+    out = run("train", "l63.csv", "--model", "nvar", "--stride", "1", "--order", "2",
               "--input-noise", "1e-3", "--out", "s1.orc", cwd=workdir).stdout  # fmt: skip
     assert "trained nvar (k=2, stride=1, order=2, 28 features)" in out
     assert orc.load(workdir / "s1.orc").s == 1

@@ -276,7 +276,8 @@ def test_diverged_forecasts_exit_1_after_writing(workdir):
     np.savetxt(workdir / "l63c.csv", coarse, delimiter=",", header="t,x,y,z",
                comments="")  # fmt: skip
     proc = run("train", "l63c.csv", "--model", "nvar", "--beta", "1e-12",
-               "--val-fraction", "0.3", "--out", "nv.orc", cwd=workdir, code=1)  # fmt: skip
+               "--order", "2", "--input-noise", "0", "--val-fraction", "0.3",
+               "--out", "nv.orc", cwd=workdir, code=1)  # fmt: skip
     err = proc.stderr.strip().splitlines()[-1]
     assert err.startswith("orc: error: validation forecast: NVARForecaster.forecast:")
     assert "diverged" in err and "The model was written to nv.orc for inspection" in err

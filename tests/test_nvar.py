@@ -109,7 +109,7 @@ def test_fit_matches_numpy_lstsq(target, penalize_constant):
     m = NVARForecaster(2, k=k, s=s, order=order, target=target)
     m, W = train_NVARForecaster(
         m, jnp.asarray(seq), beta=beta, penalize_constant=penalize_constant,
-        standardize=False,
+        standardize=False, input_noise=0,
     )  # fmt: skip
     F = numpy_features(seq, k, s, order, True)[:-1]  # windows ending at t = 4..148
     Y = seq[5:] - (seq[4:-1] if target == "increment" else 0.0)
@@ -128,7 +128,7 @@ def test_standardised_fit_matches_numpy_ridge_on_standardised_data(target):
     k, s, order, beta = 2, 1, 2, 1e-3
     seq = np.random.default_rng(4).standard_normal((200, 2)) * [5.0, 0.2] + [30.0, -1.0]
     m = NVARForecaster(2, k=k, s=s, order=order, target=target)
-    m, _ = train_NVARForecaster(m, jnp.asarray(seq), beta=beta)
+    m, _ = train_NVARForecaster(m, jnp.asarray(seq), beta=beta, input_noise=0)
     mu, sd = seq.mean(axis=0), seq.std(axis=0)
     z = (seq - mu) / sd
     F = numpy_features(z, k, s, order, True)
@@ -149,7 +149,7 @@ def test_fit_with_target_seq_spinup_and_multi_sequence():
     spinup = 10
     m1, W = train_NVARForecaster(
         m, jnp.asarray(seqs), jnp.asarray(tgts), beta=beta, spinup=spinup,
-        multi_sequence=True, standardize=False,
+        multi_sequence=True, standardize=False, input_noise=0,
     )  # fmt: skip
     F = np.concatenate(
         [numpy_features(x, k, s, order, True)[spinup - 3 :] for x in seqs]
@@ -164,7 +164,7 @@ def test_fit_with_target_seq_spinup_and_multi_sequence():
     np.testing.assert_array_equal(np.asarray(W[1, -1, :3]), seqs[1, -3:])
     _, last = train_NVARForecaster(
         m, jnp.asarray(seqs), jnp.asarray(tgts), beta=beta, spinup=spinup,
-        multi_sequence=True, return_states=False,
+        multi_sequence=True, return_states=False, input_noise=0,
     )  # fmt: skip
     np.testing.assert_array_equal(np.asarray(last), np.asarray(W[:, -1]))
 
@@ -177,7 +177,7 @@ def test_forecast_alignment_on_exact_var(target):
     x = var_sequence(120)
     train, future = x[:80], x[80:]
     m = NVARForecaster(2, k=2, s=2, order=1, target=target)
-    m, W = train_NVARForecaster(m, jnp.asarray(train), beta=1e-12)
+    m, W = train_NVARForecaster(m, jnp.asarray(train), beta=1e-12, input_noise=0)
     # forecast(n, W[-1])[0] is the sample right after the training data
     np.testing.assert_allclose(np.asarray(m.forecast(40, W[-1])), future, atol=1e-8)
     # forecast_from_IC uses only the last window of spinup_data
@@ -195,6 +195,7 @@ def test_forecast_alignment_on_exact_var(target):
         jnp.asarray(train[:-1]),
         jnp.asarray(train[1:]),
         beta=1e-12,
+        input_noise=0,
     )
     np.testing.assert_allclose(np.asarray(m2.wout), np.asarray(m.wout), atol=1e-8)
     np.testing.assert_array_equal(np.asarray(W2[-1]), train[-3:])
@@ -265,6 +266,7 @@ def test_lorenz63_paper_setup():
         (dict(data_dim=3, s=0), ValueError, "s must be >= 1"),
         (dict(data_dim=3, order=0), ValueError, "order must be >= 1"),
         (dict(data_dim=3, order=2.0), TypeError, "order must be an int"),
+        (dict(data_dim=3, order="cubic"), ValueError, "order must be a positive int"),
         (dict(data_dim=3, target="delta"), ValueError, "target"),
         (dict(data_dim=3, constant=1), TypeError, "constant"),
         (dict(data_dim=3, s=2, stride=3), ValueError, "stride"),
@@ -275,6 +277,42 @@ def test_lorenz63_paper_setup():
 def test_bad_constructor_arguments(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         NVARForecaster(**kwargs)
+
+
+def test_auto_order_is_cubic_while_the_feature_vector_is_small():
+    # 1 + n + C(n+1, 2) + C(n+2, 3) features for n = k * data_dim linear ones
+    assert NVARForecaster(3).order == 3 and NVARForecaster(3).n_features == 84
+    assert NVARForecaster(10).order == 3  # n = 20: 1771 features
+    assert NVARForecaster(11).order == 2  # n = 22: 2300 cubic features > 2000
+    assert NVARForecaster(5, k=4).order == 3 and NVARForecaster(7, k=3).order == 2
+    assert NVARForecaster(11, order=3).order == 3  # given, kept
+    assert orc.forecaster.nvar_order(20) == 3 and orc.forecaster.nvar_order(21) == 2
+
+
+def test_auto_input_noise_is_a_fraction_of_each_dimensions_std():
+    """input_noise="auto" adds 1e-3 of each dimension's training std: the
+    fit on data in other units (each column scaled differently) is the same
+    model in those units, which a noise in the data's units is not; and on
+    data whose columns all have std sd it is input_noise=1e-3 * sd."""
+    x = var_sequence(200)
+    m = NVARForecaster(2, k=2, s=2)
+    scale = np.array([1e3, 1e-2])
+    a, _ = train_NVARForecaster(m, jnp.asarray(x))
+    b, _ = train_NVARForecaster(m, jnp.asarray(x * scale))
+    window = x[-3:]
+    np.testing.assert_allclose(
+        np.asarray(b.forecast(10, jnp.asarray(window * scale))),
+        np.asarray(a.forecast(10, jnp.asarray(window))) * scale,
+        rtol=1e-9,
+    )
+    c, _ = train_NVARForecaster(m, jnp.asarray(x * scale), input_noise=1e-3)
+    assert not np.allclose(np.asarray(c.wout), np.asarray(b.wout), rtol=1e-6)
+    y = x / x.std(axis=0) * 5.0  # both columns: std 5
+    auto, _ = train_NVARForecaster(m, jnp.asarray(y))
+    given, _ = train_NVARForecaster(m, jnp.asarray(y), input_noise=5e-3)
+    np.testing.assert_allclose(np.asarray(auto.wout), np.asarray(given.wout), rtol=1e-9)
+    with pytest.raises(ValueError, match="input_noise must be a number >= 0 or 'auto'"):
+        train_NVARForecaster(m, jnp.asarray(x), input_noise="relative")
 
 
 def test_stride_alias():
@@ -321,7 +359,7 @@ def trained():
     t = np.arange(300) * 0.1
     x = np.stack([np.sin(t), np.cos(1.3 * t)], axis=1)
     m = NVARForecaster(2, k=2, s=2, order=2)
-    return train_NVARForecaster(m, jnp.asarray(x), beta=1e-8)
+    return train_NVARForecaster(m, jnp.asarray(x), beta=1e-8, input_noise=0)
 
 
 def test_compiles_once_and_jit_argument(trained):
@@ -369,8 +407,8 @@ def test_float32_model():
     x = var_sequence(100)
     m32 = NVARForecaster(2, k=2, s=2, order=2, dtype=jnp.float32)
     m64 = NVARForecaster(2, k=2, s=2, order=2, dtype=jnp.float64)
-    m32, W32 = train_NVARForecaster(m32, jnp.asarray(x[:80]), beta=1e-6)
-    m64, W64 = train_NVARForecaster(m64, jnp.asarray(x[:80]), beta=1e-6)
+    m32, W32 = train_NVARForecaster(m32, jnp.asarray(x[:80]), beta=1e-6, input_noise=0)
+    m64, W64 = train_NVARForecaster(m64, jnp.asarray(x[:80]), beta=1e-6, input_noise=0)
     assert m32.wout.dtype == jnp.float32 and W32.dtype == jnp.float32
     p32 = m32.forecast(20, W32[-1])
     assert p32.dtype == jnp.float32

@@ -56,16 +56,17 @@ Protocol
    ``orc04``: ORC 0.4.0's ``ESNForecaster`` defaults in its own environment;
    ``rpy``: reservoirpy 0.4.2 with ORC's default hyperparameters
    (``benchmarks/workloads/reservoirpy_api.py``'s model);
-   ``nvar``: ours ``NVARForecaster(dim)`` with its defaults (k=2, order 2,
-   ``s="auto"``) and ``train_NVARForecaster``'s (beta 2.5e-6, standardised
-   features); ``s="auto"`` is ``orc.forecaster.nvar_stride``:
+   ``nvar``: ours ``NVARForecaster(dim)`` with its defaults (k=2,
+   ``s="auto"``, ``order="auto"``: 3 on every panel flow) and
+   ``train_NVARForecaster``'s (beta 2.5e-6, standardised features,
+   ``input_noise="auto"``: 1e-3 of each dimension's std); ``s="auto"`` is ``orc.forecaster.nvar_stride``:
    ``s = max(1, round(P / NVAR_TAPS_PER_PERIOD))`` (30) where ``P`` (in
    samples) is the dominant period of the training data
    (``orc.metrics.dominant_period``: the peak of the power spectrum averaged
    over dimensions, among periods of at most a tenth of the record, 1000
    samples);
-   ``nvar3``: the same with ``order=3`` and ``input_noise=NVAR3_NOISE``
-   (1e-3, standardised units) in training.
+   ``nvar_paper``: the same with Gauthier et al.'s ``order=2`` and no input
+   noise (the library's defaults until 2026-11).
    ``tuned``: an empty slot (NaN) until a tuned configuration is registered
    in ``TUNED`` below.
    ESN columns use reservoir seeds 0..seeds-1; NVAR is deterministic.
@@ -115,7 +116,6 @@ RES_DIM = 1000
 # NVAR stride: the library's s="auto" rule (orc.forecaster.nvar_stride), ~30 taps
 # per dominant period; the value is part of the forecast cache's key
 NVAR_TAPS_PER_PERIOD = TAPS_PER_PERIOD
-NVAR3_NOISE = 1e-3  # the order-3 NVAR column's input_noise
 STATIONARITY = 2.0  # test-split std must be within this factor of the training std
 DIVERGED = 1e3  # a standardised forecast beyond this is counted as diverged
 DYSTS_VERSION = "0.96"
@@ -126,16 +126,16 @@ COLUMNS = {
     "esn_orc04": ("ours", "esn_orc04"),
     "orc04": ("orc04", "esn"),
     "rpy": ("rpy", "esn"),
-    "nvar": ("ours", "nvar"),
-    "nvar3": ("ours", "nvar3"),
+    "nvar": ("ours", "nvar_defaults"),
+    "nvar_paper": ("ours", "nvar_paper"),
 }
 LABELS = {
     "esn": "ours ESN (default)",
     "esn_orc04": 'ours ESN, construction="orc04"',
     "orc04": "ORC 0.4.0 ESN (default)",
     "rpy": "reservoirpy 0.4.2 ESN",
-    "nvar": 'ours NVAR (defaults: k=2, order 2, s="auto")',
-    "nvar3": 'ours NVAR (order 3, input noise 1e-3, s="auto")',
+    "nvar": 'ours NVAR (defaults: k=2, order 3, input noise "auto", s="auto")',
+    "nvar_paper": 'ours NVAR (paper: order 2, no noise, s="auto")',
     "tuned": "tuned (slot, filled later)",
 }
 SHORT = {
@@ -144,7 +144,7 @@ SHORT = {
     "orc04": "ORC 0.4.0",
     "rpy": "reservoirpy",
     "nvar": "ours NVAR",
-    "nvar3": "ours NVAR\n(order 3)",
+    "nvar_paper": "ours NVAR\n(paper setting)",
     "tuned": "tuned",
 }
 # The tuned column: fill with {flow: vpt} (or a loader) once the tuning work
@@ -422,7 +422,7 @@ def column_file(out_dir: Path, lib: str, col: str, task: dict) -> Path:
     """Forecasts of one (library, workload column, flow); the NVAR's name
     carries its stride, so a changed stride rule never reuses stale forecasts.
     (Same names as the workloads save.)"""
-    if col in ("nvar", "nvar3"):
+    if col.startswith("nvar"):
         return out_dir / f"{lib}_{col}-s{task['stride']}_{task['flow']}.npy"
     return out_dir / f"{lib}_{col}_{task['flow']}.npy"
 
@@ -456,7 +456,6 @@ def run_forecasts(tasks, columns, res_dim, seeds, out_dir, timeout, log=print):
             "seeds": seeds,
             "res_dim": res_dim,
             "out_dir": str(out_dir),
-            "nvar3_noise": NVAR3_NOISE,
             "tasks": [
                 {
                     k: t[k]
@@ -564,7 +563,7 @@ def complete(rows, columns) -> list[dict]:
     """Integrated flows that have a score in every ESN column (the NVAR may fail
     on a flow, e.g. a window longer than the spin-up; an interrupted run leaves
     flows without some columns): the summary tables compare like with like."""
-    esn_cols = [c for c in columns if c not in ("nvar", "nvar3")]
+    esn_cols = [c for c in columns if not c.startswith("nvar")]
     return [
         r
         for r in rows
@@ -612,8 +611,8 @@ def report_md(rows, columns, header: dict) -> str:
         "",
     ]
     pairs = [("esn", "orc04"), ("esn_orc04", "orc04"), ("esn", "esn_orc04"),
-             ("esn", "rpy"), ("nvar", "esn"), ("nvar3", "esn"),
-             ("nvar3", "nvar")]  # fmt: skip
+             ("esn", "rpy"), ("nvar", "esn"), ("nvar_paper", "esn"),
+             ("nvar", "nvar_paper")]  # fmt: skip
     table = []
     for a, b in pairs:
         if a in columns and b in columns:

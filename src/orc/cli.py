@@ -748,7 +748,12 @@ def data(name: str, out: str, tN: float, dt, steps, transient: int) -> None:
 )
 @click.option("--layers", default=2, show_default=True, help="deep-esn: layers.")
 @click.option("--k", default=2, show_default=True, help="nvar: delayed samples.")
-@click.option("--order", default=2, show_default=True, help="nvar: monomial order.")
+@click.option(
+    "--order",
+    default="auto",
+    show_default=True,
+    help="nvar: monomial order; 'auto' is 3 while k x columns <= 20, else 2.",
+)
 @click.option(
     "--stride",
     default="auto",
@@ -758,9 +763,10 @@ def data(name: str, out: str, tN: float, dt, steps, transient: int) -> None:
 )
 @click.option(
     "--input-noise",
-    default=0.0,
-    show_default=True,
-    help="Std of noise added to the training inputs (stabilises closed loops).",
+    type=float,
+    default=None,
+    help="Std of noise added to the training inputs (stabilises closed loops), "
+    "in the data's units. Default: nvar 1e-3 of each column's std, esn 0.",
 )
 @click.option(
     "--leak-rate",
@@ -881,6 +887,13 @@ def train(data_file, model, res_dim, layers, k, order, stride, input_noise, leak
                     raise click.UsageError(
                         f"--stride must be a positive integer or 'auto', got {stride!r}"
                     ) from None
+            if order != "auto":
+                try:
+                    order = int(order)
+                except ValueError:
+                    raise click.UsageError(
+                        f"--order must be a positive integer or 'auto', got {order!r}"
+                    ) from None
             esn = fc.NVARForecaster(U.shape[1], k=k, s=stride, order=order)
     except (ValueError, TypeError) as err:
         raise click.UsageError(str(err)) from err
@@ -888,6 +901,8 @@ def train(data_file, model, res_dim, layers, k, order, stride, input_noise, leak
     train_fn = fc.train_NVARForecaster if model == "nvar" else fc.train_RCForecaster
     if beta is None:
         beta = 2.5e-6 if model == "nvar" else 8e-8
+    if input_noise is None:
+        input_noise = "auto" if model == "nvar" else 0.0
     esn, last = train_fn(
         esn,
         jnp.asarray(U[:n_train]),
@@ -900,7 +915,10 @@ def train(data_file, model, res_dim, layers, k, order, stride, input_noise, leak
     last.block_until_ready()
     if model == "nvar":  # after training: s="auto" is chosen from the data
         how = " (auto)" if stride == "auto" else ""
-        what = f"k={k}, stride={esn.s}{how}, order={order}, {esn.n_features} features"
+        what = (
+            f"k={k}, stride={esn.s}{how}, order={esn.order}"
+            f"{' (auto)' if order == 'auto' else ''}, {esn.n_features} features"
+        )
     click.echo(
         f"trained {model} ({what}) on {n_train} samples x "
         f"{U.shape[1]} features in {time.perf_counter() - t0:.1f} s"

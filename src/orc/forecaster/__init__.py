@@ -8,7 +8,7 @@ from .models import (
     EnsembleESNForecaster,
     ESNForecaster,
 )
-from .nvar import NVARForecaster, nvar_stride, train_NVARForecaster
+from .nvar import NVARForecaster, nvar_order, nvar_stride, train_NVARForecaster
 from .train import (
     train_CESNForecaster,
     train_EnsembleESNForecaster,
@@ -29,6 +29,7 @@ __all__ = [
     "train_EnsembleESNForecaster",
     "NVARForecaster",
     "train_NVARForecaster",
+    "nvar_order",
     "nvar_stride",
     "DivergenceWarning",
     "check_forecast",
