@@ -733,6 +733,18 @@ def data(name: str, out: str, tN: float, dt, steps, transient: int) -> None:
 
 
 # --------------------------------------------------------------------- train
+def _int_or_auto(option: str, value):
+    """An option that takes a positive integer or 'auto'."""
+    if value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise click.UsageError(
+            f"{option} must be a positive integer or 'auto', got {value!r}"
+        ) from None
+
+
 @cli.command()
 @click.argument("data_file", metavar="DATA")
 @click.option(
@@ -880,20 +892,8 @@ def train(data_file, model, res_dim, layers, k, order, stride, input_noise, leak
             esn = fc.DeepESNForecaster(**esn_args, n_layers=layers)
             what = f"res_dim={res_dim}, layers={layers}"
         else:
-            if stride != "auto":
-                try:
-                    stride = int(stride)
-                except ValueError:
-                    raise click.UsageError(
-                        f"--stride must be a positive integer or 'auto', got {stride!r}"
-                    ) from None
-            if order != "auto":
-                try:
-                    order = int(order)
-                except ValueError:
-                    raise click.UsageError(
-                        f"--order must be a positive integer or 'auto', got {order!r}"
-                    ) from None
+            stride = _int_or_auto("--stride", stride)
+            order = _int_or_auto("--order", order)
             esn = fc.NVARForecaster(U.shape[1], k=k, s=stride, order=order)
     except (ValueError, TypeError) as err:
         raise click.UsageError(str(err)) from err
