@@ -18,7 +18,9 @@ from ._validation import (
     check_finite,
     check_float,
     check_int,
+    check_last_dim,
     check_rank,
+    check_spinup,
     check_state,
     warn_zero_beta,
 )
@@ -96,13 +98,8 @@ def check_training_args(
             f"{owner}: train_seq must hold at least one trajectory with "
             f"multi_sequence=True, got shape {tuple(train_seq.shape)}"
         )
-    if train_seq.shape[-1] != model.in_dim:
-        raise ValueError(
-            f"{owner}: train_seq must have {model.in_dim} features (data_dim) in its "
-            f"last axis, got shape {tuple(train_seq.shape)}"
-        )
+    check_last_dim("train_seq", train_seq, model.in_dim, owner, "features (data_dim)")
     seq_len = train_seq.shape[-2]
-    spinup = check_int("spinup", spinup, owner, minimum=0)
     n_targets = seq_len - 1
     if target_seq is not None:
         target_seq = check_data("target_seq", target_seq, owner, model.dtype)
@@ -112,17 +109,16 @@ def check_training_args(
                 f"{owner}: target_seq must have the same length as train_seq "
                 f"{tuple(train_seq.shape[:-1])}, got {tuple(target_seq.shape[:-1])}"
             )
-        if target_seq.shape[-1] != model.out_dim:
-            raise ValueError(
-                f"{owner}: target_seq must have {model.out_dim} features (out_dim), "
-                f"got shape {tuple(target_seq.shape)}"
-            )
-        n_targets = seq_len
-    if spinup >= n_targets:
-        raise ValueError(
-            f"{owner}: spinup ({spinup}) must be less than the number of training "
-            f"pairs ({n_targets}; train_seq has {seq_len} samples)"
+        check_last_dim(
+            "target_seq", target_seq, model.out_dim, owner, "features (out_dim)"
         )
+        n_targets = seq_len
+    spinup = check_spinup(
+        spinup,
+        n_targets,
+        owner,
+        f"the number of training pairs ({n_targets}; train_seq has {seq_len} samples)",
+    )
     check_initial_state(owner, model, initial_res_state, train_seq.shape[0], multi)
     check_beta(beta, owner)
     warn_zero_beta(beta, owner, train_seq)

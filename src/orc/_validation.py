@@ -173,6 +173,15 @@ def check_last_dim(name: str, x, size: int, owner: str, what: str = "features"):
     return x
 
 
+def check_spinup(spinup, length: int, owner: str, what: str) -> int:
+    """``spinup`` is an int in ``[0, length)``; ``what`` names ``length`` in the
+    message (e.g. ``"seq_len (200)"``)."""
+    spinup = check_int("spinup", spinup, owner, minimum=0)
+    if spinup >= length:
+        raise ValueError(f"{owner}: spinup ({spinup}) must be less than {what}")
+    return spinup
+
+
 def check_finite(x, name: str, owner: str, hint: str = ""):
     """Raise at run time (also under jit) if ``x`` contains NaN or inf."""
     msg = f"{owner}: {name} contains NaN or inf values."

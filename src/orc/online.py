@@ -98,7 +98,9 @@ from ._validation import (
     check_finite,
     check_float,
     check_int,
+    check_last_dim,
     check_rank,
+    check_spinup,
 )
 from .forecaster.base import CRCForecasterBase, RCForecasterBase
 
@@ -612,11 +614,7 @@ def _check_sequences(owner, model, seq, seq_name, target_seq, spinup, cont):
     what = "(seq_len, data_dim)"
     seq = check_data(seq_name, seq, owner, model.dtype)
     seq = check_rank(seq_name, seq, 2, owner, what)
-    if seq.shape[1] != model.in_dim:
-        raise ValueError(
-            f"{owner}: {seq_name} must have {model.in_dim} features (data_dim) in "
-            f"its last axis, got shape {tuple(seq.shape)}"
-        )
+    check_last_dim(seq_name, seq, model.in_dim, owner, "features (data_dim)")
     T = seq.shape[0]
     if target_seq is not None:
         target_seq = check_data("target_seq", target_seq, owner, model.dtype)
@@ -630,12 +628,12 @@ def _check_sequences(owner, model, seq, seq_name, target_seq, spinup, cont):
         n_pairs = T
     else:
         n_pairs = T if cont else T - 1
-    spinup = check_int("spinup", spinup, owner, minimum=0)
-    if spinup >= n_pairs:
-        raise ValueError(
-            f"{owner}: spinup ({spinup}) must be less than the number of training "
-            f"pairs ({n_pairs}; {seq_name} has {T} samples)"
-        )
+    spinup = check_spinup(
+        spinup,
+        n_pairs,
+        owner,
+        f"the number of training pairs ({n_pairs}; {seq_name} has {T} samples)",
+    )
     return seq, target_seq, spinup
 
 

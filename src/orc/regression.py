@@ -46,8 +46,10 @@ from ._validation import (
     check_dtype,
     check_finite,
     check_int,
+    check_last_dim,
     check_leaf,
     check_rank,
+    check_spinup,
     check_state,
     warn_zero_beta,
 )
@@ -434,22 +436,10 @@ def train_RCRegressor(
             f"{owner}: target_seq must have the same leading shape as in_seq "
             f"{tuple(in_seq.shape[:-1])}, got {tuple(target_seq.shape[:-1])}"
         )
-    if in_seq.shape[-1] != model.in_dim:
-        raise ValueError(
-            f"{owner}: in_seq must have {model.in_dim} features (in_dim), got "
-            f"shape {tuple(in_seq.shape)}"
-        )
-    if target_seq.shape[-1] != model.out_dim:
-        raise ValueError(
-            f"{owner}: target_seq must have {model.out_dim} features (out_dim), got "
-            f"shape {tuple(target_seq.shape)}"
-        )
-    spinup = check_int("spinup", spinup, owner, minimum=0)
-    if spinup >= in_seq.shape[-2]:
-        raise ValueError(
-            f"{owner}: spinup ({spinup}) must be less than the sequence length "
-            f"({in_seq.shape[-2]})"
-        )
+    check_last_dim("in_seq", in_seq, model.in_dim, owner, "features (in_dim)")
+    check_last_dim("target_seq", target_seq, model.out_dim, owner, "features (out_dim)")
+    length = in_seq.shape[-2]
+    spinup = check_spinup(spinup, length, owner, f"the sequence length ({length})")
     check_initial_state(owner, model, initial_res_state, in_seq.shape[0], multi)
     check_beta(beta, owner)
     warn_zero_beta(beta, owner, in_seq)

@@ -78,6 +78,7 @@ from .._validation import (
     check_finite,
     check_int,
     check_rank,
+    check_spinup,
     check_state,
     warn_if_untrained,
 )
@@ -418,12 +419,8 @@ class RCClassifierBase(eqx.Module):
         """
         owner = type(self).__name__
         in_seq = self._check_seq(in_seq)
-        spinup = check_int("spinup", spinup, owner, minimum=0)
-        if spinup >= in_seq.shape[0]:
-            raise ValueError(
-                f"{owner}: spinup ({spinup}) must be less than the "
-                f"sequence length ({in_seq.shape[0]})"
-            )
+        length = in_seq.shape[0]
+        spinup = check_spinup(spinup, length, owner, f"the sequence length ({length})")
         base, bi = _split_repr(self.state_repr)
         if base == "model_space" and in_seq.shape[0] - spinup < 2:
             raise ValueError(

@@ -19,7 +19,9 @@ from .._validation import (
     check_data,
     check_finite,
     check_int,
+    check_last_dim,
     check_rank,
+    check_spinup,
     warn_zero_beta,
 )
 from .base import PPV_MAX_STATES, PPV_QUANTILES, RCClassifierBase, _split_repr
@@ -154,16 +156,10 @@ def _check_train_seqs(owner, model, train_seqs, spinup):
             f"sample (n_samples, seq_len, data_dim), got shape "
             f"{tuple(train_seqs.shape)}: there is nothing to fit the readout on"
         )
-    if train_seqs.shape[-1] != model.in_dim:
-        raise ValueError(
-            f"{owner}: train_seqs must have {model.in_dim} features in its last axis, "
-            f"got shape {tuple(train_seqs.shape)}"
-        )
-    spinup = check_int("spinup", spinup, owner, minimum=0)
-    if spinup >= train_seqs.shape[1]:
-        raise ValueError(
-            f"{owner}: spinup ({spinup}) must be less than seq_len ({train_seqs.shape[1]})"
-        )
+    check_last_dim("train_seqs", train_seqs, model.in_dim, owner)
+    spinup = check_spinup(
+        spinup, train_seqs.shape[1], owner, f"seq_len ({train_seqs.shape[1]})"
+    )
     return train_seqs, spinup
 
 

@@ -15,7 +15,7 @@ from .._training import (
     teacher_forced_fit,
     teacher_forced_sequences,
 )
-from .._validation import check_data, check_rank
+from .._validation import check_data, check_last_dim, check_rank
 from .base import RCControllerBase
 from .models import ESNController
 
@@ -136,11 +136,9 @@ def train_RCController(
             f"{owner}: control_seq must have the same length as train_seq "
             f"{tuple(train_seq.shape[:-1])}, got {tuple(control_seq.shape[:-1])}"
         )
-    if control_seq.shape[-1] != model.control_dim:
-        raise ValueError(
-            f"{owner}: control_seq must have {model.control_dim} columns (control_dim), "
-            f"got shape {tuple(control_seq.shape)}"
-        )
+    check_last_dim(
+        "control_seq", control_seq, model.control_dim, owner, "columns (control_dim)"
+    )
     beta, keep = jnp.asarray(beta, model.dtype), bool(return_states)
 
     def train(init, show):
