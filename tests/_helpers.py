@@ -18,6 +18,29 @@ RUNTIME_ERRORS = (
     getattr(jax.errors, "JaxRuntimeError", RuntimeError),
 )
 
+#: Whether the tests run on a CPU (JAX's default backend). Some guarantees
+#: are the CPU's: bit identity between a batched program and its members run
+#: alone (a GPU's batched kernels sum in another order, and an
+#: ill-conditioned ridge solve turns that rounding into visible differences),
+#: ORC 0.4's exact draws (a GPU fuses their multiply-adds), the native kernels.
+ON_CPU = jax.default_backend() == "cpu"
+
+#: Skip mark for tests of a CPU-only guarantee (see ``ON_CPU``).
+CPU_ONLY = __import__("pytest").mark.skipif(
+    not ON_CPU,
+    reason="a CPU guarantee (bit identity of batched and single programs, ORC 0.4's "
+    "exact draws): the default backend here is " + jax.default_backend(),
+)
+
+
+@contextlib.contextmanager
+def on_cpu():
+    """Run the block's JAX computations on the CPU device (native-kernel tests
+    on a machine whose default device is a GPU)."""
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
+
 _events: list[str] = []
 monitoring.register_event_duration_secs_listener(
     lambda name, *args, **kwargs: _events.append(name)

@@ -16,7 +16,7 @@ BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCH_DIR))
 
 from harness import data, report  # noqa: E402
-from harness.markdown import render_results  # noqa: E402
+from harness.markdown import gpu_section, render_results  # noqa: E402
 
 
 def _load_run_module():
@@ -282,3 +282,20 @@ def test_render_results_smoke():
     assert "| 500 | train, warm min | 200 ms | 400 ms | error | 0.5× |" in text
     assert "MemoryError: boom" in text
     assert "(not run in this mode)" in text
+
+
+def test_gpu_section_takes_the_sizes_table(tmp_path):
+    md = tmp_path / "GPU.md"
+    assert gpu_section(md) == []  # no GPU report: no section
+    md.write_text(
+        "# GPU\n\nMeasured on **one H100** (x).\n\n## Sizes\n\ntext\n\n"
+        "| N | s |\n|---:|---:|\n| 2000 | 1.0 |\n\nafter\n\n| other | table |\n"
+    )
+    section = gpu_section(md)
+    assert section[0].startswith("## GPU")
+    assert "one H100" in section[2]
+    assert [ln for ln in section if ln.startswith("|")] == [
+        "| N | s |",
+        "|---:|---:|",
+        "| 2000 | 1.0 |",
+    ]

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import orc
-from _helpers import noisy_sinusoids
+from _helpers import ON_CPU, noisy_sinusoids
 from orc._validation import run_check_inits
 from orc.classifier import (
     ESNClassifier,
@@ -215,7 +215,9 @@ def test_training_with_candidates_uses_loo(data, trained):
     feats = np.asarray(jax.vmap(lambda s: model.features(s, spinup=SPINUP))(seqs))
     w, beta, _ = loo_ridge(feats, np.eye(3)[np.asarray(labels)], BETAS)
     assert float(model.selected_beta) == float(beta)
-    np.testing.assert_allclose(model.readout.wout[0], w, rtol=1e-9, atol=1e-12)
+    # a GPU's features round apart from the CPU's (measured on an H100: 4e-9)
+    tol = 1e-9 if ON_CPU else 1e-7
+    np.testing.assert_allclose(model.readout.wout[0], w, rtol=tol, atol=1e-12)
     probs = jax.vmap(lambda s: model.classify(s, spinup=SPINUP))(test)
     assert np.mean(np.argmax(np.asarray(probs), 1) == np.asarray(test_labels)) >= 0.8
     # one beta: ORC's plain ridge, and no selection recorded

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from _helpers import CPU_ONLY
 from orc._construct import (
     _scale_to_radius,
     distinct_columns,
@@ -176,6 +177,7 @@ def test_arnoldi_breakdown_gives_no_nan():
     assert float(est) == pytest.approx(5.0, rel=1e-12)
 
 
+@CPU_ONLY
 def test_vmap_equals_loop_bit_for_bit():
     keys = jax.random.split(jax.random.key(9), 4)
 

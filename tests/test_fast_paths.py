@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 
 import orc
+from _helpers import on_cpu
 from orc import _native
 from orc._matrix import (
     _esn_run_scan,
@@ -50,6 +51,16 @@ from orc._ridge import (
 )
 
 RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def _cpu_device():
+    """These tests are about the CPU kernels: run them on the CPU device also
+    where the default device is a GPU."""
+    with on_cpu():
+        yield
+
+
 pytestmark = pytest.mark.skipif(
     not _native.native_available(),
     reason="native kernels off here (not installed, or ORC_NATIVE=0)",

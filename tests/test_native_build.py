@@ -22,7 +22,8 @@ NATIVE_OFF = os.environ.get("ORC_NATIVE") == "0"
 
 
 def _run(code: str, env_extra: dict | None = None, **kw) -> str:
-    env = {**os.environ, **(env_extra or {})}
+    # the CPU kernels' programs, also where a GPU is the default device
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", **(env_extra or {})}
     proc = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

@@ -15,10 +15,19 @@ import numpy as np
 import pytest
 
 import orc
-from _helpers import lorenz_rk4
+from _helpers import lorenz_rk4, on_cpu
 from orc import _native
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
+
+
+@pytest.fixture(autouse=True)
+def _cpu_device():
+    """These tests are about the CPU kernels: run them on the CPU device also
+    where the default device is a GPU."""
+    with on_cpu():
+        yield
+
 
 pytestmark = pytest.mark.skipif(
     not _native.native_available(), reason="native kernels off (ORC_NATIVE=0)"

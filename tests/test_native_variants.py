@@ -56,6 +56,7 @@ def _default_report() -> str:
 def _report(**env) -> dict:
     full = {k: v for k, v in os.environ.items() if k != "ORC_NATIVE_VARIANTS"}
     full.update(env)
+    full["JAX_PLATFORMS"] = "cpu"  # the CPU kernels, also where a GPU is the default
     proc = subprocess.run(
         [sys.executable, "-c", _REPORT], env=full, capture_output=True, text=True
     )

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import orc
-from _helpers import RUNTIME_ERRORS, count_compiles
+from _helpers import ON_CPU, RUNTIME_ERRORS, count_compiles
 from orc.forecaster import NVARForecaster, train_NVARForecaster
 
 
@@ -310,7 +310,11 @@ def test_auto_input_noise_is_a_fraction_of_each_dimensions_std():
     y = x / x.std(axis=0) * 5.0  # both columns: std 5
     auto, _ = train_NVARForecaster(m, jnp.asarray(y))
     given, _ = train_NVARForecaster(m, jnp.asarray(y), input_noise=5e-3)
-    np.testing.assert_allclose(np.asarray(auto.wout), np.asarray(given.wout), rtol=1e-9)
+    # the same fit; on a GPU the two programs round the noise's scale apart
+    # and the cubic fit amplifies it (measured on an H100: 2.3e-5)
+    np.testing.assert_allclose(
+        np.asarray(auto.wout), np.asarray(given.wout), rtol=1e-9 if ON_CPU else 1e-4
+    )
     with pytest.raises(ValueError, match="input_noise must be a number >= 0 or 'auto'"):
         train_NVARForecaster(m, jnp.asarray(x), input_noise="relative")
 

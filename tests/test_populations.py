@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 
 import orc
-from _helpers import count_compiles
+from _helpers import CPU_ONLY, count_compiles
 
 U = jnp.asarray(orc.data.lorenz63(tN=40, dt=0.01)[0])
 
 
+@CPU_ONLY
 def test_models_of_different_seeds_stack_and_vmap():
     """Eight ESNs that differ only in their seed stack into one pytree, and one
     ``eqx.filter_vmap`` trains and forecasts all of them: the same numbers as
@@ -215,6 +216,7 @@ def test_training_is_bit_identical_across_processes_and_thread_counts(tmp_path):
         np.testing.assert_array_equal(w["two_a"], w[name], err_msg=name)
 
 
+@CPU_ONLY
 def test_ensemble_equals_its_members_trained_alone():
     """The ensemble trainer fits each member exactly as the plain trainer fits
     that member on its own: bit-identical readouts."""

@@ -155,3 +155,38 @@ def test_user_default_precision_does_not_reach_orc():
     model = F.ESNForecaster(3, 20, dtype=F32, seed=0)
     with jax.default_matmul_precision("bfloat16"):
         assert _imprecise(lambda m, u: F.train_RCForecaster(m, u), model, U) == []
+
+
+def test_gru_driver_and_model_at_full_precision():
+    # equinox's GRUCell leaves its products' precision unset: the driver's
+    # step and a model built on it still trace at full precision
+    driver = orc.drivers.GRUDriver(20, seed=0, dtype=F32)
+    r = driver.default_state()
+    with jax.default_matmul_precision("bfloat16"):
+        assert _imprecise(lambda d, p, r: d.advance(p, r), driver, r, r) == []
+        model = F.RCForecasterBase(
+            driver=driver,
+            readout=orc.readouts.LinearReadout(3, 20, dtype=F32),
+            embedding=orc.embeddings.LinearEmbedding(3, 20, 0.1, seed=1, dtype=F32),
+            dtype=F32,
+        )
+        assert _imprecise(lambda m, u: F.train_RCForecaster(m, u), model, U) == []
+
+
+def test_ridge_derivatives_at_full_precision():
+    # the derivative rules of qr (QR form), cholesky and the triangular solves
+    # (normal equations) are JAX's: their products are traced at full
+    # precision too, also when the ridge functions are called directly
+    from orc import _ridge
+
+    X, Y = U[:, :2], U[:, 2:]
+    gram = _ridge.RidgeStats.zeros(2, 1, None, F32)
+    qr = _ridge.RidgeStats(gram.gram, gram.cross, gram.count, form="qr")
+    for stats in (gram, qr):
+
+        def fit(X, stats=stats):
+            return _ridge.solve(_ridge.stats_update(stats, X, Y), 1e-3).sum()
+
+        with jax.default_matmul_precision("bfloat16"):
+            assert _imprecise(jax.grad(fit), X) == [], stats.form
+            assert _imprecise(lambda X: jax.jvp(fit, (X,), (X,))[1], X) == []

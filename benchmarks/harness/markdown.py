@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from harness import report
 
 SECTION_TITLES = {
@@ -149,10 +151,44 @@ def _errors(payload: dict, labels: dict) -> list[str]:
     return lines
 
 
+GPU_REPORT = Path(__file__).resolve().parent.parent / "GPU.md"
+
+
+def gpu_section(path: Path = GPU_REPORT) -> list[str]:
+    """The GPU sizes table of ``benchmarks/GPU.md`` (written from
+    ``benchmarks/gpu.py``'s runs on a lent GPU; CI has none) as a section of
+    the report, or nothing when the file is absent."""
+    if not path.exists():
+        return []
+    text = path.read_text().splitlines()
+    head = next((ln for ln in text if ln.startswith("Measured on")), "")
+    device = head.split("**")[1] if head.count("**") >= 2 else "a GPU"
+    try:
+        start = text.index("## Sizes")
+    except ValueError:
+        return []
+    table = []
+    for ln in text[start + 1 :]:
+        if ln.startswith("|"):
+            table.append(ln)
+        elif table:
+            break
+    return [
+        "## GPU: build, train, forecast and peak memory by size",
+        "",
+        f"From `benchmarks/GPU.md`, measured on {device}; its protocol, the "
+        "forecast-loop variants, populations and the memory model are there.",
+        "",
+        *table,
+        "",
+    ]
+
+
 def render_results(payload: dict, labels: dict) -> str:
     lines = _header(payload, labels)
     for wl in payload["workloads"]:
         lines += _section(payload, labels, wl)
+    lines += gpu_section()
     lines += _errors(payload, labels)
     lines += [
         "## Settings that differ between libraries",

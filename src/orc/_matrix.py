@@ -119,8 +119,7 @@ def ell_matvec(values, indices, x, native: bool | None = None):
 
 def _esn_run_scan(values, indices, drive, r0, leak):
     """Reference of :func:`esn_run`: one ``lax.scan`` step per input, the run
-    of one reservoir mapped over the bank."""
-    indices = checked_columns(indices, values.shape[-2])
+    of one reservoir mapped over the bank (``indices`` checked by the caller)."""
     return jax.vmap(_esn_run_one, in_axes=(0, 0, 1, 0, None), out_axes=1)(
         values, indices, drive, r0, leak
     )
@@ -165,6 +164,15 @@ def esn_run(values, indices, drive, r0, leak):
     :mod:`orc._native`); elsewhere a ``lax.scan``. Derivatives go through
     the scan.
     """
+    # Checked here, before the platform's branch is chosen: a check inside a
+    # branch cannot hand its code to the program's ledger and would become a
+    # host callback (equinox.error_if) in the branch a GPU runs.
+    indices = checked_columns(indices, values.shape[-2])
+    return _esn_run(values, indices, drive, r0, leak)
+
+
+def _esn_run(values, indices, drive, r0, leak):
+    """:func:`esn_run` for checked ``indices``."""
     leak = jnp.asarray(leak, drive.dtype)
     if (
         _strategy.native()
@@ -203,7 +211,7 @@ def _esn_fit_plain(
     values, indices, win, windows, bias, r0, leak, gram, cross, targets, start, stop
 ):
     """Reference of :func:`_esn_fit_native`: the drive, the run, the statistics."""
-    states = esn_run(values, indices, linear_drive(win, windows, bias), r0, leak)
+    states = _esn_run(values, indices, linear_drive(win, windows, bias), r0, leak)
     stats = stats_update(
         RidgeStats(gram, cross, jnp.zeros((), gram.dtype)), states, targets, start, stop
     )
@@ -287,6 +295,7 @@ def esn_run_stats(
             f"esn_run_stats: rows [{start}, {stop}) outside a run of "
             f"{steps} steps / {targets.shape[0]} targets"
         )
+    indices = checked_columns(indices, values.shape[-2])  # see esn_run
     args = (values, indices, win, windows, bias, r0, leak, stats.gram, stats.cross)
     args = args + (targets,)
     fusable = (
@@ -308,13 +317,17 @@ def esn_run_stats(
         return states, RidgeStats(
             gram, cross, stats.count + (stop - start), weights_dtype=stats.weights_dtype
         )
-    states = esn_run(values, indices, linear_drive(win, windows, bias), r0, leak)
+    states = _esn_run(values, indices, linear_drive(win, windows, bias), r0, leak)
     return states, stats_update(stats, states, targets, start, stop)
 
 
-def _esn_forecast_scan(values, indices, win, window, bias, wout, r0, leak, length):
-    """Reference of :func:`esn_forecast`: one ``lax.scan`` step per output."""
-    indices = checked_columns(indices, values.shape[-2])
+def _esn_forecast_scan(
+    values, indices, win, window, bias, wout, r0, leak, length, unroll=None
+):
+    """Reference of :func:`esn_forecast`: one ``lax.scan`` step per output;
+    ``unroll`` steps per iteration of the compiled loop, by default
+    :func:`orc._strategy.scan`'s choice for the platform (``indices`` checked
+    by the caller)."""
 
     def readout(r):
         return jnp.einsum("con,cn->co", wout, r, precision="highest").reshape(-1)
@@ -327,7 +340,10 @@ def _esn_forecast_scan(values, indices, win, window, bias, wout, r0, leak, lengt
         r = jax.vmap(_esn_step, in_axes=(0, 0, 0, 0, None))(values, indices, r, p, leak)
         return r, readout(r)
 
-    rest = jax.lax.scan(step, r0, None, length=length - 1)[1]
+    if unroll is None:
+        rest = _strategy.scan(step, r0, None, length=length - 1)[1]
+    else:
+        rest = jax.lax.scan(step, r0, None, length=length - 1, unroll=unroll)[1]
     return jnp.concatenate([readout(r0)[None], rest], axis=0)
 
 
@@ -375,6 +391,7 @@ def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int
     leak = jnp.asarray(leak, dtype)
     bias = jnp.asarray(bias, dtype)
     window = jnp.asarray(window, jnp.int32)
+    indices = checked_columns(indices, values.shape[-2])  # see esn_run
     args = (values, indices, win, window, bias, wout, r0, leak)
     if (
         _strategy.native()

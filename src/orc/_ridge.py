@@ -10,9 +10,13 @@ states) and ``Y_c`` the targets. Only the sufficient statistics
 ``G = F^T F`` and ``B = F^T Y`` are needed, so they are accumulated over time
 blocks: the transformed features never exist for the whole sequence at once,
 and sequences (several trajectories, or data arriving later) simply add their
-statistics. The solve is a Cholesky factorisation, with a fallback to a
-symmetric eigen-decomposition (minimum-norm solution) when the factorisation
-fails, i.e. when ``G + beta I`` is not numerically positive definite. On CPU
+statistics. The solve is a Cholesky factorisation, with a fallback when the
+factorisation fails, i.e. when ``G + beta I`` is not numerically positive
+definite: on CPU a symmetric eigen-decomposition (the minimum-norm
+solution); on a GPU or other device the Cholesky solution of
+``G + (beta + delta) I`` with the smallest tried shift ``delta`` that
+factorises (:func:`_shifted_solve`: an eigen-solver there reserves its large
+workspace in every training program, taken or not). On CPU
 both the Gram update and the factorisation run in place in one buffer (BLAS
 ``syrk`` and LAPACK ``potrf`` through :mod:`orc._native`), so a fit holds one
 ``F x F`` matrix.
@@ -87,7 +91,9 @@ class RESULTS(eqx.Enumeration):
     fallback = (
         "ridge regression: the Cholesky factorisation of G + beta I failed, i.e. the "
         "regression features are numerically collinear for this ridge strength "
-        "beta; the minimum-norm (pseudo-inverse) solution was used instead. For a "
+        "beta; the minimum-norm (pseudo-inverse) solution was used instead (on a "
+        "CPU; on a GPU or other device the Cholesky solution with beta raised by "
+        "the smallest shift that factorises, see orc._ridge._shifted_solve). For a "
         "well-posed fit use a larger ridge parameter `beta`, or fewer or less "
         "correlated features (e.g. a smaller reservoir or a feature map without "
         "redundant terms), or train in float64."
@@ -200,7 +206,8 @@ def _fold_qr(r: Array, z: Array, x: Array, y: Array) -> tuple[Array, Array]:
     stacked = jnp.concatenate(
         [jnp.concatenate([r, z], -1), jnp.concatenate([x, y], -1)], -2
     )
-    top = jnp.linalg.qr(stacked, mode="r")[..., :f, :]
+    with _strategy.full_precision():  # the products of qr's derivative rule
+        top = jnp.linalg.qr(stacked, mode="r")[..., :f, :]
     return top[..., :f], top[..., f:]
 
 
@@ -454,22 +461,93 @@ def _min_norm_host(gram: Array, cross: Array, beta) -> Array:
     return jax.pure_callback(host, shape, gram, cross, beta, vmap_method="sequential")
 
 
+#: Shifts the device fallback tries: ``delta_0 * SHIFT_GROWTH**j`` for ``j <
+#: SHIFT_TRIES``, from ``delta_0 = F eps max|diag(G + beta I)|`` (the level
+#: below which the eigen-solve's cutoff discards directions) up to 1e14 times
+#: that: a matrix that factorises at none of them has no finite solution.
+SHIFT_TRIES = 8
+SHIFT_GROWTH = 100.0
+
+
+def _cholesky(a: Array) -> Array:
+    """Lower Cholesky factor of the symmetric ``a`` (NaN where it fails),
+    without symmetrising a copy first (our matrices are symmetric by
+    construction, so ``(a + a^T) / 2`` would equal ``a`` bit for bit and only
+    cost one more ``F x F`` buffer)."""
+    return jax.lax.linalg.cholesky(a, symmetrize_input=False)
+
+
+def _shift_for(lhs: Array) -> Array:
+    """The smallest tried shift ``delta`` for which ``lhs + delta I``
+    factorises (see ``SHIFT_TRIES``), as a scalar; NaN where none does."""
+    n = lhs.shape[-1]
+    eye = jnp.eye(n, dtype=lhs.dtype)
+    scale = jnp.max(jnp.abs(jnp.diagonal(lhs)))
+    delta0 = n * jnp.finfo(lhs.dtype).eps * jnp.where(scale > 0, scale, 1)
+    growth = jnp.asarray(SHIFT_GROWTH, lhs.dtype)
+
+    def untried(state):
+        j, ok = state
+        return ~ok & (j < SHIFT_TRIES - 1)
+
+    def attempt(state):
+        j = state[0] + 1
+        factor = _cholesky(lhs + delta0 * growth ** j.astype(lhs.dtype) * eye)
+        return j, jnp.all(jnp.isfinite(factor))
+
+    first = jnp.all(jnp.isfinite(_cholesky(lhs + delta0 * eye)))
+    j, ok = jax.lax.while_loop(untried, attempt, (jnp.int32(0), first))
+    return jnp.where(ok, delta0 * growth ** j.astype(lhs.dtype), jnp.nan)
+
+
+def _shifted_solve(gram: Array, cross: Array, beta) -> Array:
+    """The fallback off CPU: ``(G + (beta + delta) I)^{-1} cross`` by
+    Cholesky, ``delta`` the smallest tried shift that factorises
+    (:func:`_shift_for`; held constant for derivatives).
+
+    An eigen-decomposition (the minimum-norm solution the CPU computes) would
+    make every training program on a GPU reserve cuSOLVER's ``syevd``
+    workspace and eigenvector matrix, several times the Gram's size, whether
+    the fallback runs or not: at 32000 features that no longer fits on an
+    80 GB card. This fallback needs only what the Cholesky solve itself
+    needs. It differs from the minimum-norm solution only in the directions
+    the eigen-solve would discard (eigenvalues of ``G + beta I`` below the
+    shift), which it damps by ``1 / (lambda + delta)`` instead of zeroing.
+    """
+    n = gram.shape[-1]
+    lhs = symmetric(gram) + beta * jnp.eye(n, dtype=gram.dtype)
+    delta = jax.lax.stop_gradient(_shift_for(lhs))
+    factor = _cholesky(lhs + delta * jnp.eye(n, dtype=gram.dtype))
+    return jax.scipy.linalg.cho_solve((factor, True), cross)
+
+
 @jax.custom_jvp
 def _min_norm(gram: Array, cross: Array, beta) -> Array:
     # The fallback rarely runs, but a branch of lax.cond reserves its memory
-    # whether taken or not: XLA's eigh would double the solve's footprint
-    # (61 -> 122 MiB at 2000 features), so with the native backend on CPU it
-    # runs in numpy, only when needed. Derivatives go through the XLA version.
+    # whether taken or not: XLA's eigh would double the solve's footprint on
+    # CPU (61 -> 122 MiB at 2000 features), so with the native backend it
+    # runs in numpy on the host, only when needed; off CPU it is the shifted
+    # Cholesky solve (_shifted_solve), which needs no eigen-solver workspace.
     if not _strategy.native():
-        return _min_norm_xla(gram, cross, beta)
+        return jax.lax.platform_dependent(
+            gram, cross, beta, cpu=_min_norm_xla, default=_shifted_solve
+        )
     return jax.lax.platform_dependent(
-        gram, cross, beta, cpu=_min_norm_host, default=_min_norm_xla
+        gram, cross, beta, cpu=_min_norm_host, default=_shifted_solve
     )
 
 
 @_min_norm.defjvp
 def _min_norm_jvp(primals, tangents):
-    return jax.jvp(_min_norm_xla, primals, tangents)
+    def on_cpu(*args):
+        return jax.jvp(_min_norm_xla, args[:3], args[3:])
+
+    def elsewhere(*args):
+        return jax.jvp(_shifted_solve, args[:3], args[3:])
+
+    return jax.lax.platform_dependent(
+        *primals, *tangents, cpu=on_cpu, default=elsewhere
+    )
 
 
 def _solve_xla_status(gram: Array, cross: Array, beta) -> tuple[Array, Array]:
@@ -485,7 +563,7 @@ def _solve_xla_status(gram: Array, cross: Array, beta) -> tuple[Array, Array]:
     def by_eigh(_):
         return _min_norm(gram, cross, beta), jnp.int32(1)
 
-    factor = jnp.linalg.cholesky(lhs)
+    factor = _cholesky(lhs)
     # the branch decides the status: no extra pass over the Gram
     return jax.lax.cond(jnp.all(jnp.isfinite(factor)), by_cholesky, by_eigh, factor)
 
@@ -576,6 +654,19 @@ def _solve_intercept(gram, cross, beta) -> tuple[Array, Array]:
     return jnp.concatenate([b[:, None], w], axis=1), code
 
 
+def _qr_shifted_solve(r: Array, z: Array, tiny: Array) -> Array:
+    """The QR form's fallback off CPU: ``argmin ||R x - z||^2 + tiny^2
+    ||x||^2`` by one more QR fold and a triangular solve (``tiny``, one per
+    problem of the stack, is the level below which ``lstsq`` on CPU discards
+    singular values). An SVD there would reserve its workspace in every
+    fit, as the eigen-solve would for the normal equations
+    (:func:`_shifted_solve`); this needs only the QR's."""
+    f = r.shape[-1]
+    shift = jnp.asarray(tiny, r.dtype)[..., None, None] * jnp.eye(f, dtype=r.dtype)
+    r3, z3 = _fold_qr(r, z, jnp.broadcast_to(shift, r.shape), jnp.zeros_like(z))
+    return jax.scipy.linalg.solve_triangular(r3, z3, lower=False)
+
+
 def _solve_qr(stats: RidgeStats, beta, intercept: bool) -> tuple[Array, Array]:
     """Weights ``([C,] O, F)`` and severity code from statistics in QR form:
     the R factor of ``[[R, Q^T Y], [sqrt(beta) D, 0]]`` (``D`` the identity,
@@ -608,7 +699,12 @@ def _solve_qr(stats: RidgeStats, beta, intercept: bool) -> tuple[Array, Array]:
         x = jax.vmap(lambda a, b: jnp.linalg.lstsq(a, b)[0])(a, b)
         return x.reshape(z2.shape)
 
-    x = jax.lax.cond(singular & finite, min_norm, triangular, None)
+    def fallback(_):
+        return jax.lax.platform_dependent(
+            None, cpu=min_norm, default=lambda _: _qr_shifted_solve(r2, z2, tiny)
+        )
+
+    x = jax.lax.cond(singular & finite, fallback, triangular, None)
     code = jnp.where(~finite, _NONFINITE, jnp.where(singular, _FALLBACK, _SUCCESSFUL))
     return jnp.swapaxes(x, -1, -2), code.astype(jnp.int32)
 
@@ -625,6 +721,15 @@ def _solve_coded(
 
 
 def _solve_coded_wide(
+    stats: RidgeStats, beta, batch_size: int | None, intercept: bool
+) -> tuple[Array, Array]:
+    # the derivative rules of cholesky, the triangular solves and eigh build
+    # products of their own: at full precision like ours
+    with _strategy.full_precision():
+        return _solve_coded_unscoped(stats, beta, batch_size, intercept)
+
+
+def _solve_coded_unscoped(
     stats: RidgeStats, beta, batch_size: int | None, intercept: bool
 ) -> tuple[Array, Array]:
     one = _solve_intercept if intercept else _solve_one

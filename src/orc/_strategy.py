@@ -28,10 +28,20 @@ import functools
 import os
 
 import equinox as eqx
+import jax
 
 from . import _errors
 
-__all__ = ["BACKENDS", "use_backend", "default_backend", "native", "compiled"]
+__all__ = [
+    "BACKENDS",
+    "use_backend",
+    "default_backend",
+    "native",
+    "compiled",
+    "scan",
+    "DEVICE_UNROLL",
+    "full_precision",
+]
 
 BACKENDS = ("native", "xla")
 _current: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -74,6 +84,18 @@ def native() -> bool:
     return resolve(None) == "native"
 
 
+def full_precision():
+    """Context in which every contraction traced without an explicit
+    precision runs at full precision for its dtype (``"highest"``): those
+    JAX builds for orc inside its own functions (the derivative rules of
+    ``qr``, ``cholesky`` and triangular solves, ``equinox.nn`` layers such
+    as the GRU cell) and those of user components run by an orc entry point.
+    orc's own contractions pass ``precision="highest"`` themselves. Scoped to
+    the trace (thread-local), so the user's setting outside is untouched; on
+    CPU it changes nothing, on a GPU it keeps float32 out of TF32."""
+    return jax.default_matmul_precision("highest")
+
+
 def compiled(fn):
     """``eqx.filter_jit`` of ``fn`` with a static keyword ``backend`` (see the
     module doc). Works on functions and methods (``self`` is traced like any
@@ -83,7 +105,7 @@ def compiled(fn):
 
     @eqx.filter_jit
     def run(*args, _backend, **kwargs):
-        with use_backend(_backend):
+        with use_backend(_backend), full_precision():
             return _errors.collect(fn, *args, **kwargs)
 
     @functools.wraps(fn)
@@ -91,3 +113,29 @@ def compiled(fn):
         return _errors.report(*run(*args, _backend=resolve(backend), **kwargs))
 
     return call
+
+
+#: Steps of a closed-loop forecast per iteration of the compiled loop on a
+#: GPU or other device. XLA runs a loop's control on the host there: every
+#: iteration waits for the device, ~5 us per iteration on an H100 (jax 0.11),
+#: which was half of an N=2000 forecast step (10.4 us per step with one step
+#: per iteration, 5.4 with 16, 5.1 with 64 at 2x the compile time; float32
+#: 9.4, 4.9, 4.6; benchmarks/GPU.md). The forced runs of training stay
+#: rolled: unrolled, training at N=2000 measured 0.24 s instead of 0.16 s.
+#: On CPU every loop stays rolled (unrolling only lengthens compilation).
+DEVICE_UNROLL = 16
+
+
+def scan(step, init, xs, length: int | None = None):
+    """``jax.lax.scan(step, init, xs, length)`` unrolled ``DEVICE_UNROLL``
+    steps per iteration off CPU, rolled on CPU (the branch is chosen when the
+    program is lowered for its platform; the results are the same function,
+    rounding aside)."""
+    return jax.lax.platform_dependent(
+        init,
+        xs,
+        cpu=lambda i, x: jax.lax.scan(step, i, x, length=length),
+        default=lambda i, x: jax.lax.scan(
+            step, i, x, length=length, unroll=DEVICE_UNROLL
+        ),
+    )

@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from . import _strategy
 from ._bank import declares, to_bank, to_view
 from ._matrix import (
     ReservoirMatrix,
@@ -1085,7 +1086,8 @@ class GRUDriver(DriverBase):
     ) -> Float[Array, " res_dim"]:
         """``GRUCell(proj_vars, res_state)``."""
         self._check_shapes(proj_vars, res_state)
-        return self.gru(proj_vars, res_state)
+        with _strategy.full_precision():  # equinox's cell leaves it unset
+            return self.gru(proj_vars, res_state)
 
 
 # --------------------------------------------------------------------------- #

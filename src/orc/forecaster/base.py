@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .. import _errors
+from .. import _errors, _strategy
 from .._bank import declares
 from .._compose import check_model
 from .._divergence import report_divergence
@@ -247,7 +247,7 @@ class RCForecasterBase(eqx.Module):
             return r, self.readout.readout(r)
 
         first = self.readout.readout(res_state)
-        _, rest = jax.lax.scan(step, res_state, None, length=fcast_len - 1)
+        _, rest = _strategy.scan(step, res_state, None, length=fcast_len - 1)
         return jnp.concatenate([first[None], rest], axis=0)
 
     def forecast(
