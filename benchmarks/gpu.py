@@ -408,62 +408,36 @@ def main() -> None:
         with open(os.path.join(args.out, "gpu_results.md"), "w") as f:
             f.write(_table(results))
 
+    def child(job, env=None, **opts):
+        """Run ``job`` in its own process with the data and ``--key value``
+        options (underscores as dashes); keep and save what it reports."""
+        argv = [job, "--data", data, "--steps", str(args.steps)]
+        for key, value in opts.items():
+            if value is None:
+                continue
+            flag = "--" + key.replace("_", "-")
+            argv += [flag] if value is True else [flag, str(value)]
+        results.extend(_run_child(argv, env))
+        save()
+
     if "size" not in skip:
         for n in sizes:
-            extra = ["--host-build"] if n <= 16000 else []
-            results += _run_child(
-                [
-                    "size",
-                    "--data",
-                    data,
-                    "--n",
-                    str(n),
-                    "--T",
-                    str(args.T),
-                    "--steps",
-                    str(args.steps),
-                    *extra,
-                ]
-            )
-            save()
+            child("size", n=n, T=args.T, host_build=True if n <= 16000 else None)
     if "variants" not in skip:
-        flag_sets = [
-            "",
-            "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CONDITIONAL,WHILE --xla_gpu_graph_min_graph_size=1",
-        ]
-        for flags in flag_sets:
-            results += _run_child(
-                [
-                    "variants",
-                    "--data",
-                    data,
-                    "--n",
-                    str(args.n),
-                    "--steps",
-                    str(args.steps),
-                    "--unrolls",
-                    ",".join(map(str, args.unrolls)),
-                ],
-                {"XLA_FLAGS": flags},
-            )
-            save()
-    if "population" not in skip:
-        results += _run_child(
-            [
-                "population",
-                "--data",
-                data,
-                "--n",
-                str(args.n),
-                "--steps",
-                str(args.steps),
-                "--pop",
-                str(args.pop),
-                "--ensemble",
-                str(args.ensemble),
-            ]
+        command_buffers = (
+            "--xla_gpu_enable_command_buffer="
+            "FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CONDITIONAL,WHILE "
+            "--xla_gpu_graph_min_graph_size=1"
         )
-        save()
+        for flags in ("", command_buffers):
+            child(
+                "variants",
+                {"XLA_FLAGS": flags},
+                n=args.n,
+                unrolls=",".join(map(str, args.unrolls)),
+            )
+    if "population" not in skip:
+        child("population", n=args.n, pop=args.pop, ensemble=args.ensemble)
     save()
     print(_table(results))
 
