@@ -528,12 +528,9 @@ def _min_norm(gram: Array, cross: Array, beta) -> Array:
     # CPU (61 -> 122 MiB at 2000 features), so with the native backend it
     # runs in numpy on the host, only when needed; off CPU it is the shifted
     # Cholesky solve (_shifted_solve), which needs no eigen-solver workspace.
-    if not _strategy.native():
-        return jax.lax.platform_dependent(
-            gram, cross, beta, cpu=_min_norm_xla, default=_shifted_solve
-        )
+    on_cpu = _min_norm_host if _strategy.native() else _min_norm_xla
     return jax.lax.platform_dependent(
-        gram, cross, beta, cpu=_min_norm_host, default=_shifted_solve
+        gram, cross, beta, cpu=on_cpu, default=_shifted_solve
     )
 
 
