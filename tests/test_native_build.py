@@ -117,3 +117,22 @@ def test_show_config_and_cli_info(capsys):
     cli = _run("from orc.cli import main; raise SystemExit(main(['info']))")
     assert "native kernels" in cli and "BLAS" in cli
     json.dumps(orc._config.config())  # plain data
+
+
+def test_show_config_on_a_gpu_says_what_runs_there(capsys, monkeypatch):
+    # on a CPU machine: the report of a process whose default device is a GPU
+    real = orc._config.config()
+    orc.show_config()
+    if real["platform"] == "cpu":
+        assert "serve the CPU only" not in capsys.readouterr().out
+    monkeypatch.setattr(
+        orc._config,
+        "config",
+        lambda: {**real, "platform": "cuda", "devices": ["cuda:0"]},
+    )
+    orc.show_config()
+    out = capsys.readouterr().out
+    assert "JAX platform   cuda: cuda:0" in out
+    assert "on cuda" in out and "native kernels below serve the CPU only" in out
+    assert f"unrolled {orc._strategy.DEVICE_UNROLL} steps" in out
+    assert "no TF32" in out

@@ -61,6 +61,17 @@ def show_config() -> None:
         f"  default path   {c['backend']}"
         + (" (ORC_NATIVE=0)" if os.environ.get("ORC_NATIVE") == "0" else ""),
     ]
+    if c["platform"] != "cpu":
+        from ._strategy import DEVICE_UNROLL
+
+        lines += [
+            f"  on {c['platform']:<11} XLA runs orc's computations (the native kernels "
+            "below serve the CPU only);",
+            f"                 closed-loop forecasts unrolled {DEVICE_UNROLL} steps per "
+            "loop iteration; every product at",
+            "                 full precision for its dtype (no TF32); "
+            'construction="jax" builds reservoirs on the device',
+        ]
     if native["available"]:
         missing = [n for n, ok in native["routines"].items() if not ok]
         cap = (
