@@ -862,3 +862,36 @@ def test_nan_reaches_every_kernel_on_both_paths(dtype):
                 orc.forecaster.train_RCForecaster(
                     esn, U, initial_res_state=r, batch_size=batch_size, backend=b
                 )
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+@pytest.mark.parametrize("rows, cols", [(1, 3), (2, 17), (999, 40)])
+def test_native_column_quantiles_equal_jnp_quantile(dtype, rows, cols):
+    # the "ppv" thresholds: std::nth_element per column against XLA's sort;
+    # the same order statistics and weights, the interpolation fused into an
+    # FMA as XLA fuses it on this CPU (at most one ulp where it would not)
+    from orc.classifier.train import _column_quantiles_native, column_quantiles
+
+    x = np.tanh(RNG.standard_normal((rows, cols))).astype(dtype)
+    x[:, 0] = np.round(x[:, 0], 1)  # ties
+    if cols > 5:
+        x[rows // 2, 5] = np.nan  # a column with a NaN is NaN throughout
+    q = jnp.asarray((0.0, 0.1, 0.25, 0.5, 0.75, 1.0), dtype)
+    ours = np.asarray(jax.jit(_column_quantiles_native)(jnp.asarray(x), q))
+    ref = np.asarray(jnp.quantile(jnp.asarray(x), q, axis=0))
+    np.testing.assert_array_max_ulp(ours, ref, maxulp=1)
+    assert np.array_equal(np.isnan(ours), np.isnan(ref))
+    if cols > 5:
+        assert np.isnan(ours[:, 5]).all()
+    # the dispatching function, under vmap and for derivatives (XLA's)
+    batch = jnp.stack([jnp.asarray(x), 2 * jnp.asarray(x)])
+    np.testing.assert_array_max_ulp(
+        np.asarray(jax.vmap(lambda a: column_quantiles(a, q))(batch))[1],
+        np.asarray(jnp.quantile(batch[1], q, axis=0)),
+        maxulp=1,
+    )
+    clean = jnp.asarray(np.nan_to_num(x))
+    np.testing.assert_allclose(
+        jax.grad(lambda a: column_quantiles(a, q).sum())(clean),
+        jax.grad(lambda a: jnp.quantile(a, q, axis=0).sum())(clean),
+    )

@@ -105,6 +105,7 @@ _ESN_TARGETS = _pair("esn_run")
 _FORECAST_TARGETS = _pair("esn_forecast")
 _FIT_TARGETS = _pair("esn_fit")
 _SOLVE_TARGETS = _pair("ridge_solve")
+_QUANTILE_TARGETS = _pair("column_quantiles")
 # what each family calls (single-precision names; the kernel takes the twin)
 _NEEDS = {
     "stats_update": ("syrk", "gemm"),
@@ -276,6 +277,7 @@ def target_names() -> tuple[str, ...]:
         _FORECAST_TARGETS,
         _FIT_TARGETS,
         _SOLVE_TARGETS,
+        _QUANTILE_TARGETS,
     )
     return tuple(name for table in tables for name in table.values())
 
@@ -311,6 +313,12 @@ def ridge_solve_target(dtype) -> str | None:
     """FFI target of the in-place ridge solve (orc's Cholesky factorisation;
     LAPACK ``syevd`` for the minimum-norm fallback), or None."""
     return _target(_SOLVE_TARGETS, dtype, "ridge_solve")
+
+
+def column_quantiles_target(dtype) -> str | None:
+    """FFI target of the per-column quantiles (``jnp.quantile(x, q,
+    axis=0)`` by ``std::nth_element``), or None."""
+    return _target(_QUANTILE_TARGETS, dtype)
 
 
 # Registered when orc is imported (not at first use): a process that only runs

@@ -58,7 +58,9 @@ std::string Calibrate();
   X(orc_esn_fit_f32, OrcEsnFitF32)                                          \
   X(orc_esn_fit_f64, OrcEsnFitF64)                                          \
   X(orc_esn_forecast_f32, OrcEsnForecastF32)                                \
-  X(orc_esn_forecast_f64, OrcEsnForecastF64)
+  X(orc_esn_forecast_f64, OrcEsnForecastF64)                                \
+  X(orc_column_quantiles_f32, OrcColumnQuantilesF32)                        \
+  X(orc_column_quantiles_f64, OrcColumnQuantilesF64)
 
 #define ORC_DECLARE_HANDLER(target, symbol) \
   extern "C" XLA_FFI_Error* symbol(XLA_FFI_CallFrame* call_frame);
