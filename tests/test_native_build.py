@@ -13,6 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import orc
@@ -136,3 +139,22 @@ def test_show_config_on_a_gpu_says_what_runs_there(capsys, monkeypatch):
     assert "on cuda" in out and "native kernels below serve the CPU only" in out
     assert f"unrolled {orc._strategy.DEVICE_UNROLL} steps" in out
     assert "no TF32" in out
+
+
+def test_a_stale_build_without_a_target_takes_the_xla_path(monkeypatch):
+    # an editable install not rebuilt since a kernel was added registers
+    # fewer targets than the Python side knows: those callers must not name
+    # a target XLA cannot find
+    if not _native.native_available():
+        pytest.skip("native kernels off")
+    name = _native.column_quantiles_target("float64")
+    assert name in _native.target_names()
+    monkeypatch.setitem(_native._state, "targets", _native._state["targets"] - {name})
+    assert _native.column_quantiles_target("float64") is None
+    from orc.classifier.train import column_quantiles
+
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((50, 4)))
+    q = jnp.asarray((0.25, 0.75))
+    text = jax.jit(column_quantiles).lower(x, q).as_text()
+    assert "orc_column_quantiles" not in text
+    np.testing.assert_array_equal(column_quantiles(x, q), jnp.quantile(x, q, axis=0))

@@ -145,8 +145,13 @@ def _load() -> str | None:
             f"install time?): {err}"
         )
     try:
-        for name, capsule in _kernels.handlers().items():
+        handlers = _kernels.handlers()
+        for name, capsule in handlers.items():
             jax.ffi.register_ffi_target(name, capsule, platform="cpu")
+        # what this build has: a stale build (an editable install not rebuilt
+        # since a kernel was added) lacks the newer targets, whose callers
+        # then take XLA's path instead of naming a target XLA cannot find
+        _state["targets"] = frozenset(handlers)
         _kernels.set_routines(_scipy_capsules())
         _state["routines"] = _kernels.routines()
     except Exception as err:  # noqa: BLE001 - any failure means: use the JAX path
@@ -258,7 +263,7 @@ def _ask_pool() -> None:
 
 def _target(table: dict, dtype, family: str | None = None) -> str | None:
     name = table.get(str(jax.numpy.dtype(dtype)))
-    if name is None or not native_available():
+    if name is None or not native_available() or name not in _state["targets"]:
         return None
     if family is not None:
         prefix = "d" if name.endswith("f64") else "s"
