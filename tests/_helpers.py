@@ -8,6 +8,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax import monitoring
 
 # What a failed eqx.error_if raises: EquinoxRuntimeError eagerly and under
@@ -26,7 +27,7 @@ RUNTIME_ERRORS = (
 ON_CPU = jax.default_backend() == "cpu"
 
 #: Skip mark for tests of a CPU-only guarantee (see ``ON_CPU``).
-CPU_ONLY = __import__("pytest").mark.skipif(
+CPU_ONLY = pytest.mark.skipif(
     not ON_CPU,
     reason="a CPU guarantee (bit identity of batched and single programs, ORC 0.4's "
     "exact draws): the default backend here is " + jax.default_backend(),
