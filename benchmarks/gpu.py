@@ -201,6 +201,71 @@ def job_variants(args) -> None:
             )
 
 
+def job_fused(args) -> None:
+    """The one-kernel-per-step forecast (``gpu_fused.py``, Pallas on Triton)
+    against the scan orc runs, side by side in one process: µs per step for
+    row tilings, agreement over 50 steps, and 64 trajectories under vmap."""
+    jax = _jax(True)
+    import jax.numpy as jnp
+    import numpy as np
+
+    import gpu_fused
+    from orc import _matrix
+    from orc import forecaster as F
+
+    data = np.load(args.data)
+    for n in args.fused_sizes:
+        for dname in ("float64", "float32"):
+            dtype = jnp.float32 if dname == "float32" else jnp.float64
+            model = F.ESNForecaster(3, n, seed=0, dtype=dtype, construction="jax")
+            trained, R = F.train_RCForecaster(model, jnp.asarray(data[:5000], dtype))
+            d, e, ro = trained.driver, trained.embedding, trained.readout
+            win, window = e.linear_window()
+            a = (d.wr.values, d.wr.columns, win, window, d.bias, ro.linear_weights())
+            a = a + (d._bank(R[-1]), jnp.asarray(d.leak, dtype))
+            forms = {"scan": _matrix._esn_forecast_scan}
+            for rows in (16, 32, 64):
+                forms[f"fused rows {rows}"] = functools.partial(
+                    gpu_fused.esn_forecast_fused, rows=rows
+                )
+            short = {}
+            for form, fn in forms.items():
+                run = jax.jit(functools.partial(fn, length=args.steps, unroll=16))
+                _, first = _timed(run, *a)
+                times = [_timed(run, *a)[1] for _ in range(7)]
+                short[form] = np.asarray(fn(*a, length=50, unroll=16))
+                _emit(
+                    {
+                        "job": "fused",
+                        "n": n,
+                        "dtype": dname,
+                        "form": form,
+                        "first_s": first,
+                        "us_per_step": statistics.median(times) / args.steps * 1e6,
+                        "max_diff_vs_scan_50": float(
+                            np.max(np.abs(short[form] - short["scan"]))
+                        ),
+                    }
+                )
+            starts = a[6] + 1e-3 * jax.random.normal(
+                jax.random.key(0), (64,) + a[6].shape, dtype
+            )
+            for form in ("scan", "fused rows 16"):
+                fn = functools.partial(forms[form], length=args.steps, unroll=16)
+                run = jax.jit(jax.vmap(lambda r0, fn=fn, a=a: fn(*a[:6], r0, a[7])))
+                _timed(run, starts)
+                t = statistics.median(_timed(run, starts)[1] for _ in range(3))
+                _emit(
+                    {
+                        "job": "fused",
+                        "n": n,
+                        "dtype": dname,
+                        "form": f"{form}, vmap 64",
+                        "us_per_step": t / args.steps / 64 * 1e6,
+                    }
+                )
+
+
 def job_population(args) -> None:
     """64 reservoirs built in one call; 1000 forecasts in one call vs a loop."""
     jax = _jax(True)
@@ -316,14 +381,15 @@ def _table(results: list[dict]) -> str:
     def fmt(x, spec):
         return "-" if x is None else format(x, spec)
 
-    lines = [
-        "| N | build (host, numpy) s | build first / warm (jax) s | train first / warm s "
-        "| forecast µs/step | peak after train GB | note |",
-        "|---:|---:|---:|---:|---:|---:|:---|",
-    ]
-    for r in results:
-        if r.get("job") != "size":
-            continue
+    sizes = [r for r in results if r.get("job") == "size"]
+    lines = []
+    if sizes:
+        lines += [
+            "| N | build (host, numpy) s | build first / warm (jax) s "
+            "| train first / warm s | forecast µs/step | peak after train GB | note |",
+            "|---:|---:|---:|---:|---:|---:|:---|",
+        ]
+    for r in sizes:
         peak = r.get("peak_after_train") or r.get("peak_at_error")
         lines.append(
             f"| {r['n']} | {fmt(r.get('build_host_s'), '.2f')} | "
@@ -336,13 +402,25 @@ def _table(results: list[dict]) -> str:
     if var:
         lines += [
             "",
-            "| dtype | unroll | XLA_FLAGS | µs/step |",
-            "|:---|---:|:---|---:|",
+            "| dtype | form | unroll | XLA_FLAGS | µs/step | max diff vs unroll 1 |",
+            "|:---|:---|---:|:---|---:|---:|",
         ]
         for r in var:
             lines.append(
                 f"| {r['dtype']} | {r['form']} | {r['unroll']} | {r['flags'] or '(none)'} | "
                 f"{r['us_per_step']:.2f} | {r['max_diff_vs_unroll1']:.1e} |"
+            )
+    fused = [r for r in results if r.get("job") == "fused"]
+    if fused:
+        lines += [
+            "",
+            "| N | dtype | forecast | µs/step | max diff vs scan, 50 steps |",
+            "|---:|:---|:---|---:|---:|",
+        ]
+        for r in fused:
+            lines.append(
+                f"| {r['n']} | {r['dtype']} | {r['form']} | {r['us_per_step']:.2f} | "
+                f"{fmt(r.get('max_diff_vs_scan_50'), '.1e')} |"
             )
     for r in results:
         if r.get("job") == "population":
@@ -356,7 +434,7 @@ def _table(results: list[dict]) -> str:
                 f"call {r['ensemble_warm_s']:.3f} s vs {r['loop_per_trajectory_s'] * 1e3:.1f} ms "
                 f"each in a loop: {r['ensemble_throughput_ratio']:.0f}x the throughput.",
             ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines).lstrip("\n") + "\n"
 
 
 def main() -> None:
@@ -365,7 +443,7 @@ def main() -> None:
         "job",
         nargs="?",
         default="all",
-        choices=["all", "size", "variants", "population"],
+        choices=["all", "size", "variants", "population", "fused"],
     )
     p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", ".cache", "gpu"))
     p.add_argument("--data")
@@ -379,12 +457,19 @@ def main() -> None:
         type=lambda s: [int(x) for x in s.split(",")],
         default=[1, 4, 16, 64],
     )
+    p.add_argument(
+        "--fused-sizes",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[2000, 8000],
+    )
     p.add_argument("--pop", type=int, default=64)
     p.add_argument("--ensemble", type=int, default=1000)
     p.add_argument("--sizes", default="2000,8000,16000,32000")
     p.add_argument("--quick", action="store_true")
     p.add_argument(
-        "--skip", default="", help="comma-separated: size,variants,population"
+        "--skip",
+        default="",
+        help="comma-separated: size,variants,population,fused",
     )
     args = p.parse_args()
     if args.job == "size":
@@ -393,6 +478,8 @@ def main() -> None:
         return job_variants(args)
     if args.job == "population":
         return job_population(args)
+    if args.job == "fused":
+        return job_fused(args)
 
     os.makedirs(args.out, exist_ok=True)
     tmp = tempfile.mkdtemp()
@@ -438,6 +525,8 @@ def main() -> None:
             )
     if "population" not in skip:
         child("population", n=args.n, pop=args.pop, ensemble=args.ensemble)
+    if "fused" not in skip:
+        child("fused", fused_sizes=",".join(map(str, args.fused_sizes)))
     save()
     print(_table(results))
 

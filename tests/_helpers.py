@@ -34,6 +34,27 @@ CPU_ONLY = pytest.mark.skipif(
 )
 
 
+#: Tolerance between a batched program and its members run alone: bits on a
+#: CPU (a guarantee there), rounding elsewhere (``ON_CPU``).
+BATCHED = {"rtol": 0, "atol": 1e-10} if ON_CPU else {"rtol": 1e-6, "atol": 1e-8}
+
+
+def assert_fallback_solution(w, x, ref, atol):
+    """A ridge fallback's weights ``w (O, F)`` for features ``x (T, F)``
+    against the minimum-norm least-squares weights ``ref``: equal on a CPU,
+    which computes exactly that solution; elsewhere the fallback is a
+    shifted solve (``orc._ridge._shifted_solve``, ``_qr_shifted_solve``: no
+    eigen-solver workspace on a GPU), which may differ from it along
+    directions the features do not span, so there the check is the fitted
+    values ``x w^T``, which every least-squares solution shares."""
+    w, x, ref = (np.asarray(a, np.float64) for a in (w, x, ref))
+    assert np.all(np.isfinite(w))
+    if ON_CPU:
+        np.testing.assert_allclose(w, ref, atol=atol)
+    else:
+        np.testing.assert_allclose(x @ w.T, x @ ref.T, atol=atol * max(1, abs(x).max()))
+
+
 @contextlib.contextmanager
 def on_cpu():
     """Run the block's JAX computations on the CPU device (native-kernel tests

@@ -299,3 +299,30 @@ def test_gpu_section_takes_the_sizes_table(tmp_path):
         "|---:|---:|",
         "| 2000 | 1.0 |",
     ]
+
+
+def test_gpu_table_renders_only_the_jobs_that_ran():
+    spec = importlib.util.spec_from_file_location("bench_gpu", BENCH_DIR / "gpu.py")
+    gpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu)
+    fused = [
+        {"job": "fused", "n": 2000, "dtype": "float64", "form": "scan"}
+        | {"us_per_step": 5.264, "max_diff_vs_scan_50": 0.0},
+        {"job": "fused", "n": 2000, "dtype": "float64", "form": "fused rows 16"}
+        | {"us_per_step": 5.091, "max_diff_vs_scan_50": 2.3e-14},
+        {"job": "fused", "n": 2000, "dtype": "float64", "form": "scan, vmap 64"}
+        | {"us_per_step": 0.654},
+    ]
+    lines = gpu._table(fused).splitlines()
+    assert lines[0] == "| N | dtype | forecast | µs/step | max diff vs scan, 50 steps |"
+    assert lines[2:] == [
+        "| 2000 | float64 | scan | 5.26 | 0.0e+00 |",
+        "| 2000 | float64 | fused rows 16 | 5.09 | 2.3e-14 |",
+        "| 2000 | float64 | scan, vmap 64 | 0.65 | - |",
+    ]
+    size = {"job": "size", "n": 8000, "build_host_s": 1.97, "train_warm_s": 0.31}
+    assert (
+        gpu._table([size])
+        .splitlines()[2]
+        .startswith("| 8000 | 1.97 | - / - | - / 0.31 |")
+    )

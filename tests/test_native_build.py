@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import orc
+import orc._config
 from orc import _native
 
 NATIVE_OFF = os.environ.get("ORC_NATIVE") == "0"

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import orc
-from _helpers import CPU_ONLY, count_compiles
+from _helpers import BATCHED, CPU_ONLY, ON_CPU, count_compiles
 
 U = jnp.asarray(orc.data.lorenz63(tN=40, dt=0.01)[0])
 
@@ -49,6 +49,7 @@ def test_models_of_different_seeds_stack_and_vmap():
     assert not np.array_equal(W[0], W[1])
 
 
+@CPU_ONLY  # bit identity; on a GPU the ill-conditioned solve (beta 1e-8) shows 1e-3
 def test_hyperparameters_are_data_a_population_vmaps_over_them():
     """Models that differ in leak, spectral radius, bias and input scaling
     (and seed), each with its own ridge strength: one stacked pytree, one
@@ -92,7 +93,7 @@ def test_a_population_builds_under_vmap_with_the_jax_construction(tmp_path):
     """``construction="jax"`` draws the reservoir and input weights with
     ``jax.random`` from a key (orc._construct), so one ``eqx.filter_vmap``
     builds a whole population from an array of seeds: member ``i`` is, bit for
-    bit, the model built alone with seed ``i``, has the requested spectral
+    bit on a CPU, the model built alone with seed ``i``, has the requested spectral
     radius, and trains and forecasts under the same vmap as alone."""
     seeds = jnp.arange(4)
 
@@ -106,7 +107,10 @@ def test_a_population_builds_under_vmap_with_the_jax_construction(tmp_path):
         member = jax.tree.map(lambda x, i=i: x[i], population)
         assert jax.tree.structure(member) == jax.tree.structure(model)
         for a, b in zip(jax.tree.leaves(member), jax.tree.leaves(model), strict=True):
-            np.testing.assert_array_equal(a, b)
+            if ON_CPU:
+                np.testing.assert_array_equal(a, b)
+            else:  # the batched spectral-radius iteration rounds in another order
+                np.testing.assert_allclose(a, b, rtol=1e-12, atol=0)
         rho = np.abs(np.linalg.eigvals(np.asarray(model.driver.wr.todense()[0])))
         assert abs(rho.max() - 0.8) < 1e-6
     assert not np.array_equal(alone[0].driver.wr.values, alone[1].driver.wr.values)
@@ -120,7 +124,7 @@ def test_a_population_builds_under_vmap_with_the_jax_construction(tmp_path):
 
     together = eqx.filter_vmap(fit)(population)
     for i, model in enumerate(alone):
-        np.testing.assert_allclose(together[i], fit(model), rtol=0, atol=1e-10)
+        np.testing.assert_allclose(together[i], fit(model), **BATCHED)
     # saved and loaded as it was built
     orc.save(tmp_path / "m.orc", alone[1])
     loaded = orc.load(tmp_path / "m.orc")
@@ -198,7 +202,8 @@ def test_training_is_bit_identical_across_processes_and_thread_counts(tmp_path):
         "blas1": {"OPENBLAS_NUM_THREADS": "1"},
     }
     for name, extra in runs.items():
-        env = dict(os.environ, **extra)
+        # orc's CPU kernels, on the CPU whatever the machine's default device
+        env = dict(os.environ, JAX_PLATFORMS="cpu", **extra)
         proc = subprocess.run(
             [sys.executable, "-c", _TRAIN, str(tmp_path / f"{name}.npy")],
             env=env,
