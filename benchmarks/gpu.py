@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 
+from harness.report import md_table
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -381,47 +383,44 @@ def _table(results: list[dict]) -> str:
     def fmt(x, spec):
         return "-" if x is None else format(x, spec)
 
-    sizes = [r for r in results if r.get("job") == "size"]
-    lines = []
-    if sizes:
-        lines += [
-            "| N | build (host, numpy) s | build first / warm (jax) s "
-            "| train first / warm s | forecast µs/step | peak after train GB | note |",
-            "|---:|---:|---:|---:|---:|---:|:---|",
-        ]
-    for r in sizes:
+    def table(job, headers, row):
+        rows = [row(r) for r in results if r.get("job") == job]
+        return ["", md_table(headers, rows)] if rows else []
+
+    def size_row(r):
         peak = r.get("peak_after_train") or r.get("peak_at_error")
-        lines.append(
-            f"| {r['n']} | {fmt(r.get('build_host_s'), '.2f')} | "
-            f"{fmt(r.get('build_first_s'), '.2f')} / {fmt(r.get('build_warm_s'), '.3f')} | "
-            f"{fmt(r.get('train_first_s'), '.2f')} / {fmt(r.get('train_warm_s'), '.2f')} | "
-            f"{fmt(r.get('forecast_us_per_step'), '.1f')} | "
-            f"{fmt(peak / 1e9 if peak else None, '.2f')} | {r.get('error', '')[:80]} |"
-        )
-    var = [r for r in results if r.get("job") == "variants"]
-    if var:
-        lines += [
-            "",
-            "| dtype | form | unroll | XLA_FLAGS | µs/step | max diff vs unroll 1 |",
-            "|:---|:---|---:|:---|---:|---:|",
+        return [
+            r["n"],
+            fmt(r.get("build_host_s"), ".2f"),
+            f"{fmt(r.get('build_first_s'), '.2f')} / {fmt(r.get('build_warm_s'), '.3f')}",
+            f"{fmt(r.get('train_first_s'), '.2f')} / {fmt(r.get('train_warm_s'), '.2f')}",
+            fmt(r.get("forecast_us_per_step"), ".1f"),
+            fmt(peak / 1e9 if peak else None, ".2f"),
+            r.get("error", "")[:80],
         ]
-        for r in var:
-            lines.append(
-                f"| {r['dtype']} | {r['form']} | {r['unroll']} | {r['flags'] or '(none)'} | "
-                f"{r['us_per_step']:.2f} | {r['max_diff_vs_unroll1']:.1e} |"
-            )
-    fused = [r for r in results if r.get("job") == "fused"]
-    if fused:
-        lines += [
-            "",
-            "| N | dtype | forecast | µs/step | max diff vs scan, 50 steps |",
-            "|---:|:---|:---|---:|---:|",
-        ]
-        for r in fused:
-            lines.append(
-                f"| {r['n']} | {r['dtype']} | {r['form']} | {r['us_per_step']:.2f} | "
-                f"{fmt(r.get('max_diff_vs_scan_50'), '.1e')} |"
-            )
+
+    lines = table(
+        "size",
+        ["N", "build (host, numpy) s", "build first / warm (jax) s"]
+        + ["train first / warm s", "forecast µs/step", "peak after train GB", "note"],
+        size_row,
+    )
+    lines += table(
+        "variants",
+        ["dtype", "form", "unroll", "XLA_FLAGS", "µs/step", "max diff vs unroll 1"],
+        lambda r: (
+            [r["dtype"], r["form"], r["unroll"], r["flags"] or "(none)"]
+            + [f"{r['us_per_step']:.2f}", f"{r['max_diff_vs_unroll1']:.1e}"]
+        ),
+    )
+    lines += table(
+        "fused",
+        ["N", "dtype", "forecast", "µs/step", "max diff vs scan, 50 steps"],
+        lambda r: (
+            [r["n"], r["dtype"], r["form"], f"{r['us_per_step']:.2f}"]
+            + [fmt(r.get("max_diff_vs_scan_50"), ".1e")]
+        ),
+    )
     for r in results:
         if r.get("job") == "population":
             lines += [
