@@ -436,6 +436,11 @@ def _table(results: list[dict]) -> str:
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
+def _ints(text: str) -> list[int]:
+    """A comma-separated list of integers (an option's value)."""
+    return [int(x) for x in text.split(",")]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
@@ -451,19 +456,11 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--dtype", default="float64")
     p.add_argument("--host-build", action="store_true")
-    p.add_argument(
-        "--unrolls",
-        type=lambda s: [int(x) for x in s.split(",")],
-        default=[1, 4, 16, 64],
-    )
-    p.add_argument(
-        "--fused-sizes",
-        type=lambda s: [int(x) for x in s.split(",")],
-        default=[2000, 8000],
-    )
+    p.add_argument("--unrolls", type=_ints, default=[1, 4, 16, 64])
+    p.add_argument("--fused-sizes", type=_ints, default=[2000, 8000])
     p.add_argument("--pop", type=int, default=64)
     p.add_argument("--ensemble", type=int, default=1000)
-    p.add_argument("--sizes", default="2000,8000,16000,32000")
+    p.add_argument("--sizes", type=_ints, default=[2000, 8000, 16000, 32000])
     p.add_argument("--quick", action="store_true")
     p.add_argument(
         "--skip",
@@ -484,7 +481,7 @@ def main() -> None:
     tmp = tempfile.mkdtemp()
     data = os.path.join(tmp, "l63.npy")
     _make_data(data, args.T)
-    sizes = [2000] if args.quick else [int(s) for s in args.sizes.split(",")]
+    sizes = [2000] if args.quick else args.sizes
     skip = set(args.skip.split(","))
     results = []
 
