@@ -21,6 +21,9 @@ import pytest
 
 from orc import _matrix
 
+# the experiment is written for Pallas on Triton, which jax 0.11 deprecates: a
+# jax without it skips this file rather than failing a suite that orc passes
+pytest.importorskip("jax.experimental.pallas.triton")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import gpu_fused as _fused  # noqa: E402
 
