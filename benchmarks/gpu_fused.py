@@ -87,7 +87,7 @@ def _kernel(
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
 
-    chunks, NP, KP, WP, OP, rows, cols, kb = sizes
+    chunks, NP, KP, WP, OP, rows, kb = sizes
     c = pl.program_id(0)
     b = pl.program_id(1)
     dtype = r_ref.dtype
@@ -119,7 +119,7 @@ def _kernel(
         src_w = src_w_ref[pl.ds(c * WP, WP)]  # offsets of the wout rows
         src_r = src_r_ref[pl.ds(c * WP, WP)]  # offsets of their chunks in r
         live_w = (jw < w)[:, None]
-        block = min(NP, cols // WP)
+        block = min(NP, COLS // WP)
 
         def readin(i, acc):
             col = (i * block + _iota(block))[None, :]
@@ -140,7 +140,7 @@ def _kernel(
         # parallel with the rows' programs; the step counter advances
         t = t_ref[0]
         jo = _iota(OP)
-        block = min(NP, cols // OP)
+        block = min(NP, COLS // OP)
 
         def readout(i, acc):
             col = i * block + _iota(block)
@@ -183,17 +183,16 @@ def esn_forecast_fused(
     w = win.shape[-1]
     o = wout.shape[1]
     length = int(length)
-    cols = COLS
     NP = _pow2(n)
     rows = min(_pow2(rows), NP)
     KP, WP, OP = _pow2(k), _pow2(w), _pow2(o)
     kb = max(1, min(KP, BLOCK // rows))
-    sizes = (chunks, NP, KP, WP, OP, rows, cols, kb)
+    sizes = (chunks, NP, KP, WP, OP, rows, kb)
 
-    def pad(a, shape):
-        return jnp.zeros(shape, a.dtype).at[tuple(slice(0, s) for s in a.shape)].set(a)
+    def pad(a, shape):  # zeros after the entries, to the padded shape
+        return jnp.pad(a, [(0, p - d) for d, p in zip(a.shape, shape, strict=True)])
 
-    base = (jnp.arange(chunks, dtype=jnp.int32) * NP)[:, None, None]
+    base = (_iota(chunks) * NP)[:, None, None]
     columns = pad(indices.astype(jnp.int32) + base, (chunks, NP, KP)).reshape(-1)
     window = jnp.asarray(window, jnp.int32)
     src_c, src_o = window // o, window % o
