@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import io
+import subprocess
 
 import equinox as eqx
 import jax
@@ -68,18 +70,24 @@ _events: list[str] = []
 monitoring.register_event_duration_secs_listener(
     lambda name, *args, **kwargs: _events.append(name)
 )
+monitoring.register_event_listener(lambda name, *args, **kwargs: _events.append(name))
 
 
 @contextlib.contextmanager
 def count_compiles():
-    """Count XLA backend compilations (and traces) inside the block."""
+    """Count XLA compilations (and traces) inside the block: programs compiled
+    by the backend, and programs loaded from the test run's persistent
+    compilation cache (tests/conftest.py) instead."""
     start = len(_events)
     result = {"compiles": 0, "traces": 0}
     try:
         yield result
     finally:
         new = _events[start:]
-        result["compiles"] = sum(e.endswith("backend_compile_duration") for e in new)
+        result["compiles"] = sum(
+            e.endswith(("backend_compile_duration", "compilation_cache/cache_hits"))
+            for e in new
+        )
         result["traces"] = sum(e.endswith("jaxpr_trace_duration") for e in new)
 
 
@@ -140,3 +148,34 @@ def valid_prediction_steps(pred, truth, threshold=0.4, scale=None):
 
 def as_np(x):
     return np.asarray(jnp.asarray(x))
+
+
+def run_cli(*args, cwd) -> subprocess.CompletedProcess:
+    """``orc ARGS`` run in this process from ``cwd``: the command line's
+    ``main`` with stdout and stderr captured, as a ``CompletedProcess``.
+
+    A subprocess per command costs ~2 s of start-up and compiles every
+    program again (tests/test_cli.py's CLI runs took 60 s that way); the
+    entry point itself stays tested through subprocesses (``orc --help``,
+    the error lines, the docs' CLI example). What the command line sets for
+    its own process is kept out of this one: float64 is already on here,
+    its persistent compilation cache is not switched on (it would stay on
+    for the rest of the test process), and the promotion rules are the
+    users' ("standard"), not the strict ones of the test process."""
+    from unittest import mock
+
+    from orc import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        mock.patch.object(cli, "_configure_jax", lambda: None),
+        jax.numpy_dtype_promotion("standard"),
+        contextlib.chdir(cwd),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        assert jax.config.jax_enable_x64, "the command line runs in float64"
+        code = cli.main([str(a) for a in args])
+    return subprocess.CompletedProcess(
+        ["orc", *args], code, out.getvalue(), err.getvalue()
+    )

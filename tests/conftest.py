@@ -4,8 +4,23 @@ Both are switched on here, in the test process, never by the library itself.
 """
 
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true")
+
+# One persistent compilation cache per test run, shared by every process of
+# the run: the xdist workers and the subprocesses tests start (docs pages,
+# command-line runs, reproducibility checks) inherit it from the process that
+# started the run, so a program compiled by one is loaded by the others. It is
+# created empty for each run and removed at its end: no run reads another's
+# programs. (_helpers.count_compiles counts a program loaded from it as a
+# compilation.)
+_CACHE_OWNER = "ORC_TEST_JAX_CACHE" not in os.environ
+if _CACHE_OWNER:
+    os.environ["ORC_TEST_JAX_CACHE"] = tempfile.mkdtemp(prefix="orc-test-jax-cache-")
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.environ["ORC_TEST_JAX_CACHE"])
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 import jax  # noqa: E402
 
@@ -24,3 +39,8 @@ def pytest_report_header(config):
         f"orc native kernels: ON ({native['file']}; sparse rows {native['ell']}, "
         f"tanh {native['tanh']}, {native['threads']} threads)"
     )
+
+
+def pytest_unconfigure(config):
+    if _CACHE_OWNER:
+        shutil.rmtree(os.environ["ORC_TEST_JAX_CACHE"], ignore_errors=True)

@@ -11,15 +11,26 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from _helpers import run_cli
+
 ORC = shutil.which("orc", path=str(Path(sys.executable).parent)) or "orc"
 
 
-def run(*args, cwd, ok=True):
+def run_process(*args, cwd, ok=True):
+    """``orc ARGS`` through the installed entry point, in a process of its own."""
     env = dict(os.environ)
     env.pop("JAX_NUMPY_DTYPE_PROMOTION", None)
     proc = subprocess.run(
         [ORC, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
     )
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def run(*args, cwd, ok=True):
+    """``orc ARGS`` in this process (``_helpers.run_cli``)."""
+    proc = run_cli(*args, cwd=cwd)
     if ok:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -43,10 +54,10 @@ def workdir(tmp_path_factory):
 
 
 def test_help_of_every_command(workdir):
-    top = run("--help", cwd=workdir).stdout
+    top = run_process("--help", cwd=workdir).stdout
     for cmd in ("demo", "data", "train", "forecast", "evaluate", "info"):
         assert cmd in top
-        text = run(cmd, "--help", cwd=workdir).stdout
+        text = run_process(cmd, "--help", cwd=workdir).stdout
         assert "Usage: orc " + cmd in text
         assert "--config" in text or cmd == "info"
 
@@ -137,7 +148,7 @@ def test_errors_exit_nonzero_with_one_line(workdir, args, reason):
     (workdir / "garbage.orc").write_bytes(b"hello")
     if not (workdir / "esn.orc").exists():
         run("train", "l63.csv", "--res-dim", "50", "--out", "esn.orc", cwd=workdir)
-    proc = run(*args, cwd=workdir, ok=False)
+    proc = run_process(*args, cwd=workdir, ok=False)
     assert proc.returncode != 0
     # one error line (after the note naming a time column, if one was taken)
     lines = [x for x in proc.stderr.strip().splitlines() if "taken as time" not in x]

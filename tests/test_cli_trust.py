@@ -6,7 +6,6 @@ documented, and ``orc --help`` starts without importing JAX."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -17,17 +16,16 @@ import numpy as np
 import pytest
 
 import orc
+from _helpers import run_cli
 from orc import cli
 
 ORC = shutil.which("orc", path=str(Path(sys.executable).parent)) or "orc"
 
 
 def run(*args, cwd, code=0):
-    env = dict(os.environ)
-    env.pop("JAX_NUMPY_DTYPE_PROMOTION", None)
-    proc = subprocess.run(
-        [ORC, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
+    """``orc ARGS`` in this process (``_helpers.run_cli``; the entry point in
+    a process of its own is tests/test_cli.py's)."""
+    proc = run_cli(*args, cwd=cwd)
     assert proc.returncode == code, proc.stderr
     return proc
 
