@@ -259,6 +259,23 @@ def power_spectrum(
     return jnp.fft.rfftfreq(n, d=dt), power
 
 
+def _concrete(x, owner: str, result: str) -> np.ndarray:
+    """``x`` as a numpy array, refusing a traced value: the data-analysis
+    helpers return a Python number chosen from the data (``result`` says
+    which)."""
+    if isinstance(x, jax.core.Tracer):
+        raise TypeError(
+            f"{owner}: x must be a concrete array ({result} chosen from the data), "
+            "not a traced value"
+        )
+    return np.asarray(x)
+
+
+def _check_finite(arr: np.ndarray, owner: str) -> None:
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{owner}: x contains NaN or inf")
+
+
 def dominant_period(
     x: ArrayLike, dt: float = 1.0, max_period: float | None = None
 ) -> float:
@@ -278,12 +295,7 @@ def dominant_period(
     choose an NVAR's delay stride from the data's sampling.
     """
     owner = "dominant_period"
-    if isinstance(x, jax.core.Tracer):
-        raise TypeError(
-            f"{owner}: x must be a concrete array (the period is a Python float "
-            "chosen from the data), not a traced value"
-        )
-    arr = np.asarray(x)
+    arr = _concrete(x, owner, "the period is a Python float")
     if arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != 2 or arr.shape[0] < 4:
@@ -291,8 +303,7 @@ def dominant_period(
             f"{owner}: x must be (time, features) with at least 4 samples, got "
             f"shape {np.shape(x)}"
         )
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{owner}: x contains NaN or inf")
+    _check_finite(arr, owner)
     dt = float(dt)
     if not dt > 0:
         raise ValueError(f"{owner}: dt must be positive, got {dt}")
@@ -357,12 +368,7 @@ def mutual_information_delay(
     from ._validation import check_int
 
     owner = "mutual_information_delay"
-    if isinstance(x, jax.core.Tracer):
-        raise TypeError(
-            f"{owner}: x must be a concrete array (the lag is a Python int chosen "
-            "from the data), not a traced value"
-        )
-    arr = np.asarray(x)
+    arr = _concrete(x, owner, "the lag is a Python int")
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
     if arr.ndim != 1 or arr.shape[0] < 20:
@@ -370,8 +376,7 @@ def mutual_information_delay(
             f"{owner}: x must be a scalar series, (time,) or (time, 1), with at "
             f"least 20 samples; got shape {np.shape(x)}"
         )
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{owner}: x contains NaN or inf")
+    _check_finite(arr, owner)
     n = arr.shape[0]
     if bins is None:
         bins = min(16, max(4, int(math.sqrt(n / 5))))
