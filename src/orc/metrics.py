@@ -355,7 +355,7 @@ def mutual_information_delay(
     series' entropy). That is the usual delay for reconstructing an attractor
     from one observed coordinate: later samples say as little as they will
     for a while about the current one, yet are not unrelated to it (about a
-    quarter of the oscillation: 12 samples for Mackey-Glass at unit step, 17
+    quarter of the oscillation: 11 samples for Mackey-Glass at unit step, 18
     for Lorenz63's ``x`` at ``dt = 0.01``). ``None`` where ``I`` never falls
     to half of ``I(0)`` with a minimum within ``max_lag`` (default a tenth of
     the record): a trend or a pure tone, whose future is a function of the
