@@ -9,26 +9,26 @@ import tempfile
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true")
 
-# One persistent compilation cache per test run, shared by every process of
-# the run: the xdist workers and the subprocesses tests start (docs pages,
-# command-line runs, reproducibility checks) inherit it from the process that
-# started the run, so a program compiled by one is loaded by the others (the
-# suite took 10:58 instead of 12:15 on 2 cores). It is created empty for each
-# run and removed at its end: no run reads another's programs. jax writes
-# cache entries in place, so a size limit is set, which makes it lock the
-# cache with filelock for every read and write (no process reads an entry
-# another is still writing); without filelock there is no shared cache.
-# (_helpers.count_compiles counts a program loaded from it as a compilation.)
-try:
-    import filelock
-except ImportError:  # the test extra installs it
-    filelock = None
-_CACHE_OWNER = filelock is not None and "ORC_TEST_JAX_CACHE" not in os.environ
+# A persistent compilation cache per test process, shared with the
+# subprocesses it starts (docs pages, command-line runs, reproducibility
+# checks), which inherit it: a program the process compiled is loaded by its
+# subprocesses and the other way round. One directory per xdist worker under
+# one per run, created empty and removed at the end of the run: no run reads
+# another's programs, and no two processes use a directory at the same time
+# (a test waits for its subprocesses), which matters because jax writes cache
+# entries in place and locks them only when the cache has a size limit, whose
+# eviction scans the whole directory at every write (a shared, locked cache
+# made the suite twice as slow). (_helpers.count_compiles counts a program
+# loaded from the cache as a compilation.)
+# A cache the user set (JAX_COMPILATION_CACHE_DIR) is left as it is.
+_CACHE_OWNER = not {"ORC_TEST_JAX_CACHE", "JAX_COMPILATION_CACHE_DIR"} & set(os.environ)
 if _CACHE_OWNER:
     os.environ["ORC_TEST_JAX_CACHE"] = tempfile.mkdtemp(prefix="orc-test-jax-cache-")
-    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.environ["ORC_TEST_JAX_CACHE"])
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-    os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(8 * 2**30))
+if "ORC_TEST_JAX_CACHE" in os.environ:  # the run's (inherited by the workers)
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(
+        os.environ["ORC_TEST_JAX_CACHE"], os.environ.get("PYTEST_XDIST_WORKER", "main")
+    )
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
 
 import jax  # noqa: E402
 
