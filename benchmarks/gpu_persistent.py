@@ -31,8 +31,10 @@ up its own rows' share of the next readout and every block sums the shares
 in block order (deterministic; no floating-point atomics).
 
 A block's rows of ``W`` (values and columns), ``win`` and ``wout`` are read
-through the read-only cache every step and stay in L1 (~80 kB per block at
-N = 2000 with 32 blocks), so a step's traffic to L2 is the state alone.
+through the read-only cache every step; they fit in L1 (~80 kB per block at
+N = 2000 with 32 blocks), so that a step's traffic to L2 would be the state
+alone (not checked with a profiler: the session's device time went to the
+sweeps).
 Same arguments and result as :func:`orc._matrix.esn_forecast` (``bias`` a
 scalar or ``(C, n)``, ``leak`` a scalar); the sums run in another order
 than XLA's, so the two agree to rounding per step.
