@@ -104,6 +104,41 @@ __device__ __forceinline__ void grid_barrier(unsigned int* count,
     __syncthreads();
 }
 
+// This block's rows of r_{t+1} from the state and readout in shared memory:
+// ROWLANES threads per row, rows spread over the grid's warps; the loop's trip
+// count is uniform in a warp (its lanes shuffle together).
+__device__ __forceinline__ void update_rows(
+    const T* __restrict__ values, const int* __restrict__ cols,
+    const T* __restrict__ win, const int* __restrict__ window,
+    const T* __restrict__ bias, T leak, const T* r_sm, const T* y_sm, T* r_next,
+    int n, int k, int w, int total) {
+    const int lane = threadIdx.x & 31;
+    const int per_warp = 32 / ROWLANES;
+    const int warps = blockDim.x >> 5;
+    const int gwarp = blockIdx.x * warps + (threadIdx.x >> 5), gwarps = gridDim.x * warps;
+    const int sub = lane % ROWLANES;
+    for (int row0 = gwarp * per_warp; row0 < total; row0 += gwarps * per_warp) {
+        const int row = row0 + lane / ROWLANES;
+        const bool live = row < total;
+        T s = 0;
+        if (live) {
+            const T* vrow = values + (size_t)row * k;
+            const int* crow = cols + (size_t)row * k;
+            for (int j = sub; j < k; j += ROWLANES) s += __ldg(vrow + j) * r_sm[__ldg(crow + j)];
+        }
+        s = group_sum(s);
+        if (live && sub == 0) {
+            const int c = row / n;
+            const T* wr = win + (size_t)row * w;
+            const int* wd = window + c * w;
+            T p = 0;
+            for (int i = 0; i < w; ++i) p += __ldg(wr + i) * y_sm[__ldg(wd + i)];
+            const T z = s + (p + __ldg(bias + row));
+            r_next[row] = leak * tanh(z) + (1 - leak) * r_sm[row];
+        }
+    }
+}
+
 #define OUTS_AT_ONCE 4
 
 extern "C" __global__ void esn_forecast_persistent(
@@ -125,8 +160,6 @@ extern "C" __global__ void esn_forecast_persistent(
     const int total = C * n, outs = C * o;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int warps = blockDim.x >> 5;
-    const int per_warp = 32 / ROWLANES;  // rows a warp updates at once
-    const int gwarp = blockIdx.x * warps + warp, gwarps = gridDim.x * warps;
 
     for (int t = 0; t < length; ++t) {
         const T* r_cur = r_buf + (size_t)(t & 1) * total;
@@ -162,29 +195,7 @@ extern "C" __global__ void esn_forecast_persistent(
         }
         if (t == length - 1) break;
 
-        // this block's rows of r_{t+1}; the loop's trip count is uniform in a
-        // warp (its lanes shuffle together)
-        for (int row0 = gwarp * per_warp; row0 < total; row0 += gwarps * per_warp) {
-            const int row = row0 + lane / ROWLANES;
-            const int sub = lane % ROWLANES;
-            const bool live = row < total;
-            T s = 0;
-            if (live) {
-                const T* vrow = values + (size_t)row * k;
-                const int* crow = cols + (size_t)row * k;
-                for (int j = sub; j < k; j += ROWLANES) s += __ldg(vrow + j) * r_sm[__ldg(crow + j)];
-            }
-            s = group_sum(s);
-            if (live && sub == 0) {
-                const int c = row / n;
-                const T* wr = win + (size_t)row * w;
-                const int* wd = window + c * w;
-                T p = 0;
-                for (int i = 0; i < w; ++i) p += __ldg(wr + i) * y_sm[__ldg(wd + i)];
-                const T z = s + (p + __ldg(bias + row));
-                r_next[row] = leak * tanh(z) + (1 - leak) * r_sm[row];
-            }
-        }
+        update_rows(values, cols, win, window, bias, leak, r_sm, y_sm, r_next, n, k, w, total);
         grid_barrier(barrier, barrier + 1);
     }
 }
@@ -274,26 +285,7 @@ extern "C" __global__ void esn_forecast_partial(
         }
         __syncthreads();
         if (t == length - 1) break;
-        for (int row0 = gwarp * per_warp; row0 < total; row0 += gwarps * per_warp) {
-            const int row = row0 + lane / ROWLANES;
-            const bool live = row < total;
-            T s = 0;
-            if (live) {
-                const T* vrow = values + (size_t)row * k;
-                const int* crow = cols + (size_t)row * k;
-                for (int j = sub; j < k; j += ROWLANES) s += __ldg(vrow + j) * r_sm[__ldg(crow + j)];
-            }
-            s = group_sum(s);
-            if (live && sub == 0) {
-                const int c = row / n;
-                const T* wr = win + (size_t)row * w;
-                const int* wd = window + c * w;
-                T p = 0;
-                for (int i = 0; i < w; ++i) p += __ldg(wr + i) * y_sm[__ldg(wd + i)];
-                const T z = s + (p + __ldg(bias + row));
-                r_next[row] = leak * tanh(z) + (1 - leak) * r_sm[row];
-            }
-        }
+        update_rows(values, cols, win, window, bias, leak, r_sm, y_sm, r_next, n, k, w, total);
         __syncthreads();  // r_next's rows of this block written (read back by share)
         share(r_next, cur ^ 1);
         grid_barrier(barrier, barrier + 1);

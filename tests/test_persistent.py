@@ -15,9 +15,10 @@ import gpu_persistent  # noqa: E402
 @pytest.mark.parametrize("lanes", [4, 8, 32])
 def test_kernel_compiles(dtype, lanes):
     try:
-        gpu_persistent.compile_check(dtype, lanes)
+        log = gpu_persistent.compile_check(dtype, lanes)
     except OSError as e:
         pytest.skip(str(e))
+    assert "warning" not in log, log  # e.g. a variable left unused
 
 
 def test_compile_errors_carry_the_log():
