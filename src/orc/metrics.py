@@ -350,7 +350,7 @@ def mutual_information_delay(
     estimated from a joint histogram of equal-count bins (ranks, so any
     monotone rescaling of ``x`` gives the same lag; ``bins`` defaults to
     ``min(16, max(4, int(sqrt(n / 5))))``), smoothed over three neighbouring
-    lags, and the answer is the first lag ``tau >= 1`` where the smoothed
+    lags, and the answer is the first lag ``tau >= 2`` where the smoothed
     curve has a local minimum after falling to half of ``I(0)`` (the binned
     series' entropy). That is the usual delay for reconstructing an attractor
     from one observed coordinate: later samples say as little as they will

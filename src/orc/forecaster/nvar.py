@@ -137,7 +137,8 @@ def nvar_stride(
 
     def one(x):
         if taps_per_period is None and x.shape[1] == 1:
-            lag = mutual_information_delay(x)
+            # the lag needs 20 samples; a shorter record has a quarter period
+            lag = mutual_information_delay(x) if x.shape[0] >= 20 else None
             if lag is not None:
                 return lag
             return dominant_period(x, max_period=max_period) / 4
@@ -206,8 +207,9 @@ class NVARForecaster(eqx.Module):
         the taps' spacing in time the same when the data are sampled finer;
         for a scalar series (``data_dim=1``) the delay-embedding lag (first
         minimum of the mutual information), since its taps must reconstruct
-        the unobserved coordinates. Until then ``s`` (and ``stride``) is ``None`` and the model has no
-        delay window; with ``k=1`` there is nothing to choose and ``s`` is 1.
+        the unobserved coordinates. Until then ``s`` (and ``stride``) is
+        ``None`` and the model has no delay window; with ``k=1`` there is
+        nothing to choose and ``s`` is 1.
     order : int or "auto", default "auto"
         Highest monomial degree; ``order=1`` gives a linear VAR, ``order=2``
         the paper's quadratic NVAR. ``"auto"`` (:func:`nvar_order`) is 3 while
