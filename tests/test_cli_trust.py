@@ -6,10 +6,8 @@ documented, and ``orc --help`` starts without importing JAX."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import click
 import numpy as np
@@ -18,8 +16,6 @@ import pytest
 import orc
 from _helpers import run_cli
 from orc import cli
-
-ORC = shutil.which("orc", path=str(Path(sys.executable).parent)) or "orc"
 
 
 def run(*args, cwd, code=0):
