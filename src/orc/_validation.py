@@ -136,6 +136,50 @@ def check_float(
     return v
 
 
+def check_leak_rates(name: str, value, owner: str, res_dim: int, chunks=None):
+    """Per-node leak rates: an array ``(res_dim,)`` (or ``(chunks, res_dim)``;
+    any leading count when ``chunks`` is ``None``), real, every entry in
+    (0, 1]. Returns a float64 NumPy array; a traced array (a model built
+    inside ``jax.jit``) is checked for its shape only and returned as is."""
+    shape = tuple(np.shape(value))
+    n_ok = len(shape) == 1 or (
+        len(shape) == 2 and (chunks is None or shape[0] == chunks)
+    )
+    if not n_ok or shape[-1] != res_dim:
+        per_res = (
+            "(res_dim,)"
+            if chunks in (None, 1)
+            else f"(res_dim,) or ({chunks}, {res_dim})"
+        )
+        raise ValueError(
+            f"{owner}: {name} must be a number or one rate per node, shape "
+            f"{per_res} with res_dim = {res_dim}, got shape {shape}"
+        )
+    if isinstance(value, jax.core.Tracer):
+        return value
+    try:
+        rates = np.asarray(value)
+        if not (
+            np.issubdtype(rates.dtype, np.floating)
+            or np.issubdtype(rates.dtype, np.integer)
+        ):
+            raise TypeError
+        rates = rates.astype(np.float64)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"{owner}: {name} must be real numbers, got dtype "
+            f"{getattr(value, 'dtype', type(value).__name__)}"
+        ) from err
+    bad = ~(np.isfinite(rates) & (rates > 0) & (rates <= 1))
+    if bad.any():
+        i = tuple(int(j) for j in np.argwhere(bad)[0])
+        raise ValueError(
+            f"{owner}: {name} must lie in (0, 1] for every node, got "
+            f"{rates[i]} at index {i if len(i) > 1 else i[0]}"
+        )
+    return rates
+
+
 def check_static_int(name: str, value, owner: str, *, minimum: int = 0) -> int:
     """A loop length or similar that must be a concrete Python int under tracing."""
     if isinstance(value, jax.core.Tracer):
@@ -207,8 +251,10 @@ def check_esn_arguments(
     check_float("Wr_spectral_radius", Wr_spectral_radius, owner, low=0.0, low_open=True)
     check_float("embedding_scaling", embedding_scaling, owner)
     check_float("bias", bias, owner)
-    if leak_rate is not None:
+    if leak_rate is not None and np.ndim(leak_rate) == 0:
         check_float("leak_rate", leak_rate, owner, low=0.0, high=1.0, low_open=True)
+    elif leak_rate is not None:
+        check_leak_rates("leak_rate", leak_rate, owner, res_dim)
     if time_const is not None:
         check_float("time_const", time_const, owner, low=0.0, low_open=True)
 

@@ -58,6 +58,7 @@ from ._validation import (
     check_float,
     check_int,
     check_leaf,
+    check_leak_rates,
     from_fields,
     init_component,
 )
@@ -267,8 +268,19 @@ def _check_esn_update(owner, leak, mode, time_const) -> None:
         raise ValueError(
             f"{owner}: mode must be 'discrete' or 'continuous', got {mode!r}"
         )
-    check_float("leak", leak, owner, low=0.0, high=1.0, low_open=True)
+    if np.ndim(leak) == 0:  # per-node leak rates: checked by _leak_field
+        check_float("leak", leak, owner, low=0.0, high=1.0, low_open=True)
     check_float("time_const", time_const, owner, low=0.0, low_open=True)
+
+
+def _leak_field(owner: str, leak, bank_shape: tuple[int, int], dtype) -> Array:
+    """The driver's ``leak`` field: a scalar, or one rate per node as
+    ``bank_shape`` ``(chunks, res_dim)`` from ``(res_dim,)`` (the same rates
+    in every reservoir) or ``(chunks, res_dim)``; every rate in (0, 1]."""
+    if np.ndim(leak) == 0:
+        return _scalar(leak, dtype)
+    leak = check_leak_rates("leak", leak, owner, bank_shape[1], bank_shape[0])
+    return jnp.broadcast_to(jnp.asarray(leak, dtype), bank_shape)
 
 
 # ORC's driver signatures, in pieces (orc._signatures): the reservoir's
@@ -438,21 +450,24 @@ class _SparseReservoirDriver(DriverBase):
             construction=GIVEN,
         )
 
-    def _per_chunk(self, update, proj_vars, res_state):
-        """``update(W, bias, p, r)``, written for one reservoir, on every
-        reservoir of the bank (``bias`` a scalar, or the reservoir's ``(res_dim,)``)."""
+    def _per_chunk(self, update, proj_vars, res_state, nodes=None):
+        """``update(W, *nodes, p, r)``, written for one reservoir, on every
+        reservoir of the bank. ``nodes`` (default ``(bias,)``): per-node
+        parameters, each a scalar or ``(chunks, res_dim)``, handed to the
+        update as the scalar or the reservoir's ``(res_dim,)``."""
         self._check_shapes(proj_vars, res_state)
-        per_node = self.bias.ndim != 0
+        nodes = (self.bias,) if nodes is None else tuple(nodes)
         if self.single:
             # vmap over a bank of one is its one member applied to the states
             # as they are; written so, XLA keeps the state update in place
             # (the reshapes to and from the bank axis cost a 500-node
             # classifier a copy of its states per step, ~10% of its time)
             W = jax.tree.map(lambda a: a[0], self.wr)
-            bias = self.bias[0] if per_node else self.bias
-            return update(W, bias, proj_vars, res_state)
-        out = jax.vmap(update, in_axes=(0, 0 if per_node else None, 0, 0))(
-            self.wr, self.bias, self._bank(proj_vars), self._bank(res_state)
+            own = (a if a.ndim == 0 else a[0] for a in nodes)
+            return update(W, *own, proj_vars, res_state)
+        axes = tuple(None if a.ndim == 0 else 0 for a in nodes)
+        out = jax.vmap(update, in_axes=(0, *axes, 0, 0))(
+            self.wr, *nodes, self._bank(proj_vars), self._bank(res_state)
         )
         return self._view(out)
 
@@ -470,14 +485,15 @@ class _ESNDriverCore(_SparseReservoirDriver):
             raise ValueError(
                 f"{name}: mode must be 'discrete' or 'continuous', got {self.mode!r}"
             )
-        check_leaf(name, "leak", self.leak, (), self.dtype)
+        leak_shape = () if np.ndim(self.leak) == 0 else self.bank_shape
+        check_leaf(name, "leak", self.leak, leak_shape, self.dtype)
         check_leaf(name, "time_const", self.time_const, (), self.dtype)
 
     def _init(self, *, leak, mode, time_const, **reservoir):
         _check_esn_update(type(self).__name__, leak, mode, time_const)
         self._init_reservoir(**reservoir)
         self.mode = mode
-        self.leak = _scalar(leak, self.dtype)
+        self.leak = _leak_field(type(self).__name__, leak, self.bank_shape, self.dtype)
         self.time_const = _scalar(time_const, self.dtype)
 
     @classmethod
@@ -485,18 +501,19 @@ class _ESNDriverCore(_SparseReservoirDriver):
         """The driver with the matrices ``W`` (the ``from_matrices`` constructors)."""
         _check_esn_update(cls.__name__, leak, mode, time_const)
         fields = cls._given_reservoir(W, **given)
+        bank_shape = (fields["chunks"], fields["res_dim"])
         fields.update(
             mode=mode,
-            leak=_scalar(leak, fields["dtype"]),
+            leak=_leak_field(cls.__name__, leak, bank_shape, fields["dtype"]),
             time_const=_scalar(time_const, fields["dtype"]),
         )
         return from_fields(cls, fields)
 
-    def _update(self, W, bias, proj, state):
+    def _update(self, W, bias, leak, proj, state):
         act = _esn_preactivation(W, proj, state, bias)
         if self.mode == "continuous":
             return self.time_const * (act - state)
-        return self.leak * act + (1 - self.leak) * state
+        return leak * act + (1 - leak) * state
 
     def advance(self, proj_vars: Array, res_state: Array) -> Array:
         """One update; in continuous mode the time derivative ``dr/dt``.
@@ -504,7 +521,9 @@ class _ESNDriverCore(_SparseReservoirDriver):
         Shapes: ``(chunks, res_dim)`` for the parallel driver, ``(res_dim,)`` for
         the single one.
         """
-        return self._per_chunk(self._update, proj_vars, res_state)
+        return self._per_chunk(
+            self._update, proj_vars, res_state, (self.bias, self.leak)
+        )
 
     def advance_seq(self, proj_seq: Array, res_state: Array) -> Array:
         """In discrete mode one fused run (:func:`orc._matrix.esn_run`: on CPU a
@@ -522,8 +541,13 @@ class _ESNDriverCore(_SparseReservoirDriver):
 
     def _fusable(self) -> bool:
         """Whether the fused native passes compute this driver's update: the
-        discrete update, in a class that declares ``"esn_kernels"``."""
-        return self.mode == "discrete" and declares(self, "esn_kernels")
+        discrete update with one leak rate for all nodes, in a class that
+        declares ``"esn_kernels"`` (per-node leak rates run XLA's loop)."""
+        return (
+            self.mode == "discrete"
+            and np.ndim(self.leak) == 0
+            and declares(self, "esn_kernels")
+        )
 
     def _closed_loop_linear(self, win, window, wout, res_state, length):
         """Outputs of a closed loop through a linear readout ``wout (C, o, n)``
@@ -690,8 +714,13 @@ class ParallelESNDriver(_ESNDriverCore):
     ----------
     res_dim : int
         Nodes per reservoir.
-    leak : float, default 0.6
-        Leak rate in (0, 1].
+    leak : float or array, default 0.6
+        Leak rate in (0, 1]: a number, or one rate per node, ``(res_dim,)``
+        (the same in every reservoir) or ``(chunks, res_dim)``. Nodes with
+        their own rates make a multi-timescale reservoir (e.g.
+        ``np.geomspace(0.03, 1, res_dim)``: slow nodes integrate long
+        stretches of the input, fast ones follow it); such a driver runs
+        XLA's loop, not the native fused kernels, which take one rate.
     spectral_radius : float, default 0.8
         Spectral radius each ``W_c`` is scaled to (> 0).
     density : float, default 0.02
@@ -773,8 +802,9 @@ class ParallelESNDriver(_ESNDriverCore):
             :class:`ReservoirMatrix` (e.g. another driver's ``wr``, kept
             entry for entry), or a list of ``(N, N)`` matrices of these
             kinds or ``scipy.sparse`` ones. Real and finite.
-        leak : float, default 0.6
-            Leak rate in (0, 1].
+        leak : float or array, default 0.6
+            Leak rate in (0, 1]: a number, one rate per node ``(N,)`` or
+            ``(chunks, N)``, as for the constructor.
         bias : float or array, default 1.6
             Added inside the tanh: a number, one value per node ``(N,)``
             (the same for every reservoir) or ``(chunks, N)``.
@@ -866,7 +896,7 @@ class ESNDriver(_ESNDriverCore):
         as for :meth:`ParallelESNDriver.from_matrices`, with one matrix:
         ``W`` ``(N, N)`` (or ``(1, N, N)``, e.g. another driver's ``wr``)
         dense, ``scipy.sparse``, ``BCOO`` or a :class:`ReservoirMatrix`;
-        ``bias`` a number or ``(N,)``. States ``(N,)``.
+        ``bias`` and ``leak`` a number or ``(N,)``. States ``(N,)``.
 
         Example
         -------

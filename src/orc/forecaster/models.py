@@ -55,7 +55,9 @@ class ESNForecaster(RCForecasterBase):
     data_dim : int
     res_dim : int
         Nodes per reservoir.
-    leak_rate : float, default 0.6
+    leak_rate : float or array ``(res_dim,)``, default 0.6
+        Leak rate in (0, 1], or one per node (a multi-timescale reservoir;
+        see :class:`orc.drivers.ParallelESNDriver`'s ``leak``).
     bias : float, default 1.6
     embedding_scaling : float, default 0.08
         ``W_in ~ U(-s, s)``.
