@@ -44,7 +44,7 @@ PAPER_TRAIN = {"input_noise": 0.0}
 CONFIGS = {
     "defaults": (
         'library defaults (order "auto": 3 on these flows, input_noise "auto": '
-        "1e-3 of the std)",
+        "1e-3 to 1e-1 of the std, chosen by closed-loop validation)",
         None,
         None,
     ),

@@ -8,7 +8,13 @@ from .models import (
     EnsembleESNForecaster,
     ESNForecaster,
 )
-from .nvar import NVARForecaster, nvar_order, nvar_stride, train_NVARForecaster
+from .nvar import (
+    NVARForecaster,
+    nvar_order,
+    nvar_stride,
+    select_input_noise,
+    train_NVARForecaster,
+)
 from .train import (
     train_CESNForecaster,
     train_EnsembleESNForecaster,
@@ -31,6 +37,7 @@ __all__ = [
     "train_NVARForecaster",
     "nvar_order",
     "nvar_stride",
+    "select_input_noise",
     "DivergenceWarning",
     "check_forecast",
 ]
