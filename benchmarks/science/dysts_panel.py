@@ -59,7 +59,9 @@ Protocol
    ``nvar``: ours ``NVARForecaster(dim)`` with its defaults (k=2,
    ``s="auto"``, ``order="auto"``: 3 on every panel flow) and
    ``train_NVARForecaster``'s (beta 2.5e-6, standardised features,
-   ``input_noise="auto"``: 1e-3 of each dimension's std); ``s="auto"`` is ``orc.forecaster.nvar_stride``:
+   ``input_noise="auto"``: 1e-3 to 1e-1 of each dimension's std, chosen by
+   ``orc.forecaster.select_input_noise`` on the last 20% of the training
+   split); ``s="auto"`` is ``orc.forecaster.nvar_stride``:
    ``s = max(1, round(P / NVAR_TAPS_PER_PERIOD))`` (30) where ``P`` (in
    samples) is the dominant period of the training data
    (``orc.metrics.dominant_period``: the peak of the power spectrum averaged
