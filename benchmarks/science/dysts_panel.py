@@ -702,6 +702,13 @@ def parse_args(argv=None):
         "--data-only", action="store_true", help="integrate the flows, no forecasts"
     )
     p.add_argument("--no-setup", action="store_true", help="never create the venvs")
+    p.add_argument(
+        "--recompute",
+        default="",
+        help="comma-separated columns whose cached forecasts (of the selected "
+        "flows) are deleted first: the cache is keyed by the protocol, not by "
+        "the libraries' code, so rerun a column this way after changing it",
+    )
     p.add_argument("--out-dir", type=Path, default=SCIENCE_DIR)
     args = p.parse_args(argv)
     if args.quick:
@@ -714,9 +721,11 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     columns = [c.strip() for c in args.columns.split(",") if c.strip()]
-    bad = [c for c in columns if c not in COLUMNS]
+    recompute = [c.strip() for c in args.recompute.split(",") if c.strip()]
+    bad = [c for c in columns + recompute if c not in COLUMNS]
     if bad:
         raise SystemExit(f"unknown columns {bad}; choose from {list(COLUMNS)}")
+    columns += [c for c in recompute if c not in columns]
     seeds = list(range(args.seeds))
     libs = {COLUMNS[c][0] for c in columns}
     if not args.no_setup and not args.report_only:
@@ -742,6 +751,13 @@ def main(argv=None) -> int:
             if not m.get("ok"):
                 print(f"[data] rejected {name}: {m.get('reason')}")
         return 0
+    for column in recompute:
+        gone = 0
+        for task in tasks:
+            path = forecast_file(out_dir, column, task)
+            gone += path.exists()
+            path.unlink(missing_ok=True)
+        print(f"[panel] {column}: {gone} cached forecasts deleted (--recompute)")
     if not args.report_only:
         for i in range(0, len(tasks), args.chunk):
             run_forecasts(
@@ -752,6 +768,13 @@ def main(argv=None) -> int:
                 out_dir,
                 args.timeout,
             )
+    # the report covers every column with forecasts for all selected flows,
+    # not only those run now, so rerunning one column keeps the others' rows
+    columns = [
+        c
+        for c in COLUMNS
+        if c in columns or all(forecast_file(out_dir, c, t).exists() for t in tasks)
+    ]
     rows = score(prepared, columns, out_dir)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     write_csv(rows, args.out_dir / "dysts_results.csv", columns)
