@@ -94,3 +94,32 @@ def test_bad_arguments_are_named():
         select_input_noise(NVARForecaster(3), u, candidates=(1e-3, -1.0))
     with pytest.raises(ValueError, match="train_seq must"):
         select_input_noise(NVARForecaster(3), u[:, None, :])
+
+
+def test_auto_selects_only_where_it_is_cheap_and_concrete(monkeypatch):
+    """The selection runs for one concrete trajectory of a model with at most
+    AUTO_SELECT_MAX_FEATURES features, and nowhere else."""
+    import jax
+
+    from orc.forecaster import nvar
+
+    calls = []
+    real = nvar._select
+
+    def spy(*args, **kwargs):
+        calls.append(args[1].n_features)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(nvar, "_select", spy)
+    u = _unit(_lorenz(0.02, tN=40.0))
+    small = NVARForecaster(3, s=2)
+    train_NVARForecaster(small, u)
+    assert calls == [small.n_features]
+    # 32 dimensions, k=2, quadratic: 2145 features > 2000
+    wide = NVARForecaster(32, s=1, order=2)
+    assert wide.n_features > nvar.AUTO_SELECT_MAX_FEATURES
+    x = np.random.default_rng(0).normal(size=(300, 32))
+    train_NVARForecaster(wide, x)
+    train_NVARForecaster(small, u, target_seq=u)
+    jax.jit(lambda v: train_NVARForecaster(small, v)[0].wout)(u)
+    assert calls == [small.n_features]

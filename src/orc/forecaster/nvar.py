@@ -98,6 +98,13 @@ VALIDATION_MIN_STEPS = 20
 #: deviation (``orc.metrics.valid_prediction_time``'s ``"feature_std"``).
 VALIDATION_THRESHOLD = 0.4
 
+#: ``input_noise="auto"`` selects only while the feature vector has at most
+#: this many entries: the selection costs four more fits, which is nothing
+#: for the few hundred features of a low-dimensional flow (Lorenz63, 84
+#: features: 0.12 s warm in all) but five times the fit of a high-dimensional
+#: one (KS with 64 dimensions: 8,385 quadratic features).
+AUTO_SELECT_MAX_FEATURES = 2000
+
 
 def nvar_order(n_lin: int, constant: bool = True) -> int:
     """The ``order="auto"`` choice for ``n_lin = k * data_dim`` linear features:
@@ -813,7 +820,8 @@ def train_NVARForecaster(
         closed-loop validation on the last 20% of ``train_seq``
         (:func:`select_input_noise`, which shows the scores), then fitted to
         all of it; ``1e-3`` where no selection is made (several trajectories,
-        ``target_seq`` given, traced data, too few samples).
+        ``target_seq`` given, traced data, too few samples, more than 2000
+        features).
     noise_seed : int or PRNG key, default 0
         Seed of ``input_noise``.
     standardize : bool, default True
@@ -914,7 +922,12 @@ def train_NVARForecaster(
         )
     if relative:
         input_noise = AUTO_NOISE_FRACTION
-        if not (multi or target_seq is not None or _traced(train_seq, beta)):
+        if not (
+            multi
+            or target_seq is not None
+            or model.n_features > AUTO_SELECT_MAX_FEATURES
+            or _traced(train_seq, beta)
+        ):
             chosen, _ = _select(
                 owner, model, train_seq, beta, spinup, AUTO_NOISE_CANDIDATES,
                 noise_seed, penalize_constant, standardize,
@@ -979,12 +992,13 @@ def select_input_noise(
     test window too, however well it does elsewhere.
 
     :func:`train_NVARForecaster` makes this choice for ``input_noise="auto"``
-    on one concrete trajectory without ``target_seq``; elsewhere (several
-    trajectories, explicit targets, data traced by ``jax.jit``, or a
-    held-out window shorter than the delay window plus
+    on one concrete trajectory without ``target_seq`` and a feature vector
+    of at most :data:`AUTO_SELECT_MAX_FEATURES` (2000) entries; elsewhere
+    (several trajectories, explicit targets, data traced by ``jax.jit``,
+    more features, or a held-out window shorter than the delay window plus
     :data:`VALIDATION_MIN_STEPS` samples) it uses
     :data:`AUTO_NOISE_FRACTION` (``1e-3``). Call this function to see the
-    scores behind the choice.
+    scores behind the choice (or to make it for a larger model).
 
     Parameters
     ----------
