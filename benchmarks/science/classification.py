@@ -33,8 +33,11 @@ Protocol
   split.
   "default" is the untuned ORC configuration: ``state_repr="final"``,
   ``embedding_scaling=0.08``, ``beta=8e-8``, no spinup.
-* orc "bi_ppv_diff" (the recipe of ``ESNClassifier``'s docstring):
-  ``state_repr="bi_ppv"``, ``input_differences=True``, ``Wr_density=0.1``,
+* orc "bi_ppv_lags" (the recipe of ``ESNClassifier``'s docstring) and
+  "bi_ppv_diff" (the previous one, without lags):
+  ``state_repr="bi_ppv"``, ``input_lags=(4, 16)`` (the series' differences
+  over 4 and 16 steps as extra channels) or none, ``input_differences=True``
+  (the first differences of every channel), ``Wr_density=0.1``,
   ``Wr_spectral_radius=0.9``, same spinup and the same (leak, scaling)
   grid chosen by the same 3-fold CV; ``beta`` is not a grid axis: every
   fit (each fold's and the final one) picks it from ``LOO_BETAS`` by exact
@@ -45,7 +48,9 @@ Protocol
   (leak, scaling), and the folds reuse them.
 * MiniRocket: ``aeon.classification.convolution_based.MiniRocketClassifier``
   with its defaults (10,000 kernels, ``RidgeClassifierCV`` over its own
-  alpha grid), ``random_state=0``, ``n_jobs=2``.
+  alpha grid), ``random_state=0``, ``n_jobs=2``. ``--seed S`` sets the orc
+  models' reservoir seed and MiniRocket's ``random_state`` to ``S``
+  (default 0); the folds stay the same.
 * Times are wall-clock seconds on this machine. "fit" for orc includes the
   cross-validation (selection) and the final fit, compilation included;
   MiniRocket's includes its internal ridge cross-validation.
@@ -104,7 +109,10 @@ SCALINGS = (0.1, 0.4, 1.6)
 LEAKS = (0.1, 0.6)
 BETAS = (1e-6, 1e-4, 1e-2, 1.0)
 FOLDS = 3
-RECIPE = "bi_ppv_diff"
+SEED = 0  # --seed: the orc models' reservoir seed, MiniRocket's random_state
+# the recipes: name -> the input_differences they give ESNClassifier
+RECIPES = {"bi_ppv_diff": (), "bi_ppv_lags": (4, 16)}
+# name -> input_lags; both recipes also take input_differences=True
 LOO_BETAS = tuple(np.logspace(-3, 3, 10))
 
 
@@ -222,7 +230,7 @@ def run_orc(data, state_repr: str, res_dim: int) -> dict:
     def build(leak, scaling):
         return ESNClassifier(
             dim, n_classes, res_dim, leak, state_repr=state_repr,
-            embedding_scaling=scaling,
+            embedding_scaling=scaling, seed=SEED,
         )  # fmt: skip
 
     def scores(feats, one_hot, folds):
@@ -264,7 +272,7 @@ def _final_fit(data, model, beta, spinup, t_select, cv_acc, leak, scaling) -> di
     }
 
 
-def _recipe(dim, n_classes, res_dim, leak, scaling):
+def _recipe(dim, n_classes, res_dim, leak, scaling, lags=()):
     return ESNClassifier(
         dim,
         n_classes,
@@ -272,14 +280,16 @@ def _recipe(dim, n_classes, res_dim, leak, scaling):
         leak,
         state_repr="bi_ppv",
         input_differences=True,
+        input_lags=lags,
+        seed=SEED,
         embedding_scaling=scaling,
         Wr_density=0.1,
         Wr_spectral_radius=0.9,
     )
 
 
-def run_recipe(data, res_dim: int) -> dict:
-    """The ``bi_ppv_diff`` column: see the protocol."""
+def run_recipe(data, res_dim: int, name: str = "bi_ppv_diff") -> dict:
+    """A recipe's column (``RECIPES``): see the protocol."""
     xtr, ytr, _, _, _ = data
     dim, n_classes = xtr.shape[2], int(ytr.max()) + 1
     betas = np.asarray(LOO_BETAS)
@@ -294,7 +304,7 @@ def run_recipe(data, res_dim: int) -> dict:
         yield float(np.mean(accs)), None
 
     def build(leak, scaling):
-        return _recipe(dim, n_classes, res_dim, leak, scaling)
+        return _recipe(dim, n_classes, res_dim, leak, scaling, RECIPES[name])
 
     t_select, cv_acc, leak, scaling, _, _, spinup = _grid_select(data, build, scores)
     model = build(leak, scaling)  # unfitted: train_RCClassifier fits its inputs
@@ -303,7 +313,7 @@ def run_recipe(data, res_dim: int) -> dict:
 
 def run_orc_default(data, res_dim: int) -> dict:
     xtr, ytr, xte, yte, _ = data
-    model = ESNClassifier(xtr.shape[2], int(ytr.max()) + 1, res_dim)
+    model = ESNClassifier(xtr.shape[2], int(ytr.max()) + 1, res_dim, seed=SEED)
     t0 = time.perf_counter()
     trained = train_RCClassifier(model, jnp.asarray(xtr), jnp.asarray(ytr))
     jax.block_until_ready(trained.readout.wout)
@@ -316,7 +326,7 @@ def run_minirocket(data) -> dict:
     from aeon.classification.convolution_based import MiniRocketClassifier
 
     xtr, ytr, xte, yte, _ = data
-    clf = MiniRocketClassifier(random_state=0, n_jobs=2)
+    clf = MiniRocketClassifier(random_state=SEED, n_jobs=2)
     t0 = time.perf_counter()
     clf.fit(np.transpose(xtr, (0, 2, 1)), ytr)
     t_fit = time.perf_counter() - t0
@@ -326,7 +336,7 @@ def run_minirocket(data) -> dict:
 
 def markdown(results: dict, methods: list[str], skipped: dict, setup: str) -> str:
     sets = list(results)
-    reprs = [m for m in methods if m in REPRS or m == RECIPE]
+    reprs = [m for m in methods if m in REPRS or m in RECIPES]
 
     def table(metric, fmt, total_name, total):
         rows = [
@@ -359,15 +369,16 @@ def markdown(results: dict, methods: list[str], skipped: dict, setup: str) -> st
         "`beta` plus "
         "the final fit, compilation included; MiniRocket: `fit` (its ridge "
         'cross-validation included); "default": one untuned fit. '
-        f"`{RECIPE}`: `bi_ppv` + `input_differences` + leave-one-out `beta` "
-        "(density 0.1, spectral radius 0.9; see the protocol).",
+        "`bi_ppv_diff`: `bi_ppv` + `input_differences=True` + leave-one-out "
+        "`beta` (density 0.1, spectral radius 0.9; see the protocol); "
+        "`bi_ppv_lags`: the same with `input_lags=(4, 16)`.",
         "",
         table("fit_s", "{:.1f}", "total", sum),
         "",
         "## Chosen hyperparameters (cross-validation on the training split)",
         "",
         "`leak_rate` / `embedding_scaling` / `beta` (CV accuracy; for "
-        f"`{RECIPE}` the leave-one-out `beta` of the final fit)",
+        "the recipes the leave-one-out `beta` of the final fit)",
         "",
         md_table(
             ["set", *reprs],
@@ -384,10 +395,18 @@ def markdown(results: dict, methods: list[str], skipped: dict, setup: str) -> st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sets", nargs="*", default=list(SETS))
-    parser.add_argument("--reprs", nargs="*", default=[*REPRS, RECIPE])
+    parser.add_argument("--reprs", nargs="*", default=[*REPRS, *RECIPES])
     parser.add_argument("--res-dim", type=int, default=RES_DIM)
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="reservoir seed of every orc model and MiniRocket's random_state",
+    )
     parser.add_argument("--out", default=str(HERE / "CLASSIFICATION.md"))
     args = parser.parse_args()
+    global SEED
+    SEED = args.seed
     import aeon
 
     start = time.perf_counter()
@@ -407,8 +426,8 @@ def main() -> None:
         row = {"note": note, "minirocket": run_minirocket(data)}
         row["default"] = run_orc_default(data, args.res_dim)
         for state_repr in args.reprs:
-            if state_repr == RECIPE:
-                row[state_repr] = run_recipe(data, args.res_dim)
+            if state_repr in RECIPES:
+                row[state_repr] = run_recipe(data, args.res_dim, state_repr)
             else:
                 row[state_repr] = run_orc(data, state_repr, args.res_dim)
         for method, r in row.items():
@@ -420,9 +439,9 @@ def main() -> None:
     setup = (
         f"ESN res_dim={args.res_dim}; grid leak_rate {list(LEAKS)} x "
         f"embedding_scaling {list(SCALINGS)} x "
-        f"beta {list(BETAS)}, {FOLDS}-fold CV on train ({RECIPE}: beta by "
+        f"beta {list(BETAS)}, {FOLDS}-fold CV on train (recipes: beta by "
         f"leave-one-out from logspace(-3, 3, 10)). aeon {aeon.__version__}, "
-        f"orc {orc.__version__}, jax {jax.__version__}, "
+        f"seed {args.seed}, orc {orc.__version__}, jax {jax.__version__}, "
         f"{platform.processor() or platform.machine()}, "
         f"{__import__('os').cpu_count()} CPUs; whole run {total / 60:.1f} min."
     )

@@ -65,6 +65,7 @@ PARAMETERS: dict[str, tuple[object, object]] = {
     "state_repr": (str, "final"),
     "model_space_dim": (int | None, None),
     "input_differences": (bool, False),
+    "input_lags": (tuple[int, ...], ()),
     "alpha_1": (float, 100),
     "alpha_2": (float, 1),
     "alpha_3": (float, 5),

@@ -124,9 +124,10 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
     their names and defaults.
 
     The strongest configuration measured (``benchmarks/science/
-    CLASSIFICATION.md``, column ``bi_ppv_diff``) is
-    ``ESNClassifier(state_repr="bi_ppv", input_differences=True,
-    Wr_density=0.1, Wr_spectral_radius=0.9, spinup=None, beta=None)`` with
+    CLASSIFICATION.md``, column ``bi_ppv_lags``) is
+    ``ESNClassifier(state_repr="bi_ppv", input_lags=(4, 16),
+    input_differences=True, Wr_density=0.1, Wr_spectral_radius=0.9,
+    spinup=None, beta=None)`` with
     ``leak_rate`` in {0.1, 0.6} and ``embedding_scaling`` in {0.1, 0.4, 1.6}
     chosen by cross-validation (a grid search), for z-normalised series.
 
@@ -181,6 +182,11 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
     input_differences : bool, default False
         Also feed the reservoir each channel's first differences, scaled by
         their training standard deviation.
+    input_lags : tuple of int, default ()
+        Also feed the reservoir each channel's differences over these
+        numbers of steps (``u_t - u_{t-L}``), scaled by their training
+        standard deviation (before the first differences, which then
+        include theirs).
 
     Attributes
     ----------
@@ -225,6 +231,7 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
         model_space_dim=None,
         channels_last=False,
         input_differences=False,
+        input_lags=(),
     ):
         self.res_dim = res_dim
         self.leak_rate = leak_rate
@@ -242,6 +249,7 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
         self.model_space_dim = model_space_dim
         self.channels_last = channels_last
         self.input_differences = input_differences
+        self.input_lags = input_lags
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -320,6 +328,7 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
             state_repr=self.state_repr,
             model_space_dim=self.model_space_dim,
             input_differences=self.input_differences,
+            input_lags=self.input_lags,
         )
         spinup = seqs.shape[1] // 10 if self.spinup is None else self.spinup
         beta = DEFAULT_BETAS if self.beta is None else self.beta

@@ -57,6 +57,21 @@ The reservoir reads ``[u_t, d_t]`` (its embedding takes ``2 * data_dim``
 inputs); the reversed pass differences the reversed series. The
 ``"model_space"`` predictor still predicts ``u``.
 
+``input_lags=(L1, L2, ...)`` adds ``data_dim`` channels per lag ``L``, the
+differences over ``L`` steps ``(u_t - u_{t-L}) / σ_L`` (0 for ``t < L``;
+``σ_L`` per channel, the standard deviation of the training series'
+differences over ``L`` steps, in :attr:`RCClassifierBase.lag_scale`). They
+come first: with ``input_differences=True`` as well, the first differences
+are those of every channel, the lag channels' included, so
+``input_lags=(4, 16), input_differences=True`` reads ``[u, d4, d16]`` and
+their first differences (``6 * data_dim`` inputs). Differences over several
+lags show the reservoir how the series changes at several time scales at
+once, which a leaky reservoir's single time scale does not, as the
+dilations of MiniRocket's kernels do (Dempster et al. 2021): on the seven
+UCR/UEA sets of ``benchmarks/science/CLASSIFICATION.md`` that pair lifts
+the bidirectional PPV recipe from 0.911 to 0.929 mean accuracy over three
+reservoir seeds (MiniRocket: 0.939).
+
 ``"final"``, ``"mean"`` and ``"ppv"`` are computed in the scan carry, so no
 state history is stored; ``"stats"`` too (Welford's running mean and variance);
 ``"model_space"`` keeps the ``P`` chosen nodes of each state.
@@ -67,6 +82,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .._compose import check_model
@@ -106,6 +122,35 @@ PPV_MAX_STATES = 10_000
 state (the same ``stride`` for all), so the fit is deterministic. A
 quartile of 10,000 samples is within about 0.005 (in probability) of the
 population's; sorting them is most of the fit's cost on a CPU."""
+
+
+def check_lags(input_lags, owner: str) -> tuple[int, ...]:
+    """``input_lags`` as a tuple of distinct positive ints (``()`` for none)."""
+    try:
+        lags = tuple(input_lags)
+        ok = all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
+            for v in lags
+        ) and len(set(lags)) == len(lags)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise TypeError(
+            f"{owner}: input_lags must be a sequence of distinct positive ints "
+            f"(steps, e.g. (4, 16)), got {input_lags!r}"
+        )
+    return tuple(int(v) for v in lags)
+
+
+def lagged_differences(seq, lags):
+    """``(T, len(lags) * d)``: ``seq[t] - seq[t - L]`` for each lag ``L`` (0 for
+    ``t < L``), the lags' blocks side by side."""
+    t = jnp.arange(seq.shape[0])[:, None]
+    blocks = []
+    for lag in lags:
+        shifted = jnp.concatenate([jnp.zeros((lag,) + seq.shape[1:], seq.dtype), seq])
+        blocks.append(jnp.where(t >= lag, seq - shifted[: seq.shape[0]], 0))
+    return jnp.concatenate(blocks, axis=1)
 
 
 def _check_state_repr(state_repr, owner: str) -> str:
@@ -196,8 +241,13 @@ class RCClassifierBase(eqx.Module):
     ----------
     ppv_thresholds : Array ``(passes, 3, res_dim)`` or None
         The ``"ppv"`` thresholds (``None`` for the other representations).
-    difference_scale : Array ``(data_dim,)`` or None
-        The scale of the difference channels (``None`` without them).
+    difference_scale : Array ``(data_dim * (1 + len(input_lags)),)`` or None
+        The scale of the first-difference channels (``None`` without them).
+    lag_scale : Array ``(len(input_lags) * data_dim,)`` or None
+        The scale of the lagged-difference channels, lag by lag (``None``
+        without them).
+    lag_set : tuple of int or None
+        The lags (``None`` without them; :attr:`input_lags` gives ``()``).
     selected_beta : Array or None
         The ridge strength leave-one-out chose when training was given
         several (``None`` otherwise).
@@ -224,6 +274,10 @@ class RCClassifierBase(eqx.Module):
     selected_beta: Array | None = eqx.field(
         default=None, metadata={"added_field": True}
     )
+    lag_scale: Array | None = eqx.field(default=None, metadata={"added_field": True})
+    lag_set: tuple[int, ...] | None = eqx.field(
+        default=None, static=True, metadata={"added_field": True}
+    )
 
     def __init__(
         self,
@@ -235,6 +289,7 @@ class RCClassifierBase(eqx.Module):
         dtype=jnp.float64,
         seed=0,
         input_differences: bool = False,
+        input_lags: tuple[int, ...] = (),
     ) -> None:
         name = type(self).__name__
         _check_state_repr(state_repr, name)
@@ -242,6 +297,7 @@ class RCClassifierBase(eqx.Module):
             raise TypeError(
                 f"{name}: input_differences must be a bool, got {input_differences!r}"
             )
+        lags = check_lags(input_lags, name)
         self.n_classes = check_int("n_classes", n_classes, name, minimum=2)
         if readout.out_dim != self.n_classes:
             raise ValueError(
@@ -251,12 +307,14 @@ class RCClassifierBase(eqx.Module):
         self.driver = driver
         self.readout = readout
         self.embedding = embedding
-        if input_differences and embedding.in_dim % 2:
+        per_dim = (1 + len(lags)) * (2 if input_differences else 1)
+        if embedding.in_dim % per_dim:
             raise ValueError(
-                f"{name}: input_differences=True needs an embedding of 2 * data_dim "
-                f"inputs, got embedding.in_dim {embedding.in_dim}"
+                f"{name}: input_differences={input_differences} with "
+                f"{len(lags)} input_lags needs an embedding of {per_dim} * "
+                f"data_dim inputs, got embedding.in_dim {embedding.in_dim}"
             )
-        self.in_dim = embedding.in_dim // (2 if input_differences else 1)
+        self.in_dim = embedding.in_dim // per_dim
         self.out_dim = readout.out_dim
         self.res_dim = driver.res_dim
         self.state_repr = state_repr
@@ -266,8 +324,11 @@ class RCClassifierBase(eqx.Module):
         if base == "ppv":  # fitted by training; 0 (the sign of the state) until then
             shape = (2 if bi else 1, len(PPV_QUANTILES), self.res_dim)
             self.ppv_thresholds = jnp.zeros(shape, self.dtype)
+        if lags:
+            self.lag_scale = jnp.ones(len(lags) * self.in_dim, self.dtype)
+            self.lag_set = lags
         if input_differences:
-            self.difference_scale = jnp.ones(self.in_dim, self.dtype)
+            self.difference_scale = jnp.ones(self._channels, self.dtype)
 
     def __check_init__(self):
         name = type(self).__name__
@@ -319,8 +380,9 @@ class RCClassifierBase(eqx.Module):
                 else None
             ),
             "difference_scale": (
-                (self.in_dim,) if self.difference_scale is not None else None
+                (self._channels,) if self.difference_scale is not None else None
             ),
+            "lag_scale": ((len(self.lag_set) * self.in_dim,) if self.lag_set else None),
             "selected_beta": () if self.selected_beta is not None else None,
         }
         for field, shape in want.items():
@@ -345,17 +407,36 @@ class RCClassifierBase(eqx.Module):
         return self.difference_scale is not None
 
     @property
+    def input_lags(self) -> tuple[int, ...]:
+        """The lags of the lagged-difference channels (``()`` without them)."""
+        return self.lag_set or ()
+
+    @property
+    def _channels(self) -> int:
+        """Channels before the first differences: the series' and its lags'."""
+        return self.in_dim * (1 + len(self.input_lags))
+
+    @property
     def _embed_dim(self) -> int:
-        """Inputs the embedding reads (``2 * data_dim`` with differences)."""
-        return self.in_dim * (2 if self.input_differences else 1)
+        """Inputs the embedding reads (twice :attr:`_channels` with differences)."""
+        return self._channels * (2 if self.input_differences else 1)
+
+    def _lagged(self, in_seq):
+        """``in_seq`` with its scaled differences over :attr:`input_lags`."""
+        if not self.input_lags:
+            return in_seq
+        lagged = lagged_differences(in_seq, self.input_lags) / self.lag_scale
+        return jnp.concatenate([in_seq, lagged], axis=1)
 
     def _inputs(self, in_seq):
-        """What the reservoir reads: ``in_seq``, with the scaled first
-        differences appended as channels when :attr:`input_differences`."""
+        """What the reservoir reads: ``in_seq``, its scaled lagged differences
+        (:attr:`input_lags`), then the scaled first differences of all of
+        these when :attr:`input_differences`."""
+        seq = self._lagged(in_seq)
         if not self.input_differences:
-            return in_seq
-        diff = jnp.diff(in_seq, axis=0, prepend=in_seq[:1])
-        return jnp.concatenate([in_seq, diff / self.difference_scale], axis=1)
+            return seq
+        diff = jnp.diff(seq, axis=0, prepend=seq[:1])
+        return jnp.concatenate([seq, diff / self.difference_scale], axis=1)
 
     @property
     def feature_dim(self) -> int:

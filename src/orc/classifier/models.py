@@ -8,7 +8,7 @@ from .._compose import check_esn_sizes
 from .._esn import esn_components
 from .._signatures import ESN_MODEL, orc_signature
 from .._validation import check_int
-from .base import RCClassifierBase, _check_state_repr, feature_dim
+from .base import RCClassifierBase, _check_state_repr, check_lags, feature_dim
 
 __all__ = ["ESNClassifier"]
 
@@ -51,12 +51,17 @@ class ESNClassifier(RCClassifierBase):
         Also feed the reservoir the first differences of each input channel,
         scaled by their training standard deviation (the embedding reads
         ``2 * data_dim`` inputs; ``data_dim`` stays the series' width).
+    input_lags : sequence of int, default ()
+        Also feed the reservoir each channel's differences over these
+        numbers of steps, ``u_t - u_{t-L}``, scaled by their training
+        standard deviation; with ``input_differences`` their first
+        differences too (see :mod:`orc.classifier.base`).
 
     Notes
     -----
     The strongest recipe measured on seven UCR/UEA sets
     (``benchmarks/science/CLASSIFICATION.md``) is ``state_repr="bi_ppv"``,
-    ``input_differences=True``, ``Wr_density=0.1``,
+    ``input_lags=(4, 16)``, ``input_differences=True``, ``Wr_density=0.1``,
     ``Wr_spectral_radius=0.9``, ``spinup = seq_len // 10`` and ``beta``
     chosen by leave-one-out from a grid (:func:`train_RCClassifier`).
 
@@ -85,6 +90,7 @@ class ESNClassifier(RCClassifierBase):
         "construction",
         "model_space_dim",
         "input_differences",
+        "input_lags",
     )
     def __init__(self, data_dim, n_classes, **hyper) -> None:
         name = type(self).__name__
@@ -97,10 +103,11 @@ class ESNClassifier(RCClassifierBase):
             raise TypeError(
                 f"{name}: input_differences must be a bool, got {differences!r}"
             )
+        lags = check_lags(hyper.pop("input_lags"), name)
         embedding, driver, readout, dtype = esn_components(
             name,
             layout="single",
-            in_dim=data_dim * (2 if differences else 1),
+            in_dim=data_dim * (1 + len(lags)) * (2 if differences else 1),
             out_dim=n_classes,
             **hyper,
         )
@@ -118,5 +125,6 @@ class ESNClassifier(RCClassifierBase):
             dtype,
             hyper["seed"],
             input_differences=differences,
+            input_lags=lags,
         )
         self.data_dim = data_dim

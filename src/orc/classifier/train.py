@@ -39,6 +39,21 @@ def _ppv_stride(n_series: int, n_kept: int) -> int:
     return max(1, -(-n_kept // per_series))
 
 
+def _fit_lag_scale(train_seqs, lags):
+    """Per lag and channel (the lags' blocks side by side), the standard
+    deviation of the training series' differences ``u_t - u_{t-L}`` (pooled
+    over series and the times ``t >= L`` where they are defined); 1 where it is
+    0 or undefined (series of at most ``L`` samples)."""
+    blocks = []
+    for lag in lags:
+        if train_seqs.shape[1] <= lag:
+            blocks.append(jnp.ones(train_seqs.shape[2], train_seqs.dtype))
+            continue
+        scale = jnp.std(train_seqs[:, lag:] - train_seqs[:, :-lag], axis=(0, 1))
+        blocks.append(jnp.where(scale > 0, scale, 1.0))
+    return jnp.concatenate(blocks)
+
+
 def _fit_difference_scale(train_seqs):
     """Per channel, the standard deviation of the training series' first
     differences (pooled over series and time); 1 where it is 0 or undefined."""
@@ -151,11 +166,16 @@ def loo_ridge(features, targets, betas):
 
 
 def _fit_inputs(model, train_seqs, spinup):
-    """``model`` with the difference scale, then the PPV thresholds (from the
-    states that scale drives) fitted to ``train_seqs``; each only if it has one."""
+    """``model`` with the lag scale, the difference scale (of the series with
+    its scaled lag channels), then the PPV thresholds (from the states these
+    drive) fitted to ``train_seqs``; each only if it has one."""
+    if model.input_lags:
+        scale = _fit_lag_scale(train_seqs, model.input_lags)
+        model = eqx.tree_at(lambda m: m.lag_scale, model, scale)
     if model.input_differences:
+        channels = jax.vmap(model._lagged)(train_seqs)
         model = eqx.tree_at(
-            lambda m: m.difference_scale, model, _fit_difference_scale(train_seqs)
+            lambda m: m.difference_scale, model, _fit_difference_scale(channels)
         )
     if model.ppv_thresholds is not None:
         thresholds = _fit_ppv_thresholds(model, train_seqs, spinup)
@@ -207,7 +227,11 @@ def fit_features(model: Model, train_seqs: Array, spinup: int = 0) -> Model:
     without fitting a readout.
     """
     train_seqs, spinup = _check_train_seqs("fit_features", model, train_seqs, spinup)
-    if not model.input_differences and model.ppv_thresholds is None:
+    if (
+        not model.input_differences
+        and not model.input_lags
+        and model.ppv_thresholds is None
+    ):
         return model
     return _fit_features(model, train_seqs, spinup)
 
