@@ -48,7 +48,11 @@ from .._validation import (
     check_static_int,
     warn_if_untrained,
 )
-from ..metrics import dominant_period, mutual_information_delay
+from ..metrics import (
+    dominant_period,
+    mutual_information_delay,
+    valid_prediction_time,
+)
 
 __all__ = [
     "NVARForecaster",
@@ -981,11 +985,13 @@ def select_input_noise(
     in closed loop from :data:`VALIDATION_WINDOWS` (5) evenly spaced delay
     windows of the held-out part, each run as long as the whole held-out part.
     A run is *bounded* when it stays finite and within ``BLOWUP_DATA`` (10)
-    times the largest deviation of the fitted samples from their mean (the
-    rule of :class:`~orc.forecaster.DivergenceWarning`); its *valid steps*
-    count the steps until the error, divided per dimension by the training
-    standard deviation, exceeds :data:`VALIDATION_THRESHOLD` (0.4) in root
-    mean square, against the held-out samples up to the next window. The
+    times the largest deviation of the fitted samples from their mean
+    (:class:`~orc.forecaster.DivergenceWarning`'s factor, measured from the
+    mean so that an offset in the data does not loosen it); its *valid
+    steps* are :func:`orc.metrics.valid_prediction_time` in steps
+    (``normalization="feature_std"`` with the training standard deviations,
+    threshold :data:`VALIDATION_THRESHOLD`, 0.4) against the held-out samples
+    up to the next window. The
     choice maximises the number of bounded runs, then the mean valid steps;
     ties go to the smaller noise. Bounded runs come first because a readout
     that leaves the attractor from one held-out window will do so from some
@@ -1093,9 +1099,15 @@ def _select(
             bounded = np.all(np.isfinite(runs).reshape(len(runs), -1), axis=1) & (
                 np.max(dev, axis=1, initial=0.0) <= bound
             )
-            err = np.sqrt(np.mean(((runs[:, :steps] - truth) / sd) ** 2, axis=-1))
-        invalid = ~(err < VALIDATION_THRESHOLD)
-        valid = np.where(invalid.any(axis=1), invalid.argmax(axis=1), steps)
-        scores[fraction] = (int(bounded.sum()), float(valid.mean()))
+        valid = [
+            float(
+                valid_prediction_time(
+                    run[:steps], want, VALIDATION_THRESHOLD, scale=sd,
+                    normalization="feature_std",
+                )
+            )
+            for run, want in zip(runs, truth, strict=True)
+        ]  # fmt: skip
+        scores[fraction] = (int(bounded.sum()), float(np.mean(valid)))
     best = max(candidates, key=lambda c: (scores[c], -candidates.index(c)))
     return best, scores
