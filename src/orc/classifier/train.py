@@ -43,7 +43,8 @@ def _fit_lag_scale(train_seqs, lags):
     """Per lag and channel (the lags' blocks side by side), the standard
     deviation of the training series' differences ``u_t - u_{t-L}`` (pooled
     over series and the times ``t >= L`` where they are defined); 1 where it is
-    0 or undefined (series of at most ``L`` samples)."""
+    0 or undefined (series of at most ``L`` samples). Lag 1 gives the scale of
+    the first-difference channels (``input_differences``)."""
     blocks = []
     for lag in lags:
         if train_seqs.shape[1] <= lag:
@@ -52,15 +53,6 @@ def _fit_lag_scale(train_seqs, lags):
         scale = jnp.std(train_seqs[:, lag:] - train_seqs[:, :-lag], axis=(0, 1))
         blocks.append(jnp.where(scale > 0, scale, 1.0))
     return jnp.concatenate(blocks)
-
-
-def _fit_difference_scale(train_seqs):
-    """Per channel, the standard deviation of the training series' first
-    differences (pooled over series and time); 1 where it is 0 or undefined."""
-    if train_seqs.shape[1] < 2:
-        return jnp.ones(train_seqs.shape[2], train_seqs.dtype)
-    scale = jnp.std(jnp.diff(train_seqs, axis=1), axis=(0, 1))
-    return jnp.where(scale > 0, scale, 1.0)
 
 
 @jax.custom_jvp
@@ -175,7 +167,7 @@ def _fit_inputs(model, train_seqs, spinup):
     if model.input_differences:
         channels = jax.vmap(model._lagged)(train_seqs)
         model = eqx.tree_at(
-            lambda m: m.difference_scale, model, _fit_difference_scale(channels)
+            lambda m: m.difference_scale, model, _fit_lag_scale(channels, (1,))
         )
     if model.ppv_thresholds is not None:
         thresholds = _fit_ppv_thresholds(model, train_seqs, spinup)
