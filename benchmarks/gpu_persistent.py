@@ -1,12 +1,15 @@
 """Experiment (issue 21): the closed-loop ESN forecast as ONE persistent CUDA
 kernel for the whole forecast, measured against the XLA scan that orc runs.
 
-Not part of orc: measured on an H200 (benchmarks/GPU.md) it is slower than
-the scan (N = 2000, float64: 7.2 vs 5.5 µs per step; float32 6.5 vs 4.8;
-N = 8000: 12.4 vs 10.2), the grid barrier alone costing 1.7-1.8 µs a step and
-the state's round trips through L2 the rest. It is kept as the measured
-baseline for a cluster design (state in distributed shared memory, the
-cluster's hardware barrier).
+Three kernels. v1 and v2 (below) are not part of orc: measured on an H200
+(benchmarks/GPU.md) they are slower than the scan (N = 2000, float64: 7.2 vs
+5.5 µs per step; float32 6.5 vs 4.8; N = 8000: 12.4 vs 10.2), the grid
+barrier alone costing 1.7-1.8 µs a step and the state's round trips through
+L2 the rest. v3 is orc's own cluster kernel (``orc/_native/esn_cluster.cu``,
+read from the installed package: the state in distributed shared memory, the
+cluster's hardware barrier; 3.5-3.7 µs in float64, 2.6-2.7 in float32 at
+N = 2000), launched here through CuPy to sweep its configuration
+(:func:`launch_cluster`); orc runs it through its CUDA handler.
 
 Why: the kernel-per-step experiment (``gpu_fused.py``) showed that a launch
 and its latency chain cost ~4 µs, so a step below 4 µs needs the whole loop
@@ -44,6 +47,7 @@ compiles with NVRTC at first use (``compile_check`` compiles it without a GPU
 where NVRTC's library is found, for the test suite).
 
     python benchmarks/gpu_persistent.py --out DIR     # on a GPU machine
+    python benchmarks/gpu_persistent.py --kernels v3  # the cluster kernel only
 """
 
 from __future__ import annotations
@@ -293,26 +297,49 @@ extern "C" __global__ void esn_forecast_partial(
 }
 """
 
+
+def _cluster_source() -> str:
+    """orc's cluster kernel (``orc/_native/esn_cluster.cu``, which orc's CUDA
+    handler embeds): the one source both run."""
+    import importlib.resources  # noqa: PLC0415
+
+    return (
+        importlib.resources.files("orc._native").joinpath("esn_cluster.cu").read_text()
+    )
+
+
+SOURCE_CLUSTER = _cluster_source()
+
 DTYPES = {"float64": "double", "float32": "float"}
 
 
-def options(dtype: str, lanes: int) -> tuple[str, ...]:
-    return (f"-DDTYPE={DTYPES[dtype]}", f"-DROWLANES={int(lanes)}", "-std=c++17")
+def options(dtype: str, lanes: int, cluster: int | None = None, total: int = 0):
+    """NVRTC's options for a kernel: the first source's, or with ``cluster``
+    (blocks per cluster) the cluster kernel's for a state of ``total`` nodes."""
+    opts = (f"-DDTYPE={DTYPES[dtype]}", f"-DROWLANES={int(lanes)}", "-std=c++17")
+    if cluster is None:
+        return opts
+    column = "unsigned short" if total < 2**16 else "int"
+    return (*opts, f"-DCLUSTER={int(cluster)}", f"-DCOLT={column}")
 
 
-def compile_check(dtype: str, lanes: int, arch: str = "compute_90") -> str:
-    """Compile the source with NVRTC (no GPU needed) and return its log;
-    raises ``RuntimeError`` with the log on a compile error, ``OSError``
-    where NVRTC's library is not found."""
+def compile_check(
+    dtype: str, lanes: int, arch: str = "compute_90", cluster: int | None = None
+) -> str:
+    """Compile a kernel with NVRTC (no GPU needed) and return its log: the
+    first source's, or with ``cluster`` the cluster kernel (``arch`` sm_90
+    or later); raises ``RuntimeError`` with the log on a compile error,
+    ``OSError`` where NVRTC's library is not found."""
     lib = _nvrtc()
     prog = ctypes.c_void_p()
+    source = SOURCE if cluster is None else SOURCE_CLUSTER
     _ok(
         lib,
         lib.nvrtcCreateProgram(
-            ctypes.byref(prog), SOURCE.encode(), b"esn.cu", 0, None, None
+            ctypes.byref(prog), source.encode(), b"esn.cu", 0, None, None
         ),
     )
-    opts = [o.encode() for o in (*options(dtype, lanes), f"-arch={arch}")]
+    opts = [o.encode() for o in (*options(dtype, lanes, cluster), f"-arch={arch}")]
     status = lib.nvrtcCompileProgram(
         prog, len(opts), (ctypes.c_char_p * len(opts))(*opts)
     )
@@ -377,6 +404,9 @@ def prepare(values, indices, win, window, bias, wout, r0, leak):
     return {
         "values": cp.ascontiguousarray(values.reshape(total, k)),
         "cols": cp.ascontiguousarray(cols.reshape(total, k)),
+        "indices": cp.ascontiguousarray(
+            cp.asarray(indices, cp.int32).reshape(total, k)
+        ),
         "win": cp.ascontiguousarray(cp.asarray(win, dtype).reshape(total, -1)),
         "window": cp.ascontiguousarray(cp.asarray(window, cp.int32)),
         "wout": cp.ascontiguousarray(cp.asarray(wout, dtype).reshape(-1, n)),
@@ -443,6 +473,63 @@ def launch(prep, length: int, *, blocks=32, threads=256, lanes=8, kernel="v1", m
     return y
 
 
+def cluster_shared_bytes(prep, *, cluster: int, threads: int) -> int:
+    """Shared memory per block of the cluster kernel (orc's formula)."""
+    from orc._matrix import cluster_shared_bytes as shared  # noqa: PLC0415
+
+    chunks, n, k, w, _ = prep["shape"]
+    return shared(chunks, n, k, w, prep["values"].dtype.itemsize, cluster, threads)
+
+
+def launch_cluster(prep, length: int, *, cluster=8, threads=512, lanes=4, mode=0):
+    """The whole forecast in one thread-block cluster (``esn_forecast_cluster``:
+    the reservoir and the state in the blocks' shared memory, the state
+    exchanged through distributed shared memory, the cluster's hardware
+    barrier between steps); returns ``(length, C o)`` (CuPy, asynchronous).
+    Raises ``ValueError`` where a block's share does not fit in shared memory."""
+    import cupy as cp  # noqa: PLC0415
+
+    chunks, n, k, w, o = prep["shape"]
+    dtype = prep["values"].dtype
+    total, outs = chunks * n, chunks * o
+    if outs > 8:
+        raise ValueError("the cluster kernel reads out at most 8 outputs (MAXOUT)")
+    shared = cluster_shared_bytes(prep, cluster=cluster, threads=threads)
+    if shared > 227 * 1024:
+        raise ValueError(f"{shared} bytes of shared memory per block (at most 227 kB)")
+    y = cp.full((int(length), outs), cp.nan, dtype)  # every row must be written
+    key = (dtype.name, lanes, "v3", cluster, total < 2**16)
+    if key not in _KERNELS:
+        _KERNELS[key] = cp.RawKernel(
+            SOURCE_CLUSTER,
+            "esn_forecast_cluster",
+            options=options(dtype.name, lanes, cluster, total),
+        )
+    fn = _KERNELS[key]
+    if cluster > 8:  # more than 8 blocks: a "non-portable" cluster size
+        cp.cuda.driver.funcSetAttribute(
+            fn.kernel.ptr,
+            14,  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+            1,
+        )
+    fn.max_dynamic_shared_size_bytes = shared
+    i32 = np.int32
+    args = (
+        prep["values"],
+        prep["indices"],  # columns within each chunk: the kernel offsets them
+        prep["win"],
+        prep["window"],
+        prep["wout"],
+        prep["bias"],
+        cp.asarray(prep["leak"], dtype),
+        prep["r0"],
+        y,
+        *(i32(v) for v in (chunks, n, k, w, o, length, mode)),
+    )
+    fn((int(cluster),), (int(threads),), args, shared_mem=shared)
+    return y
+
+
 def esn_forecast_persistent(
     values,
     indices,
@@ -500,7 +587,11 @@ def main(argv=None) -> None:  # pragma: no cover - needs an NVIDIA GPU
     p.add_argument("--sizes", default="2000,8000")
     p.add_argument("--length", type=int, default=2000)
     p.add_argument("--out", default=None)
+    p.add_argument(
+        "--kernels", default="v1,v2,v3", help="comma-separated: v1,v2,v3 (cluster)"
+    )
     args = p.parse_args(argv)
+    kernels = set(args.kernels.split(","))
     rows: list[dict] = []
 
     def log(**kw):
@@ -552,16 +643,31 @@ def main(argv=None) -> None:  # pragma: no cover - needs an NVIDIA GPU
                 {"kernel": "v2", "mode": 1, "blocks": b, "threads": 512, "lanes": 8}
                 for b in (16, 32, 66, 132)
             ]
+            configs += [
+                {"kernel": "v3", "cluster": c, "threads": t, "lanes": la}
+                for c in (8, 16)
+                for t in (256, 512, 1024)
+                for la in (2, 4, 8)
+            ]
+            configs += [
+                {"kernel": "v3", "mode": 1, "cluster": c, "threads": 512, "lanes": 4}
+                for c in (8, 16)
+            ]
+            configs = [c for c in configs if c["kernel"] in kernels]
             for cfg in configs:
                 form = " ".join(f"{k}={v}" for k, v in cfg.items())
                 try:
                     row = {}
+                    go = launch
+                    if cfg["kernel"] == "v3":
+                        cfg = {k: v for k, v in cfg.items() if k != "kernel"}
+                        go = launch_cluster
                     if cfg.get("mode", 0) == 0:
-                        got = launch(prep, 50, **cfg).get()
+                        got = go(prep, 50, **cfg).get()
                         row["maxdiff_50"] = float(np.max(np.abs(got - ref)))
 
-                    def run(cfg=cfg, prep=prep):
-                        launch(prep, L, **cfg)
+                    def run(cfg=cfg, prep=prep, go=go):
+                        go(prep, L, **cfg)
                         cp.cuda.runtime.deviceSynchronize()
 
                     row["us_per_step"] = best(run, reps=5) / L * 1e6
@@ -571,8 +677,10 @@ def main(argv=None) -> None:  # pragma: no cover - needs an NVIDIA GPU
     for n in map(int, args.sizes.split(",")):
         for dtype in ("float64", "float32"):
             mine = [r for r in rows if r.get("N") == n and r.get("dtype") == dtype]
+            # right to rounding (NaN, an unwritten row, fails) and fastest first
             fast = sorted(
-                (r for r in mine if "maxdiff_50" in r), key=lambda r: r["us_per_step"]
+                (r for r in mine if r.get("maxdiff_50", np.inf) < 1e-5),
+                key=lambda r: r["us_per_step"],
             )
             for r in mine:
                 if "mode=1" in r["form"] and "us_per_step" in r:

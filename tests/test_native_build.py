@@ -128,18 +128,40 @@ def test_show_config_on_a_gpu_says_what_runs_there(capsys, monkeypatch):
     real = orc._config.config()
     orc.show_config()
     if real["platform"] == "cpu":
-        assert "serve the CPU only" not in capsys.readouterr().out
+        assert "serve the CPU" not in capsys.readouterr().out
+        assert real["gpu_forecast"].startswith("the unrolled scan (no GPU")
     monkeypatch.setattr(
         orc._config,
         "config",
-        lambda: {**real, "platform": "cuda", "devices": ["cuda:0"]},
+        lambda: {
+            **real,
+            "platform": "cuda",
+            "devices": ["cuda:0"],
+            "gpu_forecast": "one thread-block cluster ...",
+        },
     )
     orc.show_config()
     out = capsys.readouterr().out
     assert "JAX platform   cuda: cuda:0" in out
-    assert "on cuda" in out and "native kernels below serve the CPU only" in out
+    assert "on cuda" in out and "native kernels below serve the CPU" in out
+    assert "GPU forecast   one thread-block cluster ..." in out
     assert f"unrolled {orc._strategy.DEVICE_UNROLL} steps" in out
     assert "no TF32" in out
+
+
+def test_show_config_says_how_a_gpu_forecast_runs(monkeypatch):
+    monkeypatch.setattr(orc._matrix, "_gpu_has_clusters", lambda: True)
+    if not _native.native_available():
+        assert "built without" in orc._config._gpu_forecast()
+        return
+    monkeypatch.setitem(_native._state, "nvrtc_found", False)
+    assert orc._config._gpu_forecast() == (
+        "the unrolled scan (no NVRTC library found to compile its kernel)"
+    )
+    monkeypatch.setitem(_native._state, "nvrtc_found", True)
+    text = orc._config._gpu_forecast()
+    assert text.startswith("one thread-block cluster")
+    assert str(orc._matrix.CLUSTER_MAX_NONZEROS) in text and "NVRTC" in text
 
 
 def test_a_stale_build_without_a_target_takes_the_xla_path(monkeypatch):

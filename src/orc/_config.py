@@ -40,7 +40,31 @@ def config() -> dict[str, object]:
         "native": native,
         "blas": _blas(),
         "cpu_count": os.cpu_count(),
+        "gpu_forecast": _gpu_forecast(),
     }
+
+
+def _gpu_forecast() -> str:
+    """How a single closed-loop ESN forecast runs on this process's GPU."""
+    import jax.numpy as jnp
+
+    from . import _matrix, _native
+
+    if not _matrix._gpu_has_clusters():
+        return "the unrolled scan (no GPU with thread-block clusters here)"
+    if _native.cluster_forecast_target(jnp.float32) is None:
+        why = (
+            "no NVRTC library found to compile its kernel"
+            if _native.native_available()
+            else "orc was built without its native kernels"
+        )
+        return f"the unrolled scan ({why})"
+    nvrtc = _native.nvrtc_library() or "the system's libnvrtc.so"
+    return (
+        "one thread-block cluster up to "
+        f"{_matrix.CLUSTER_MAX_NONZEROS} non-zeros and 8 outputs, the scan beyond "
+        f"and under vmap (kernel compiled at first use by NVRTC: {nvrtc})"
+    )
 
 
 def show_config() -> None:
@@ -50,7 +74,9 @@ def show_config() -> None:
     :mod:`orc._native`) or, where they are missing or switched off
     (``ORC_NATIVE=0``, ``orc.use_backend("xla")``), XLA alone; this prints
     which one, the kernel variants picked for this CPU, their threads and
-    the BLAS the ridge statistics use.
+    the BLAS the ridge statistics use; on a GPU, how a forecast runs there
+    (one thread-block cluster on compute capability 9.0 or later, see
+    :func:`orc._matrix.cluster_config`).
     """
     c = config()
     native = c["native"]
@@ -66,11 +92,13 @@ def show_config() -> None:
 
         lines += [
             f"  on {c['platform']:<11} XLA runs orc's computations (the native kernels "
-            "below serve the CPU only);",
-            f"                 closed-loop forecasts unrolled {DEVICE_UNROLL} steps per "
-            "loop iteration; every product at",
-            "                 full precision for its dtype (no TF32); "
-            'construction="jax" builds reservoirs on the device',
+            "below serve the CPU,",
+            "                 but for the GPU forecast);"
+            f" closed-loop forecasts unrolled {DEVICE_UNROLL} steps per",
+            "                 loop iteration; every product at full precision for its "
+            "dtype (no TF32);",
+            '                 construction="jax" builds reservoirs on the device',
+            f"  GPU forecast   {c['gpu_forecast']}",
         ]
     if native["available"]:
         missing = [n for n, ok in native["routines"].items() if not ok]

@@ -364,6 +364,140 @@ def _esn_forecast_native_jvp(length, primals, tangents):
     )[1]
 
 
+# The GPU forecast as one thread-block cluster (orc._native, esn_cluster.cu).
+# Configuration: 16 blocks (a Hopper GPC's most), 256 threads, 2 per row: the
+# fastest of a sweep over 8/16 blocks, 128-1024 threads and 1-8 threads per row
+# at N = 2000 on an H200, in both dtypes (benchmarks/GPU.md).
+CLUSTER_CONFIG = (16, 256, 2)
+CLUSTER_MAX_OUT = 8  # MAXOUT in esn_cluster.cu
+CLUSTER_SHARED = 227 * 1024  # shared memory a block may have on sm_90
+# Measured faster than the scan at 80k non-zeros (N = 2000, k = 40: 3.6 vs 5.2
+# µs per step in float64, 2.7 vs 4.7 in float32) and slower at 320k (N = 4000,
+# k = 80, float32: 7.4 vs 5.6): each block's rows are a sequential share of the
+# step, so the kernel stops paying once a block holds more than ~6k non-zeros.
+CLUSTER_MAX_NONZEROS = 100_000
+
+
+def cluster_shared_bytes(chunks, n, k, w, itemsize, cluster, threads) -> int:
+    """Shared memory per block of the cluster forecast (esn_cluster.cu's layout)."""
+    total = chunks * n
+    rows = -(-total // cluster)
+    numbers = (
+        rows * (k + w + 1 + CLUSTER_MAX_OUT)
+        + 2 * total
+        + 2 * cluster * CLUSTER_MAX_OUT
+        + (threads // 32 + 1) * CLUSTER_MAX_OUT
+    )
+    return numbers * itemsize + chunks * w * 4 + rows * k * (2 if total < 2**16 else 4)
+
+
+@functools.cache
+def _gpu_has_clusters() -> bool:
+    """Whether this process has an NVIDIA GPU of compute capability 9.0 or
+    later (thread-block clusters), as its first GPU device says."""
+    try:
+        device = jax.devices("gpu")[0]
+    except RuntimeError:  # no GPU backend
+        return False
+    capability = getattr(device, "compute_capability", None)
+    if device.platform != "gpu" or not capability:
+        return False
+    try:
+        return int(str(capability).split(".")[0]) >= 9
+    except ValueError:
+        return False
+
+
+def _broadcasts_to(shape, target) -> bool:
+    try:
+        return np.broadcast_shapes(shape, target) == target
+    except ValueError:
+        return False
+
+
+def cluster_config(values, win, bias, wout, leak) -> tuple | None:
+    """``(cluster, threads, lanes)`` when a closed-loop forecast with these
+    arguments runs as one thread-block cluster on this process's GPU
+    (:mod:`orc._native`), else None (it runs the scan): the native kernels on,
+    the build's CUDA handler present, a GPU with clusters, a scalar leak rate,
+    at most 8 outputs, at most ``CLUSTER_MAX_NONZEROS`` non-zeros, and the
+    block's share fitting in shared memory."""
+    chunks, n, k = values.shape
+    dtype = values.dtype
+    cluster, threads, _ = CLUSTER_CONFIG
+    if (
+        not _strategy.native()
+        or _native.cluster_forecast_target(dtype) is None
+        or jnp.ndim(leak) != 0
+        or not _broadcasts_to(jnp.shape(bias), (chunks, n))
+        or not all(a.dtype == dtype for a in (win, wout))
+        or wout.shape[0] * wout.shape[1] > CLUSTER_MAX_OUT
+        or chunks * n * k > CLUSTER_MAX_NONZEROS
+        or cluster_shared_bytes(
+            chunks, n, k, win.shape[-1], dtype.itemsize, cluster, threads
+        )
+        > CLUSTER_SHARED
+        or not _gpu_has_clusters()
+    ):
+        return None
+    return CLUSTER_CONFIG
+
+
+@functools.cache
+def _cluster_call(length: int, config: tuple):
+    """The cluster forecast of ``length`` steps as a function of the
+    forecast's arrays; under ``vmap`` (ensembles of initial states or
+    models) the scan runs instead, which batches well where one cluster per
+    trajectory would run them one after another."""
+    cluster, threads, lanes = config
+
+    @jax.custom_batching.custom_vmap
+    def call(values, indices, win, window, bias, wout, r0, leak):
+        chunks, n, _ = values.shape
+        ffi = jax.ffi.ffi_call(
+            _native.cluster_forecast_target(values.dtype),
+            jax.ShapeDtypeStruct((length, wout.shape[0] * wout.shape[1]), values.dtype),
+        )
+        return ffi(
+            values,
+            indices,
+            win,
+            window,
+            jnp.broadcast_to(bias, (chunks, n)),
+            wout,
+            r0,
+            leak,
+            cluster=np.int64(cluster),
+            threads=np.int64(threads),
+            lanes=np.int64(lanes),
+        )
+
+    @call.def_vmap
+    def _batched(axis_size, in_batched, *args):
+        del axis_size
+        axes = [0 if b else None for b in in_batched]
+        out = jax.vmap(lambda *a: _esn_forecast_scan(*a, length), in_axes=axes)(*args)
+        return out, True
+
+    return call
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(8, 9))
+def _esn_forecast_cluster(
+    values, indices, win, window, bias, wout, r0, leak, length, config
+):
+    return _cluster_call(length, config)(
+        values, indices, win, window, bias, wout, r0, leak
+    )
+
+
+@_esn_forecast_cluster.defjvp
+def _esn_forecast_cluster_jvp(length, config, primals, tangents):
+    return _esn_forecast_cluster(*primals, length, config), jax.jvp(
+        lambda *a: _esn_forecast_scan(*a, length), primals, tangents
+    )[1]
+
+
 # The one-call forecast runs every size natively: it has no per-step loop
 # overhead, which is most of a small reservoir's step in the scan (AMD EPYC,
 # AVX2, 2000 steps, float64: res_dim 100 1.4 vs 3.2 ms, 500 8.9 vs 16.3 ms,
@@ -382,7 +516,9 @@ def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int
     ``y``), ``wout (C, o, n)``; returns ``(length, C * o)``. On CPU with the
     native kernels the whole forecast is one call (from 16384 non-zeros in
     ``W`` on it shares every step between two threads; see
-    :mod:`orc._native`); elsewhere, and for derivatives, a ``lax.scan``.
+    :mod:`orc._native`); on an NVIDIA GPU with thread-block clusters, where
+    :func:`cluster_config` admits it, one cluster kernel; elsewhere, under
+    ``vmap`` on a GPU, and for derivatives, a ``lax.scan``.
     """
     dtype = values.dtype
     length = int(length)
@@ -393,18 +529,22 @@ def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int
     window = jnp.asarray(window, jnp.int32)
     indices = checked_columns(indices, values.shape[-2])  # see esn_run
     args = (values, indices, win, window, bias, wout, r0, leak)
+    branches = {}
     if (
         _strategy.native()
         and bias.ndim == 0
         and all(a.dtype == dtype for a in (win, wout, r0))
         and _native.esn_forecast_target(dtype) is not None
     ):
-        return jax.lax.platform_dependent(
-            *args,
-            cpu=lambda *a: _esn_forecast_native(*a, length),
-            default=lambda *a: _esn_forecast_scan(*a, length),
-        )
-    return _esn_forecast_scan(*args, length)
+        branches["cpu"] = lambda *a: _esn_forecast_native(*a, length)
+    config = cluster_config(values, win, bias, wout, leak)
+    if config is not None and r0.dtype == dtype:
+        branches["cuda"] = lambda *a: _esn_forecast_cluster(*a, length, config)
+    if not branches:
+        return _esn_forecast_scan(*args, length)
+    return jax.lax.platform_dependent(
+        *args, **branches, default=lambda *a: _esn_forecast_scan(*a, length)
+    )
 
 
 class ReservoirMatrix(eqx.Module):

@@ -3,6 +3,8 @@
 // compiler runs and no shared library is looked up at run time.
 //
 //   handlers()          {FFI target name: PyCapsule of its XLA FFI handler}
+//   cuda_handlers()     the same for the CUDA platform (cuda_cluster.cc)
+//   set_nvrtc_path(str) the NVRTC library the CUDA handler compiles with
 //   set_routines(dict)  {"dsyrk": capsule, ...}: SciPy's BLAS/LAPACK
 //                       routines, from scipy.linalg.cython_blas/_lapack's
 //                       __pyx_capi__ (a capsule's pointer is the routine)
@@ -20,9 +22,14 @@
 
 namespace {
 
+// {target: capsule} for the handlers a list macro names
+#define ORC_HANDLER_DICT(LIST)                                                     \
+  PyObject* out = PyDict_New();                                                    \
+  if (out == nullptr) return nullptr;                                              \
+  LIST(ORC_ADD_HANDLER)                                                            \
+  return out;
+
 PyObject* Handlers(PyObject*, PyObject*) {
-  PyObject* out = PyDict_New();
-  if (out == nullptr) return nullptr;
 #define ORC_ADD_HANDLER(target, symbol)                                            \
   {                                                                                \
     PyObject* capsule = PyCapsule_New(reinterpret_cast<void*>(&symbol), nullptr,   \
@@ -34,9 +41,22 @@ PyObject* Handlers(PyObject*, PyObject*) {
     }                                                                              \
     Py_DECREF(capsule);                                                            \
   }
-  ORC_NATIVE_HANDLERS(ORC_ADD_HANDLER)
+  ORC_HANDLER_DICT(ORC_NATIVE_HANDLERS)
+}
+
+PyObject* CudaHandlers(PyObject*, PyObject*) { ORC_HANDLER_DICT(ORC_CUDA_HANDLERS) }
 #undef ORC_ADD_HANDLER
-  return out;
+#undef ORC_HANDLER_DICT
+
+PyObject* SetNvrtcPath(PyObject*, PyObject* path) {
+  if (!PyUnicode_Check(path)) {
+    PyErr_SetString(PyExc_TypeError, "set_nvrtc_path: expected a str");
+    return nullptr;
+  }
+  const char* text = PyUnicode_AsUTF8(path);
+  if (text == nullptr) return nullptr;
+  orc_native::SetNvrtcPath(text);
+  Py_RETURN_NONE;
 }
 
 PyObject* SetRoutines(PyObject*, PyObject* table) {
@@ -106,6 +126,8 @@ PyObject* Calibrate(PyObject*, PyObject*) {
 
 PyMethodDef kMethods[] = {
     {"handlers", Handlers, METH_NOARGS, "FFI target name -> capsule of its handler."},
+    {"cuda_handlers", CudaHandlers, METH_NOARGS, "The same for the CUDA platform."},
+    {"set_nvrtc_path", SetNvrtcPath, METH_O, "The NVRTC library the CUDA handler uses."},
     {"set_routines", SetRoutines, METH_O, "Set the BLAS/LAPACK routines from capsules."},
     {"routines", Routines, METH_NOARGS, "Routine name -> whether it is set."},
     {"config", Config, METH_NOARGS, "The kernel variants picked on this CPU."},

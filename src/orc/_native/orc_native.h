@@ -43,6 +43,10 @@ std::string SetVariants(const std::string& spec);
 // measurements as comments.
 std::string Calibrate();
 
+// The NVRTC library the GPU forecast (cuda_cluster.cc) compiles its kernel
+// with: a path, tried before the default names.
+void SetNvrtcPath(const char* path);
+
 }  // namespace orc_native
 
 // XLA FFI handlers (extern "C", defined by XLA_FFI_DEFINE_HANDLER_SYMBOL).
@@ -62,9 +66,16 @@ std::string Calibrate();
   X(orc_column_quantiles_f32, OrcColumnQuantilesF32)                        \
   X(orc_column_quantiles_f64, OrcColumnQuantilesF64)
 
+// For the CUDA platform (cuda_cluster.cc): the closed-loop forecast as one
+// thread-block cluster.
+#define ORC_CUDA_HANDLERS(X)                                      \
+  X(orc_esn_forecast_cluster_f32, OrcEsnForecastClusterF32)       \
+  X(orc_esn_forecast_cluster_f64, OrcEsnForecastClusterF64)
+
 #define ORC_DECLARE_HANDLER(target, symbol) \
   extern "C" XLA_FFI_Error* symbol(XLA_FFI_CallFrame* call_frame);
 ORC_NATIVE_HANDLERS(ORC_DECLARE_HANDLER)
+ORC_CUDA_HANDLERS(ORC_DECLARE_HANDLER)
 #undef ORC_DECLARE_HANDLER
 
 #endif  // ORC_NATIVE_H_
