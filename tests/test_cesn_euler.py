@@ -33,6 +33,7 @@ def euler_cesn(res_dim=200):
         data_dim=3,
         res_dim=res_dim,
         seed=0,
+        time_const=50.0,  # ORC 0.4's constant ("auto" would be 0.5 / DT = 25)
         solver=diffrax.Euler(),
         stepsize_controller=diffrax.ConstantStepSize(),
     )

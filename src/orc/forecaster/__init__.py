@@ -7,6 +7,7 @@ from .models import (
     DeepESNForecaster,
     EnsembleESNForecaster,
     ESNForecaster,
+    TimeConstantWarning,
 )
 from .nvar import (
     NVARForecaster,
@@ -39,5 +40,6 @@ __all__ = [
     "nvar_stride",
     "select_input_noise",
     "DivergenceWarning",
+    "TimeConstantWarning",
     "check_forecast",
 ]

@@ -98,6 +98,25 @@ class ESNForecaster(RCForecasterBase):
         _build(self, data_dim, hyper, layout="parallel", chunks=hyper["chunks"])
 
 
+#: ``time_const="auto"``: ``time_const = TIME_CONST_PER_DT / dt`` for samples
+#: spaced ``dt``, i.e. the reservoir relaxes by about half of the way to its
+#: drive over one sample, as the discrete ESN with ORC's leak rate 0.6 does.
+#: It is ORC 0.4's constant 50 at ORC's sampling (dt = 0.01).
+TIME_CONST_PER_DT = 0.5
+#: Training warns (:class:`TimeConstantWarning`) when ``time_const * dt``
+#: exceeds this: measured with ORC's 50, Lorenz63 at dt 0.025 (1.25) and
+#: Rossler at dt 0.05 (2.5) forecast well, KS at dt 0.25 (12.5) and
+#: Mackey-Glass at dt 1 (50) leave the attractor.
+TIME_CONST_DT_WARN = 5.0
+
+
+class TimeConstantWarning(UserWarning):
+    """A continuous-time reservoir's ``time_const`` is large for the spacing
+    of its training samples (``time_const * dt > 5``): it relaxes many times
+    within one sample, nearly memoryless and stiff. ``time_const="auto"``
+    (or about ``0.5 / dt``) fits it to the sampling."""
+
+
 class CESNForecaster(CRCForecasterBase):
     """Continuous-time echo state network forecaster.
 
@@ -105,21 +124,49 @@ class CESNForecaster(CRCForecasterBase):
     integrated by diffrax. Train with ``train_CESNForecaster(model, U, t)``;
     forecast with ``model.forecast(ts, r)`` at the times ``ts``.
 
-    Parameters as :class:`ESNForecaster` with ``time_const`` (default 50.0) in
-    place of ``leak_rate``, plus ``solver``, ``stepsize_controller``,
-    ``adjoint`` and ``max_steps`` (see :class:`CRCForecasterBase`).
+    Parameters as :class:`ESNForecaster` with ``time_const`` in place of
+    ``leak_rate``, plus ``solver``, ``stepsize_controller``, ``adjoint`` and
+    ``max_steps`` (see :class:`CRCForecasterBase`).
+
+    time_const : float or "auto", default 50.0 (ORC 0.4's)
+        ``γ``. ORC's 50 suits samples spaced about 0.01 (its examples); on
+        coarser samples the reservoir relaxes many times within one sample,
+        nearly memoryless and stiff (Mackey-Glass at ``dt = 1``: ``γ dt = 50``,
+        and the forecast leaves the attractor), and training warns
+        (:class:`TimeConstantWarning`) from ``γ dt > 5`` on. ``"auto"`` (not
+        ORC 0.4's) is set by training from the spacing ``dt`` of the training
+        times, ``γ = 0.5 / dt`` (``TIME_CONST_PER_DT``; rounded to 1e-9 in
+        float64, so ``dt = 0.01`` gives exactly 50), and is 50 until then.
     """
 
     data_dim: int = eqx.field(static=True)
+    # the factor of "auto" (training sets time_const = factor / dt); None: fixed
+    time_const_per_dt: float | None = eqx.field(
+        default=None, static=True, metadata={"added_field": True}
+    )
 
     def __check_init__(self):
         check_esn_sizes(self)
 
     @orc_signature(
-        *_CESN, "chunks", "locality", *_OPTIONS, *INTEGRATION, "construction"
+        *_CESN,
+        "chunks",
+        "locality",
+        *_OPTIONS,
+        *INTEGRATION,
+        "construction",
     )
     def __init__(self, data_dim, **hyper) -> None:
         integration = {name: hyper.pop(name) for name in INTEGRATION}
+        per_dt = None
+        if isinstance(hyper["time_const"], str):
+            if hyper["time_const"] != "auto":
+                raise ValueError(
+                    "CESNForecaster: time_const must be a positive float or 'auto', "
+                    f"got {hyper['time_const']!r}"
+                )
+            per_dt = TIME_CONST_PER_DT
+            hyper["time_const"] = 50.0  # ORC 0.4's constant until training
         _build(
             self,
             data_dim,
@@ -129,6 +176,7 @@ class CESNForecaster(CRCForecasterBase):
             chunks=hyper["chunks"],
             **integration,
         )
+        self.time_const_per_dt = per_dt
 
 
 class EnsembleESNForecaster(RCForecasterBase):

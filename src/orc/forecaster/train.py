@@ -5,9 +5,13 @@ from __future__ import annotations
 import inspect
 from typing import TypeVar
 
+import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array
 
+from .._errors import warn_at_caller
 from .._strategy import compiled
 from .._training import (
     check_training_args,
@@ -18,7 +22,14 @@ from .._training import (
     training_noise,
 )
 from .base import RCForecasterBase
-from .models import CESNForecaster, EnsembleESNForecaster, ESNForecaster
+from .models import (
+    TIME_CONST_DT_WARN,
+    TIME_CONST_PER_DT,
+    CESNForecaster,
+    EnsembleESNForecaster,
+    ESNForecaster,
+    TimeConstantWarning,
+)
 
 __all__ = [
     "train_RCForecaster",
@@ -194,6 +205,8 @@ def train_RCForecaster(
     force_kwargs = _check_force_kwargs(
         owner, model, force_kwargs, train_seq, target_seq is not None, multi
     )
+    model = _sampled_time_const(model, force_kwargs.get("ts"))
+    _warn_time_const(owner, model, force_kwargs.get("ts"))
     noise = training_noise(owner, input_noise, state_noise, noise_seed, model.dtype)
     beta, keep = jnp.asarray(beta, model.dtype), bool(return_states)
 
@@ -202,6 +215,50 @@ def train_RCForecaster(
         return _train(*args, batch_size, multi, keep, show, noise, backend=backend)
 
     return run_training(model, train_seq, initial_res_state, multi, progress, train)
+
+
+def _sampled_time_const(model, ts):
+    """``model`` with ``time_const = factor / dt`` where it was built with
+    ``time_const="auto"`` (``time_const_per_dt = factor``; see
+    :class:`CESNForecaster`): ``dt`` is the mean spacing of the (first
+    trajectory's) training times, also when traced. Times that are not
+    increasing leave it unchanged (the forcing then reports them)."""
+    factor = getattr(model, "time_const_per_dt", None)
+    if factor is None or ts is None:
+        return model
+    old = model.driver.time_const
+    first = jnp.reshape(ts, (-1, ts.shape[-1]))[0].astype(old.dtype)
+    dt = (first[-1] - first[0]) / (first.shape[0] - 1)
+    gamma = factor / dt
+    if old.dtype == jnp.float64:  # 0.5 / 0.01 is ORC 0.4's 50 exactly
+        gamma = jnp.round(gamma * 1e9) / 1e9
+    gamma = jnp.where(jnp.isfinite(gamma) & (dt > 0), gamma, old)
+    return eqx.tree_at(lambda m: m.driver.time_const, model, gamma)
+
+
+def _warn_time_const(owner, model, ts) -> None:
+    """:class:`TimeConstantWarning` when a continuous ESN's fixed
+    ``time_const`` times the spacing of concrete training times exceeds
+    ``TIME_CONST_DT_WARN`` (traced times: no check)."""
+    if not isinstance(model, CESNForecaster) or ts is None:
+        return
+    if isinstance(ts, jax.core.Tracer) or isinstance(
+        model.driver.time_const, jax.core.Tracer
+    ):
+        return
+    first = np.asarray(ts).reshape(-1, ts.shape[-1])[0]
+    dt = (first[-1] - first[0]) / (len(first) - 1)
+    gamma = float(model.driver.time_const)
+    if np.isfinite(dt) and dt > 0 and gamma * dt > TIME_CONST_DT_WARN:
+        warn_at_caller(
+            f"{owner}: {type(model).__name__}'s time_const * dt = {gamma * dt:.3g} "
+            f"(time_const {gamma:.3g}, "
+            f"training samples {dt:.3g} apart): the reservoir relaxes within a "
+            "small fraction of a sample, nearly memoryless and its ODE stiff; "
+            "forecasts tend to leave the attractor. time_const='auto' sets it from "
+            f"the sampling ({TIME_CONST_PER_DT / dt:.3g} here).",
+            TimeConstantWarning,
+        )
 
 
 def _check_force_kwargs(owner, model, force_kwargs, train_seq, has_target, multi):

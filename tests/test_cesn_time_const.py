@@ -1,0 +1,97 @@
+"""CESNForecaster's time constant against the sampling of its data:
+``time_const="auto"`` (0.5 / dt, set by training) and the warning when ORC
+0.4's fixed 50 is far too fast for the samples (issue 19)."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import orc
+from orc import forecaster as F
+
+
+def _lorenz(dt, n=600):
+    u, t = orc.data.lorenz63(tN=n * dt, dt=dt)
+    return u[:n], t[:n]
+
+
+def _train(model, u, t):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model, states = F.train_CESNForecaster(model, u, t, spinup=50)
+    kinds = {c.category for c in caught}
+    return model, states, kinds
+
+
+@pytest.mark.parametrize("dt, gamma", [(0.01, 50.0), (0.025, 20.0), (0.25, 2.0)])
+def test_auto_is_half_over_the_sample_spacing(dt, gamma):
+    u, t = _lorenz(dt)
+    model = F.CESNForecaster(3, 60, time_const="auto", seed=1)
+    assert model.time_const_per_dt == 0.5
+    assert float(model.driver.time_const) == 50.0  # ORC's constant until trained
+    trained, _, kinds = _train(model, u, t)
+    assert float(trained.driver.time_const) == gamma  # exactly (rounded to 1e-9)
+    assert F.TimeConstantWarning not in kinds
+    # the times' origin does not matter, only their spacing
+    shifted, _, _ = _train(model, u, t + 123.0)
+    assert float(shifted.driver.time_const) == pytest.approx(gamma, rel=1e-9)
+
+
+def test_auto_at_orcs_sampling_is_orcs_model_bit_for_bit():
+    u, t = _lorenz(0.01)
+    auto, states_auto, _ = _train(F.CESNForecaster(3, 60, time_const="auto"), u, t)
+    fixed, states_fixed, _ = _train(F.CESNForecaster(3, 60), u, t)
+    assert fixed.time_const_per_dt is None and float(fixed.driver.time_const) == 50.0
+    assert np.array_equal(np.asarray(auto.readout.wout), np.asarray(fixed.readout.wout))
+    assert np.array_equal(np.asarray(states_auto), np.asarray(states_fixed))
+
+
+def test_orcs_constant_on_coarse_samples_warns_and_names_the_fix():
+    u = orc.data.mackey_glass(700, seed=0)[200:600]
+    t = jnp.arange(400.0)  # dt = 1: time_const * dt = 50
+    with pytest.warns(F.TimeConstantWarning, match=r"time_const \* dt = 50.*'auto'"):
+        F.train_CESNForecaster(F.CESNForecaster(1, 40), u, t)
+    _, _, kinds = _train(F.CESNForecaster(1, 40, time_const="auto"), u, t)
+    assert F.TimeConstantWarning not in kinds
+    # ORC's sampling: no warning with ORC's constant
+    _, _, kinds = _train(F.CESNForecaster(3, 40), *_lorenz(0.01))
+    assert F.TimeConstantWarning not in kinds
+
+
+def test_auto_is_set_under_jit_from_traced_times():
+    u, t = _lorenz(0.25, 300)
+    fit = jax.jit(lambda m, u, t: F.train_CESNForecaster(m, u, t)[0].driver.time_const)
+    assert float(fit(F.CESNForecaster(3, 30, time_const="auto"), u, t)) == 2.0
+
+
+def test_auto_survives_save_and_load(tmp_path):
+    u, t = _lorenz(0.025, 300)
+    model, _, _ = _train(F.CESNForecaster(3, 30, time_const="auto"), u, t)
+    path = tmp_path / "cesn.orc"
+    orc.io.save(path, model)
+    loaded = orc.io.load(path)
+    assert loaded.time_const_per_dt == 0.5
+    assert float(loaded.driver.time_const) == 20.0
+    # retrained on other samples, the loaded model follows them again
+    again, _, _ = _train(loaded, *_lorenz(0.01, 300))
+    assert float(again.driver.time_const) == 50.0
+
+
+def test_bad_time_const_names_the_argument():
+    with pytest.raises(
+        ValueError, match="time_const must be a positive float or 'auto'"
+    ):
+        F.CESNForecaster(3, 20, time_const="fast")
+    with pytest.raises(ValueError, match="time_const"):
+        F.CESNForecaster(3, 20, time_const=-1.0)
+
+
+def test_the_default_stays_orcs_constant():
+    # ORC 0.4's signature and default (tests/test_orc_signatures.py); "auto"
+    # is a value a user passes, with any construction
+    assert F.CESNForecaster(3, 20).time_const_per_dt is None
+    model = F.CESNForecaster(3, 20, time_const="auto", construction="orc04")
+    assert model.time_const_per_dt == 0.5
