@@ -13,7 +13,7 @@ import orc
 from orc import forecaster as F
 
 
-def _lorenz(dt, n=600):
+def _lorenz(dt, n=300):
     u, t = orc.data.lorenz63(tN=n * dt, dt=dt)
     return u[:n], t[:n]
 
@@ -29,7 +29,7 @@ def _train(model, u, t):
 @pytest.mark.parametrize("dt, gamma", [(0.01, 50.0), (0.025, 20.0), (0.25, 2.0)])
 def test_auto_is_half_over_the_sample_spacing(dt, gamma):
     u, t = _lorenz(dt)
-    model = F.CESNForecaster(3, 60, time_const="auto", seed=1)
+    model = F.CESNForecaster(3, 30, time_const="auto", seed=1)
     assert model.time_const_per_dt == 0.5
     assert float(model.driver.time_const) == 50.0  # ORC's constant until trained
     trained, _, kinds = _train(model, u, t)
@@ -42,22 +42,22 @@ def test_auto_is_half_over_the_sample_spacing(dt, gamma):
 
 def test_auto_at_orcs_sampling_is_orcs_model_bit_for_bit():
     u, t = _lorenz(0.01)
-    auto, states_auto, _ = _train(F.CESNForecaster(3, 60, time_const="auto"), u, t)
-    fixed, states_fixed, _ = _train(F.CESNForecaster(3, 60), u, t)
+    auto, states_auto, _ = _train(F.CESNForecaster(3, 30, time_const="auto"), u, t)
+    fixed, states_fixed, _ = _train(F.CESNForecaster(3, 30), u, t)
     assert fixed.time_const_per_dt is None and float(fixed.driver.time_const) == 50.0
     assert np.array_equal(np.asarray(auto.readout.wout), np.asarray(fixed.readout.wout))
     assert np.array_equal(np.asarray(states_auto), np.asarray(states_fixed))
 
 
 def test_orcs_constant_on_coarse_samples_warns_and_names_the_fix():
-    u = orc.data.mackey_glass(700, seed=0)[200:600]
-    t = jnp.arange(400.0)  # dt = 1: time_const * dt = 50
+    u, _ = _lorenz(0.01)
+    t = jnp.arange(float(len(u)))  # samples 1 apart: time_const * dt = 50
     with pytest.warns(F.TimeConstantWarning, match=r"time_const \* dt = 50.*'auto'"):
-        F.train_CESNForecaster(F.CESNForecaster(1, 40), u, t)
-    _, _, kinds = _train(F.CESNForecaster(1, 40, time_const="auto"), u, t)
+        F.train_CESNForecaster(F.CESNForecaster(3, 30), u, t)
+    _, _, kinds = _train(F.CESNForecaster(3, 30, time_const="auto"), u, t)
     assert F.TimeConstantWarning not in kinds
     # ORC's sampling: no warning with ORC's constant
-    _, _, kinds = _train(F.CESNForecaster(3, 40), *_lorenz(0.01))
+    _, _, kinds = _train(F.CESNForecaster(3, 30), *_lorenz(0.01))
     assert F.TimeConstantWarning not in kinds
 
 

@@ -20,7 +20,11 @@ keeps 95-98% of the float64 model's valid prediction time).
 Training solves a ridge regression; when ``G + beta I`` is numerically
 singular for the ridge strength (collinear features), the minimum-norm
 solution is used and :class:`IllConditionedRidgeWarning` says so (raise
-``beta``, or train in float64). Non-finite statistics are an error.
+``beta``, or train in float64). Non-finite statistics are an error. A
+forecaster's training also checks its own fit: when the readout's one-step
+predictions over the fitted rows leave more than 81% of the targets'
+variance unexplained (NRMSE above 0.9), :class:`PoorFitWarning` points at the
+data or the reservoir.
 
 Data entering a model is checked where it enters (``orc._validation.check_data``):
 bool and complex arrays are refused, integers and Python lists are converted
@@ -61,6 +65,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for tools that read c
     from ._ridge import IllConditionedRidgeWarning
     from ._strategy import use_backend
     from ._validation import (
+        PoorFitWarning,
         PrecisionLossWarning,
         UnregularizedRidgeWarning,
         UntrainedModelWarning,
@@ -91,6 +96,7 @@ _NAMES = {
     "export": "._export",
     "IllConditionedRidgeWarning": "._ridge",
     "use_backend": "._strategy",
+    "PoorFitWarning": "._validation",
     "PrecisionLossWarning": "._validation",
     "UnregularizedRidgeWarning": "._validation",
     "UntrainedModelWarning": "._validation",
@@ -178,6 +184,7 @@ __all__ = [
     "Errors",
     "export",
     "IllConditionedRidgeWarning",
+    "PoorFitWarning",
     "PrecisionLossWarning",
     "UnregularizedRidgeWarning",
     "UntrainedModelWarning",

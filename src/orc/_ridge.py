@@ -67,6 +67,7 @@ __all__ = [
     "sequence_stats",
     "solve",
     "solve_with_result",
+    "fit_nrmse",
     "RESULTS",
     "IllConditionedRidgeWarning",
     "DEFAULT_BLOCK",
@@ -374,6 +375,39 @@ def symmetric(g: Array) -> Array:
     """The symmetric matrix whose upper triangle is that of ``g``."""
     upper = jnp.triu(g)
     return upper + jnp.swapaxes(jnp.triu(g, 1), -1, -2)
+
+
+def fit_nrmse(stats: RidgeStats, w: Array, y_sq: Array, y_sum: Array, rows) -> Array:
+    """The training fit's NRMSE from the statistics alone, one per output of
+    each chunk (``(O,)`` or ``(C, O)``): the residual sum of squares of the
+    rows the statistics hold, ``sum y^2 - 2 w . (F^T y) + w^T (F^T F) w``
+    (in QR form, ``F^T F = R^T R`` and ``F^T y = R^T (Q^T y)``), over ``rows``
+    times the targets' variance, from their sums ``y_sq`` and ``y_sum``
+    (shaped like the outputs). An output whose variance is rounding (below
+    ``100 eps`` of its mean square: a constant) gives NaN. No pass over the
+    features: ``O(F^2 O)``, what the solve's last step costs."""
+    dtype = stats.gram.dtype
+    w = jnp.swapaxes(w.astype(dtype), -1, -2)  # (..., F, O)
+    if stats.form == "qr":
+        r = jnp.triu(stats.gram)
+        rw = jnp.matmul(r, w, precision="highest")
+        fy = jnp.matmul(jnp.swapaxes(r, -1, -2), stats.cross, precision="highest")
+        quad = jnp.sum(rw * rw, axis=-2)
+    else:
+        gw = jnp.matmul(symmetric(stats.gram), w, precision="highest")
+        fy = stats.cross
+        quad = jnp.sum(w * gw, axis=-2)
+    y_sq, y_sum = y_sq.astype(dtype), y_sum.astype(dtype)
+    rows = jnp.asarray(rows, dtype)
+    rss = y_sq - 2 * jnp.sum(w * fy, axis=-2) + quad
+    mean_sq = y_sq / rows
+    var = mean_sq - (y_sum / rows) ** 2
+    constant = var <= 100 * jnp.finfo(dtype).eps * mean_sq
+    return jnp.where(
+        constant,
+        jnp.nan,
+        jnp.sqrt(jnp.maximum(rss, 0) / rows / jnp.where(constant, 1, var)),
+    )
 
 
 def sequence_stats(

@@ -8,11 +8,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from . import _progress
+from . import _errors, _progress
 from ._bank import declares
 from ._random import flat_draw, jax_key
-from ._ridge import RidgeStats, sequence_stats, solve, stats_update
+from ._ridge import RidgeStats, fit_nrmse, sequence_stats, solve, stats_update
 from ._validation import (
+    POOR_FIT_NRMSE,
+    PoorFitWarning,
     check_beta,
     check_data,
     check_finite,
@@ -373,6 +375,7 @@ def teacher_forced_fit(
     features=None,
     solver=None,
     force_stats=None,
+    check_fit: bool = False,
 ):
     """Fit ``readout`` by ridge regression on a teacher-forced run.
 
@@ -384,7 +387,9 @@ def teacher_forced_fit(
     steps over all trajectories); ``solver(stats, beta) -> fitted`` replaces
     the default ``readout.set_wout(solve(stats, beta))``, so a model with more
     trained parameters than ``wout`` can use the same run. ``force_stats`` is
-    passed on to :func:`teacher_forced_stats`.
+    passed on to :func:`teacher_forced_stats`. ``check_fit`` (forecasters;
+    the default solver only) warns :class:`orc.PoorFitWarning` when the fit
+    leaves its targets mostly unexplained (:func:`warn_poor_fit`).
     """
 
     def one(u, y, r0, offset=0):
@@ -427,8 +432,39 @@ def teacher_forced_fit(
     if solver is not None:
         fitted = solver(stats, beta)
     else:
-        fitted = readout.set_wout(solve(stats, beta, batch_size=batch_size))
+        w = solve(stats, beta, batch_size=batch_size)
+        if check_fit and spinup < jax.tree.leaves(targets)[0].shape[-2]:
+            warn_poor_fit(readout, stats, w, targets, spinup, multi_sequence)
+        fitted = readout.set_wout(w)
     return fitted, (history if keep_states else last)
+
+
+def warn_poor_fit(readout, stats, w, targets, spinup, multi_sequence) -> None:
+    """:class:`orc.PoorFitWarning` when the ridge fit's NRMSE over its rows
+    (:func:`orc._ridge.fit_nrmse`, each output by its std; constant ones
+    left out), averaged in the square over the outputs, exceeds
+    ``POOR_FIT_NRMSE``: computed from the statistics and the targets' sums,
+    whether or not the states were kept. For an ensemble readout it is the
+    members' fit (each member fits the whole target)."""
+    per_traj = targets if multi_sequence else targets[None]
+    prepared = jax.vmap(readout.prepare_target)(per_traj)[:, spinup:]
+    prepared = prepared.astype(stats.gram.dtype)
+    rows = prepared.shape[0] * prepared.shape[1]
+    y_sq = jnp.sum(prepared**2, axis=(0, 1))
+    y_sum = jnp.sum(prepared, axis=(0, 1))
+    nrmse = fit_nrmse(stats, w, y_sq, y_sum, rows)
+    live = ~jnp.isnan(nrmse)
+    count = jnp.maximum(live.sum(), 1).astype(nrmse.dtype)
+    mean = jnp.sqrt(jnp.sum(jnp.where(live, nrmse**2, 0)) / count)
+    _errors.warn(
+        live.any() & (mean > POOR_FIT_NRMSE),
+        "training: the fitted readout explains less than 19% of its training "
+        f"targets' variance (one-step NRMSE above {POOR_FIT_NRMSE}, each output by "
+        "its std): check the data (a time or index column, the time axis, noise) "
+        "and the reservoir (saturated states: input scaling, bias, spectral "
+        "radius).",
+        PoorFitWarning,
+    )
 
 
 def _shifted(features, shift):

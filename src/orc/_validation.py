@@ -381,6 +381,21 @@ class UnregularizedRidgeWarning(UserWarning):
     prone to unstable closed loops. Use a small positive ``beta``."""
 
 
+class PoorFitWarning(UserWarning):
+    """A forecaster's readout fits its own training targets badly: the
+    one-step predictions over the fitted rows leave more than
+    ``POOR_FIT_NRMSE**2`` (81%) of the targets' variance unexplained. The
+    next sample of a deterministic system is what a trained reservoir
+    predicts best, so this points at the data (a time or index column, the
+    wrong axis, noise) or at saturated states (input scaling, bias, spectral
+    radius), not at a hard system."""
+
+
+#: One-step training NRMSE (per-dimension std normalisation) from which a
+#: forecaster's training warns :class:`PoorFitWarning`.
+POOR_FIT_NRMSE = 0.9
+
+
 class UntrainedModelWarning(UserWarning):
     """A model whose readout weights are all zero (never trained) was asked
     to forecast, classify or compute a control: every output is zero."""

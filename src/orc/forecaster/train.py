@@ -73,7 +73,7 @@ def _train(
             return None
         return model._force_stats(seq, state, stats, prepared_targets, start, stop)
 
-    readout, states = teacher_forced_fit(
+    fitted, states = teacher_forced_fit(
         model.readout,
         force,
         (tot_seq, force_kwargs),
@@ -87,8 +87,9 @@ def _train(
         progress=progress,
         features=None if noise is None else noise.features(model.readout),
         force_stats=force_stats,
+        check_fit=True,
     )
-    return model.set_readout(readout), states
+    return model.set_readout(fitted), states
 
 
 def train_RCForecaster(
