@@ -228,13 +228,18 @@ def _sampled_time_const(model, ts):
     if factor is None or ts is None:
         return model
     old = model.driver.time_const
-    first = jnp.reshape(ts, (-1, ts.shape[-1]))[0].astype(old.dtype)
-    dt = (first[-1] - first[0]) / (first.shape[0] - 1)
+    dt = _sample_spacing(ts, old.dtype)
     gamma = factor / dt
     if old.dtype == jnp.float64:  # 0.5 / 0.01 is ORC 0.4's 50 exactly
         gamma = jnp.round(gamma * 1e9) / 1e9
     gamma = jnp.where(jnp.isfinite(gamma) & (dt > 0), gamma, old)
     return eqx.tree_at(lambda m: m.driver.time_const, model, gamma)
+
+
+def _sample_spacing(ts, dtype):
+    """The mean spacing of the (first trajectory's) times ``ts``."""
+    first = jnp.reshape(ts, (-1, ts.shape[-1]))[0].astype(dtype)
+    return (first[-1] - first[0]) / (first.shape[0] - 1)
 
 
 def _warn_time_const(owner, model, ts) -> None:
@@ -247,8 +252,7 @@ def _warn_time_const(owner, model, ts) -> None:
         model.driver.time_const, jax.core.Tracer
     ):
         return
-    first = np.asarray(ts).reshape(-1, ts.shape[-1])[0]
-    dt = (first[-1] - first[0]) / (len(first) - 1)
+    dt = float(_sample_spacing(ts, model.driver.time_const.dtype))
     gamma = float(model.driver.time_const)
     if np.isfinite(dt) and dt > 0 and gamma * dt > TIME_CONST_DT_WARN:
         warn_at_caller(
