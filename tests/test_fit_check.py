@@ -87,7 +87,8 @@ def test_the_check_needs_no_stored_states():
     assert orc.PoorFitWarning in kinds
 
 
-def test_fit_nrmse_from_statistics_is_the_residual_of_the_fit():
+@pytest.mark.parametrize("beta", [0.0, 1e-3, 10.0])
+def test_fit_nrmse_from_statistics_is_the_residual_of_the_fit(beta):
     # orc._ridge.fit_nrmse against the residual computed on the rows
     from orc import _ridge
 
@@ -95,7 +96,7 @@ def test_fit_nrmse_from_statistics_is_the_residual_of_the_fit():
     x = rng.normal(size=(400, 12))
     y = np.stack([x @ rng.normal(size=12), np.ones(400)], axis=1)
     y[:, 0] += 0.5 * rng.normal(size=400) + 3.0  # noise and an offset
-    w = np.linalg.lstsq(x, y, rcond=None)[0].T  # (2, 12)
+    w = np.linalg.solve(x.T @ x + beta * np.eye(12), x.T @ y).T  # (2, 12)
     stats = _ridge.RidgeStats(
         jnp.asarray(x.T @ x), jnp.asarray(x.T @ y), jnp.asarray(400.0)
     )
@@ -103,6 +104,7 @@ def test_fit_nrmse_from_statistics_is_the_residual_of_the_fit():
         _ridge.fit_nrmse(
             stats,
             jnp.asarray(w),
+            beta,
             jnp.asarray((y**2).sum(0)),
             jnp.asarray(y.sum(0)),
             400,

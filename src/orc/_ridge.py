@@ -377,37 +377,36 @@ def symmetric(g: Array) -> Array:
     return upper + jnp.swapaxes(jnp.triu(g, 1), -1, -2)
 
 
-def fit_nrmse(stats: RidgeStats, w: Array, y_sq: Array, y_sum: Array, rows) -> Array:
+def fit_nrmse(
+    stats: RidgeStats, w: Array, beta, y_sq: Array, y_sum: Array, rows
+) -> Array:
     """The training fit's NRMSE from the statistics alone, one per output of
-    each chunk (``(O,)`` or ``(C, O)``): the residual sum of squares of the
-    rows the statistics hold, ``sum y^2 - 2 w . (F^T y) + w^T (F^T F) w``
-    (in QR form, ``F^T F = R^T R`` and ``F^T y = R^T (Q^T y)``), over ``rows``
-    times the targets' variance, from their sums ``y_sq`` and ``y_sum``
-    (shaped like the outputs). An output whose variance is rounding (below
-    ``100 eps`` of its mean square: a constant) gives NaN. No pass over the
-    features: ``O(F^2 O)``, what the solve's last step costs."""
+    each chunk (``(O,)`` or ``(C, O)``), for ``w`` the ridge solution with
+    ``beta``: its residual sum of squares over the rows the statistics hold
+    is ``sum y^2 - 2 w . F^T y + w^T F^T F w``, and ``(F^T F + beta I) w =
+    F^T y`` turns the last term into ``w . F^T y - beta |w|^2`` (in QR form
+    ``F^T y = R^T (Q^T y)``); divided by ``rows`` and the targets' variance
+    from their sums ``y_sq``, ``y_sum`` (shaped like the outputs). An output
+    whose variance is rounding (below ``100 eps`` of its mean square: a
+    constant) gives NaN. Elementwise work only (one ``R w`` product in QR
+    form): the check adds next to nothing to a training program. For the
+    minimum-norm fallback solution it is approximate (to the ``beta`` term)."""
     dtype = stats.gram.dtype
     w = jnp.swapaxes(w.astype(dtype), -1, -2)  # (..., F, O)
     if stats.form == "qr":
-        r = jnp.triu(stats.gram)
-        rw = jnp.matmul(r, w, precision="highest")
-        fy = jnp.matmul(jnp.swapaxes(r, -1, -2), stats.cross, precision="highest")
-        quad = jnp.sum(rw * rw, axis=-2)
+        fy = jnp.matmul(
+            jnp.swapaxes(jnp.triu(stats.gram), -1, -2), stats.cross, precision="highest"
+        )
     else:
-        gw = jnp.matmul(symmetric(stats.gram), w, precision="highest")
         fy = stats.cross
-        quad = jnp.sum(w * gw, axis=-2)
     y_sq, y_sum = y_sq.astype(dtype), y_sum.astype(dtype)
-    rows = jnp.asarray(rows, dtype)
-    rss = y_sq - 2 * jnp.sum(w * fy, axis=-2) + quad
+    rows, beta = jnp.asarray(rows, dtype), jnp.asarray(beta, dtype)
+    rss = y_sq - jnp.sum(w * fy, axis=-2) - beta * jnp.sum(w * w, axis=-2)
     mean_sq = y_sq / rows
     var = mean_sq - (y_sum / rows) ** 2
     constant = var <= 100 * jnp.finfo(dtype).eps * mean_sq
-    return jnp.where(
-        constant,
-        jnp.nan,
-        jnp.sqrt(jnp.maximum(rss, 0) / rows / jnp.where(constant, 1, var)),
-    )
+    scale = jnp.where(constant, 1, var * rows)
+    return jnp.where(constant, jnp.nan, jnp.sqrt(jnp.maximum(rss, 0) / scale))
 
 
 def sequence_stats(

@@ -434,12 +434,12 @@ def teacher_forced_fit(
     else:
         w = solve(stats, beta, batch_size=batch_size)
         if check_fit and spinup < jax.tree.leaves(targets)[0].shape[-2]:
-            warn_poor_fit(readout, stats, w, targets, spinup, multi_sequence)
+            warn_poor_fit(readout, stats, w, beta, targets, spinup, multi_sequence)
         fitted = readout.set_wout(w)
     return fitted, (history if keep_states else last)
 
 
-def warn_poor_fit(readout, stats, w, targets, spinup, multi_sequence) -> None:
+def warn_poor_fit(readout, stats, w, beta, targets, spinup, multi_sequence) -> None:
     """:class:`orc.PoorFitWarning` when the ridge fit's NRMSE over its rows
     (:func:`orc._ridge.fit_nrmse`, each output by its std; constant ones
     left out), averaged in the square over the outputs, exceeds
@@ -452,7 +452,7 @@ def warn_poor_fit(readout, stats, w, targets, spinup, multi_sequence) -> None:
     rows = prepared.shape[0] * prepared.shape[1]
     y_sq = jnp.sum(prepared**2, axis=(0, 1))
     y_sum = jnp.sum(prepared, axis=(0, 1))
-    nrmse = fit_nrmse(stats, w, y_sq, y_sum, rows)
+    nrmse = fit_nrmse(stats, w, beta, y_sq, y_sum, rows)
     live = ~jnp.isnan(nrmse)
     count = jnp.maximum(live.sum(), 1).astype(nrmse.dtype)
     mean = jnp.sqrt(jnp.sum(jnp.where(live, nrmse**2, 0)) / count)
