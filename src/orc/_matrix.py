@@ -427,7 +427,6 @@ def cluster_config(values, win, bias, wout, leak) -> tuple | None:
     cluster, threads, _ = CLUSTER_CONFIG
     if (
         not _strategy.native()
-        or _native.cluster_forecast_target(dtype) is None
         or jnp.ndim(leak) != 0
         or not _broadcasts_to(jnp.shape(bias), (chunks, n))
         or not all(a.dtype == dtype for a in (win, wout))
@@ -437,7 +436,8 @@ def cluster_config(values, win, bias, wout, leak) -> tuple | None:
             chunks, n, k, win.shape[-1], dtype.itemsize, cluster, threads
         )
         > CLUSTER_SHARED
-        or not _gpu_has_clusters()
+        or not _gpu_has_clusters()  # before the target: NVRTC is looked for only on a GPU
+        or _native.cluster_forecast_target(dtype) is None
     ):
         return None
     return CLUSTER_CONFIG
