@@ -363,20 +363,12 @@ def _ok(lib, status):
 
 
 def _nvrtc():
-    """NVRTC's library: from the ``nvidia-cuda-nvrtc`` wheel when installed,
-    else the system's (``ORC_NVRTC`` names a path)."""
-    names = [os.environ.get("ORC_NVRTC", "")]
-    try:
-        import nvidia.cuda_nvrtc as wheel  # noqa: PLC0415
+    """NVRTC's library: ``ORC_NVRTC`` (a path), else the one orc's CUDA
+    handler uses (:func:`orc._native.nvrtc_library`, from the NVIDIA wheels),
+    else the system's."""
+    from orc._native import nvrtc_library  # noqa: PLC0415
 
-        lib = os.path.join(list(wheel.__path__)[0], "lib")
-        names += [
-            os.path.join(lib, f)
-            for f in sorted(os.listdir(lib))
-            if f.startswith("libnvrtc.so")
-        ]
-    except (ImportError, OSError):
-        pass
+    names = [os.environ.get("ORC_NVRTC", ""), nvrtc_library() or ""]
     names += ["libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"]
     for name in filter(None, names):
         try:

@@ -206,7 +206,8 @@ def _register_cuda(kernels) -> None:
         handlers = kernels.cuda_handlers()
         for name, capsule in handlers.items():
             jax.ffi.register_ffi_target(name, capsule, platform="CUDA")
-        kernels.set_nvrtc_path(nvrtc_library() or "")
+        _state["nvrtc"] = nvrtc_library()
+        kernels.set_nvrtc_path(_state["nvrtc"] or "")
     except Exception:  # noqa: BLE001 - a stale build: the GPU forecast runs the scan
         return
     _state["cuda_targets"] = frozenset(handlers)
@@ -369,7 +370,7 @@ def _nvrtc_found() -> bool:
     if "nvrtc_found" not in _state:
         import ctypes.util  # noqa: PLC0415
 
-        path = nvrtc_library() or ctypes.util.find_library("nvrtc")
+        path = _state.get("nvrtc") or ctypes.util.find_library("nvrtc")
         _state["nvrtc_found"] = path is not None
     return bool(_state["nvrtc_found"])
 
