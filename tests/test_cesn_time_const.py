@@ -1,6 +1,7 @@
-"""CESNForecaster's time constant against the sampling of its data:
-``time_const="auto"`` (0.5 / dt, set by training) and the warning when ORC
-0.4's fixed 50 is far too fast for the samples (issue 19)."""
+"""CESNForecaster's time constant against the sampling of its data: the
+default ``time_const="auto"`` (0.5 / dt, set by training; ORC 0.4's 50 at
+ORC's sampling) and the warning when a fixed constant such as ORC 0.4's 50 is
+far too fast for the samples (issue 19)."""
 
 import warnings
 
@@ -33,17 +34,22 @@ def test_auto_is_half_over_the_sample_spacing(dt, gamma):
     assert model.time_const_per_dt == 0.5
     assert float(model.driver.time_const) == 50.0  # ORC's constant until trained
     trained, _, kinds = _train(model, u, t)
-    assert float(trained.driver.time_const) == gamma  # exactly (rounded to 1e-9)
+    assert float(trained.driver.time_const) == gamma  # exactly (9 digits)
     assert F.TimeConstantWarning not in kinds
     # the times' origin does not matter, only their spacing
     shifted, _, _ = _train(model, u, t + 123.0)
     assert float(shifted.driver.time_const) == pytest.approx(gamma, rel=1e-9)
 
 
-def test_auto_at_orcs_sampling_is_orcs_model_bit_for_bit():
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+def test_auto_at_orcs_sampling_is_orcs_model_bit_for_bit(dtype):
     u, t = _lorenz(0.01)
-    auto, states_auto, _ = _train(F.CESNForecaster(3, 30, time_const="auto"), u, t)
-    fixed, states_fixed, _ = _train(F.CESNForecaster(3, 30), u, t)
+    u, t = u.astype(dtype), t.astype(dtype)
+    auto, states_auto, _ = _train(F.CESNForecaster(3, 30, dtype=dtype), u, t)
+    assert float(auto.driver.time_const) == 50.0  # exactly, in both dtypes
+    fixed, states_fixed, _ = _train(
+        F.CESNForecaster(3, 30, time_const=50.0, dtype=dtype), u, t
+    )
     assert fixed.time_const_per_dt is None and float(fixed.driver.time_const) == 50.0
     assert np.array_equal(np.asarray(auto.readout.wout), np.asarray(fixed.readout.wout))
     assert np.array_equal(np.asarray(states_auto), np.asarray(states_fixed))
@@ -52,12 +58,13 @@ def test_auto_at_orcs_sampling_is_orcs_model_bit_for_bit():
 def test_orcs_constant_on_coarse_samples_warns_and_names_the_fix():
     u, _ = _lorenz(0.01)
     t = jnp.arange(float(len(u)))  # samples 1 apart: time_const * dt = 50
+    orcs = F.CESNForecaster(3, 30, time_const=50.0)
     with pytest.warns(F.TimeConstantWarning, match=r"time_const \* dt = 50.*'auto'"):
-        F.train_CESNForecaster(F.CESNForecaster(3, 30), u, t)
-    _, _, kinds = _train(F.CESNForecaster(3, 30, time_const="auto"), u, t)
+        F.train_CESNForecaster(orcs, u, t)
+    _, _, kinds = _train(F.CESNForecaster(3, 30), u, t)  # the default: "auto"
     assert F.TimeConstantWarning not in kinds
     # ORC's sampling: no warning with ORC's constant
-    _, _, kinds = _train(F.CESNForecaster(3, 30), *_lorenz(0.01))
+    _, _, kinds = _train(orcs, *_lorenz(0.01))
     assert F.TimeConstantWarning not in kinds
 
 
@@ -89,9 +96,14 @@ def test_bad_time_const_names_the_argument():
         F.CESNForecaster(3, 20, time_const=-1.0)
 
 
-def test_the_default_stays_orcs_constant():
-    # ORC 0.4's signature and default (tests/test_orc_signatures.py); "auto"
-    # is a value a user passes, with any construction
-    assert F.CESNForecaster(3, 20).time_const_per_dt is None
-    model = F.CESNForecaster(3, 20, time_const="auto", construction="orc04")
+def test_the_default_is_auto_and_orcs_constant_is_one_argument_away():
+    # ORC 0.4's default is 50.0; ours is "auto" (the one deliberate default
+    # difference, tests/test_orc_signatures.py), with any construction
+    import inspect
+
+    default = inspect.signature(F.CESNForecaster).parameters["time_const"].default
+    assert default == "auto"
+    assert F.CESNForecaster(3, 20).time_const_per_dt == 0.5
+    assert F.CESNForecaster(3, 20, time_const=50.0).time_const_per_dt is None
+    model = F.CESNForecaster(3, 20, construction="orc04")
     assert model.time_const_per_dt == 0.5

@@ -229,11 +229,18 @@ def _sampled_time_const(model, ts):
         return model
     old = model.driver.time_const
     dt = _sample_spacing(ts, old.dtype)
-    gamma = factor / dt
-    if old.dtype == jnp.float64:  # 0.5 / 0.01 is ORC 0.4's 50 exactly
-        gamma = jnp.round(gamma * 1e9) / 1e9
+    gamma = _significant(factor / dt, 9 if old.dtype == jnp.float64 else 6)
     gamma = jnp.where(jnp.isfinite(gamma) & (dt > 0), gamma, old)
     return eqx.tree_at(lambda m: m.driver.time_const, model, gamma)
+
+
+def _significant(x, digits):
+    """``x`` rounded to ``digits`` significant digits, so that the rounding
+    error of a sum of sample spacings does not reach the value: ``0.5 /
+    0.01`` is ORC 0.4's 50 exactly in float64 (9 digits) and float32 (6)."""
+    scale = 10.0 ** (digits - 1 - jnp.floor(jnp.log10(jnp.abs(x))))
+    scale = jnp.where(jnp.isfinite(scale), scale, 1.0).astype(x.dtype)
+    return jnp.round(x * scale) / scale
 
 
 def _sample_spacing(ts, dtype):
