@@ -41,18 +41,36 @@ def test_auto_is_half_over_the_sample_spacing(dt, gamma):
     assert float(shifted.driver.time_const) == pytest.approx(gamma, rel=1e-9)
 
 
-@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
-def test_auto_at_orcs_sampling_is_orcs_model_bit_for_bit(dtype):
+def test_auto_at_orcs_sampling_is_orcs_model_bit_for_bit():
     u, t = _lorenz(0.01)
-    u, t = u.astype(dtype), t.astype(dtype)
-    auto, states_auto, _ = _train(F.CESNForecaster(3, 30, dtype=dtype), u, t)
-    assert float(auto.driver.time_const) == 50.0  # exactly, in both dtypes
-    fixed, states_fixed, _ = _train(
-        F.CESNForecaster(3, 30, time_const=50.0, dtype=dtype), u, t
-    )
+    auto, states_auto, _ = _train(F.CESNForecaster(3, 30), u, t)
+    assert float(auto.driver.time_const) == 50.0
+    fixed, states_fixed, _ = _train(F.CESNForecaster(3, 30, time_const=50.0), u, t)
     assert fixed.time_const_per_dt is None and float(fixed.driver.time_const) == 50.0
     assert np.array_equal(np.asarray(auto.readout.wout), np.asarray(fixed.readout.wout))
     assert np.array_equal(np.asarray(states_auto), np.asarray(states_fixed))
+
+
+def test_auto_is_orcs_constant_exactly_in_float32_too():
+    # float32 times 0.01 apart sum with rounding errors of ~1e-7 relative:
+    # the value is rounded to 6 significant digits (9 in float64), so it is
+    # ORC's 50 exactly, and the training program that follows is ORC's
+    from orc.forecaster.train import _sampled_time_const
+
+    model = F.CESNForecaster(3, 30, dtype=jnp.float32)
+    for t in (
+        jnp.arange(4000, dtype=jnp.float32) * 0.01,
+        jnp.linspace(3.0, 42.99, 4000),
+    ):
+        t = t.astype(jnp.float32)
+        gamma = _sampled_time_const(model, t).driver.time_const
+        assert gamma.dtype == jnp.float32 and float(gamma) == 50.0
+        traced = jax.jit(lambda m, t: _sampled_time_const(m, t).driver.time_const)
+        assert float(traced(model, t)) == 50.0
+    # other spacings keep their value to float32's precision
+    t = jnp.arange(300, dtype=jnp.float32) * jnp.float32(0.037)
+    gamma = float(_sampled_time_const(model, t).driver.time_const)
+    assert gamma == pytest.approx(0.5 / 0.037, rel=2e-6)
 
 
 def test_orcs_constant_on_coarse_samples_warns_and_names_the_fix():

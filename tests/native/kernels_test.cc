@@ -553,24 +553,37 @@ void TestCholesky(const char* type) {
     CHECK(lower_kept, "%s cholesky f=%" PRId64 ": wrote into the lower triangle", type, f);
     CHECK(worst <= 4 * (f + 2) * eps * top, "%s cholesky f=%" PRId64 ": |U^T U - M| = %Lg",
           type, f, worst);
-    // the solve: residual of M x = b relative to |M| |x| + |b|
-    std::vector<T> x(f);
-    std::vector<long double> b(f);
-    for (int64_t i = 0; i < f; ++i) x[i] = static_cast<T>(normal(rng));
-    for (int64_t i = 0; i < f; ++i) b[i] = x[i];
-    CholeskySolveUpper(u.data(), f, x.data());
-    long double res = 0, scale = 0;
-    for (int64_t i = 0; i < f; ++i) {
-      long double acc = 0, mag = 0;
-      for (int64_t l = 0; l < f; ++l) {
-        acc += M[i * f + l] * x[l];
-        mag += std::fabs(M[i * f + l] * x[l]);
+    // the solve, o = 3 right-hand sides at once (row-major f x o): residual
+    // of M x = b relative to |M| |x| + |b| per column, and each column the
+    // same bits as its solve alone (o = 1)
+    const int64_t o = 3;
+    std::vector<T> x(f * o), acc(4 * o);
+    std::vector<long double> b(f * o);
+    for (int64_t i = 0; i < f * o; ++i) x[i] = static_cast<T>(normal(rng));
+    for (int64_t i = 0; i < f * o; ++i) b[i] = x[i];
+    CholeskySolveUpper(u.data(), f, o, x.data(), acc.data());
+    for (int64_t c = 0; c < o; ++c) {
+      long double res = 0, scale = 0;
+      for (int64_t i = 0; i < f; ++i) {
+        long double sum = 0, mag = 0;
+        for (int64_t l = 0; l < f; ++l) {
+          sum += M[i * f + l] * x[l * o + c];
+          mag += std::fabs(M[i * f + l] * x[l * o + c]);
+        }
+        res = std::max(res, std::fabs(sum - b[i * o + c]));
+        scale = std::max(scale, mag + std::fabs(b[i * o + c]));
       }
-      res = std::max(res, std::fabs(acc - b[i]));
-      scale = std::max(scale, mag + std::fabs(b[i]));
+      CHECK(res <= 64 * (f + 2) * eps * scale,
+            "%s cholesky solve f=%" PRId64 " column %" PRId64 ": residual %Lg of %Lg", type, f, c,
+            res, scale);
+      std::vector<T> alone(f), acc1(4);
+      for (int64_t i = 0; i < f; ++i) alone[i] = static_cast<T>(b[i * o + c]);
+      CholeskySolveUpper(u.data(), f, int64_t{1}, alone.data(), acc1.data());
+      bool same = true;
+      for (int64_t i = 0; i < f; ++i) same &= alone[i] == x[i * o + c];
+      CHECK(same, "%s cholesky solve f=%" PRId64 ": column %" PRId64 " differs from its solve alone",
+            type, f, c);
     }
-    CHECK(res <= 64 * (f + 2) * eps * scale, "%s cholesky solve f=%" PRId64 ": residual %Lg of %Lg",
-          type, f, res, scale);
     ++cases;
   }
   {  // indefinite: pivot 4 (index 3) is -1; a NaN reaches a later pivot

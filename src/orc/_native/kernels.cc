@@ -1357,28 +1357,54 @@ int64_t CholeskyUpper(T* a, int64_t f, const Workers& workers, std::vector<GramW
   return 0;
 }
 
-// Solves U^T U x = b for the factor of CholeskyUpper, b and x one vector of
-// f (in place): U^T z = b forward, U x = z backward, both along U's rows.
+// Solves U^T U X = B for the factor of CholeskyUpper and o right-hand sides
+// at once, in place in x (row-major f x o, the layout of b and w): U^T Z = B
+// forward, U X = Z backward, both along U's rows, so U (f^2 elements, 562 MB
+// at 8385 features) is read once per pass for all outputs instead of once per
+// output, and the inner loops run over the o contiguous outputs. Each
+// element sees the operations of a one-vector solve in the same order
+// (forward: one subtraction per earlier row; backward: four partial sums by
+// column mod 4, combined as (s0 + s1) + (s2 + s3)), so its bits do not
+// depend on o. `acc` is scratch for 4 o elements.
 template <typename T>
-void CholeskySolveUpper(const T* u, int64_t f, T* x) {
+void CholeskySolveUpper(const T* u, int64_t f, int64_t o, T* x, T* acc) {
   for (int64_t j = 0; j < f; ++j) {
     const T* __restrict rj = u + j * f;
-    const T z = x[j] / rj[j];
-    x[j] = z;
-    for (int64_t l = j + 1; l < f; ++l) x[l] -= rj[l] * z;
+    T* __restrict zj = x + j * o;
+    const T d = rj[j];
+    for (int64_t c = 0; c < o; ++c) zj[c] = zj[c] / d;
+    for (int64_t l = j + 1; l < f; ++l) {
+      const T a = rj[l];
+      T* __restrict xl = x + l * o;
+      for (int64_t c = 0; c < o; ++c) xl[c] -= a * zj[c];
+    }
   }
+  T* __restrict s0 = acc;
+  T* __restrict s1 = acc + o;
+  T* __restrict s2 = acc + 2 * o;
+  T* __restrict s3 = acc + 3 * o;
   for (int64_t j = f - 1; j >= 0; --j) {
     const T* __restrict rj = u + j * f;
-    T acc[4] = {0, 0, 0, 0};  // four sums in a fixed order
+    for (int64_t c = 0; c < 4 * o; ++c) acc[c] = 0;
     int64_t l = j + 1;
     for (; l + 4 <= f; l += 4) {
-      acc[0] += rj[l] * x[l];
-      acc[1] += rj[l + 1] * x[l + 1];
-      acc[2] += rj[l + 2] * x[l + 2];
-      acc[3] += rj[l + 3] * x[l + 3];
+      const T a0 = rj[l], a1 = rj[l + 1], a2 = rj[l + 2], a3 = rj[l + 3];
+      const T* __restrict x0 = x + l * o;
+      for (int64_t c = 0; c < o; ++c) {
+        s0[c] += a0 * x0[c];
+        s1[c] += a1 * x0[o + c];
+        s2[c] += a2 * x0[2 * o + c];
+        s3[c] += a3 * x0[3 * o + c];
+      }
     }
-    for (; l < f; ++l) acc[0] += rj[l] * x[l];
-    x[j] = (x[j] - ((acc[0] + acc[1]) + (acc[2] + acc[3]))) / rj[j];
+    for (; l < f; ++l) {
+      const T a = rj[l];
+      const T* __restrict xl = x + l * o;
+      for (int64_t c = 0; c < o; ++c) s0[c] += a * xl[c];
+    }
+    T* __restrict xj = x + j * o;
+    const T d = rj[j];
+    for (int64_t c = 0; c < o; ++c) xj[c] = (xj[c] - ((s0[c] + s1[c]) + (s2[c] + s3[c]))) / d;
   }
 }
 
@@ -1460,7 +1486,7 @@ ffi::Error RidgeSolve(ffi::ThreadPool pool, ffi::Buffer<DT> g, ffi::Buffer<DT> b
   T* W = w->typed_data();
   int32_t* S = status->typed_data();
   const T nan = std::numeric_limits<T>::quiet_NaN();
-  std::vector<T> diag(f), rhs(f * o);
+  std::vector<T> diag(f), rhs(f * o), acc(4 * o);
   for (int64_t p = 0; p < batch; ++p) {
     T* gp = G + p * f * f;
     const T* bp = B + p * f * o;
@@ -1479,19 +1505,21 @@ ffi::Error RidgeSolve(ffi::ThreadPool pool, ffi::Buffer<DT> g, ffi::Buffer<DT> b
       S[p] = -1;
       continue;
     }
+    if (CholeskyUpper(gp, f, workers, works) == 0) {
+      for (int64_t i = 0; i < f * o; ++i) wp[i] = bp[i];
+      CholeskySolveUpper(gp, f, o, wp, acc.data());
+      S[p] = 0;
+      continue;
+    }
+    // not positive definite: the minimum-norm solution from G + beta I again
+    // (the lower triangle's copy and the saved diagonal)
     for (int64_t i = 0; i < f; ++i)  // row-major (F, O) -> one vector per output
       for (int64_t j = 0; j < o; ++j) rhs[j * f + i] = bp[i * o + j];
-    if (CholeskyUpper(gp, f, workers, works) == 0) {
-      for (int64_t j = 0; j < o; ++j) CholeskySolveUpper(gp, f, rhs.data() + j * f);
-      S[p] = 0;
-    } else {
-      // G + beta I again: the lower triangle's copy and the saved diagonal
-      for (int64_t i = 0; i < f; ++i) gp[i * f + i] = diag[i];
-      std::vector<T> sol(f * o);
-      const int info = MinNormSolve(syevd, gp, f, o, rhs.data(), sol.data());
-      rhs.swap(sol);
-      S[p] = info == 0 ? 1 : -2;
-    }
+    for (int64_t i = 0; i < f; ++i) gp[i * f + i] = diag[i];
+    std::vector<T> sol(f * o);
+    const int info = MinNormSolve(syevd, gp, f, o, rhs.data(), sol.data());
+    rhs.swap(sol);
+    S[p] = info == 0 ? 1 : -2;
     for (int64_t i = 0; i < f; ++i)
       for (int64_t j = 0; j < o; ++j) wp[i * o + j] = S[p] >= 0 ? rhs[j * f + i] : nan;
   }
