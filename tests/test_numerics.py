@@ -123,6 +123,46 @@ def test_chunked_and_multi_sequence_fit_match_numpy():
     )
 
 
+def test_stored_run_forces_every_block_at_one_size():
+    # T = 1037 rows in blocks of 100: the last 37 rows are forced as one more
+    # block of 100 that ends at the last row (its first 63 rows again, from
+    # the stored state before them), so the model's force is traced at one
+    # block size only and a training program holds one copy of it. The
+    # states and the fit are those of one run over the whole sequence.
+    from orc._training import teacher_forced_stats
+
+    T, N, O = 1037, 12, 2
+    W = jnp.asarray(0.9 * RNG.standard_normal((N, N)) / math.sqrt(N))
+    Win = jnp.asarray(RNG.standard_normal((N, 1)))
+    u = jnp.asarray(RNG.standard_normal((T, 1)))
+    y = jnp.asarray(RNG.standard_normal((T, O)))
+
+    def step(r, x):
+        r = 0.5 * r + 0.5 * jnp.tanh(W @ r + Win @ x)
+        return r, r
+
+    sizes = []
+
+    def force(ub, r):
+        sizes.append(ub.shape[0])
+        return jax.lax.scan(step, r, ub)[1]
+
+    ro = readouts.LinearReadout(O, N)
+    stats, last, history = jax.jit(
+        lambda u, y: teacher_forced_stats(
+            ro, force, u, y, jnp.zeros(N), spinup=5, block_size=100
+        )
+    )(u, y)
+    assert set(sizes) <= {2, 100}, sizes  # (2: the shape probe)
+    reference = jax.jit(lambda u: jax.lax.scan(step, jnp.zeros(N), u)[1])(u)
+    np.testing.assert_allclose(history, reference, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(last, reference[-1], rtol=1e-12, atol=1e-13)
+    X, Y = np.asarray(reference[5:]), np.asarray(y[5:])
+    gram, cross = symmetric(stats.gram)[0], stats.cross[0]  # (a bank of one)
+    np.testing.assert_allclose(gram, X.T @ X, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(cross, X.T @ Y, rtol=1e-10, atol=1e-10)
+
+
 def test_solve_raises_on_nonfinite():
     stats = RidgeStats.zeros(3, 1, None, jnp.float64)
     bad = RidgeStats(stats.gram.at[0, 0].set(jnp.nan), stats.cross, stats.count)

@@ -297,7 +297,19 @@ def teacher_forced_stats(
                     carry,
                 )
             i = j
-        if tail:
+        if tail and phase == "force" and n_full and carry[2] is not None:
+            # The rows left as one more block of the loop's size that ends at
+            # the last row, started from the stored state before it: its first
+            # block - tail rows are forced again (the same rows from the same
+            # state), and the model's force is traced at one size instead of
+            # two (a CESN's training on 3999 rows: 3.9 -> 3.1 s to trace and
+            # compile; the extra rows cost less than 1024 steps).
+            start = t_in - block
+            _, stats_, history_ = carry
+            carry = run(
+                (history_[start - 1], stats_, history_), start, block, "skip", phase
+            )
+        elif tail:
             start = n_full * block
             carry = run(carry, start, tail, mode(start, start + tail, phase), phase)
         return carry
