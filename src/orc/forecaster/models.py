@@ -99,8 +99,9 @@ class ESNForecaster(RCForecasterBase):
 
 
 #: ``time_const="auto"`` (the default): ``time_const = TIME_CONST_PER_DT / dt``
-#: for samples spaced ``dt``, i.e. the reservoir relaxes by about half of the way to its
-#: drive over one sample, as the discrete ESN with ORC's leak rate 0.6 does.
+#: for samples spaced ``dt``, i.e. the reservoir relaxes by about half of the
+#: way to its drive over one sample, as the discrete ESN with ORC's leak rate
+#: 0.6 does.
 #: It is ORC 0.4's constant 50 at ORC's sampling (dt = 0.01).
 TIME_CONST_PER_DT = 0.5
 #: Training warns (:class:`TimeConstantWarning`) when ``time_const * dt``

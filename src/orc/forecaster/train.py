@@ -238,8 +238,12 @@ def _significant(x, digits):
     """``x`` rounded to ``digits`` significant digits, so that the rounding
     error of a sum of sample spacings does not reach the value: ``0.5 /
     0.01`` is ORC 0.4's 50 exactly in float64 (9 digits) and float32 (6)."""
-    scale = 10.0 ** (digits - 1 - jnp.floor(jnp.log10(jnp.abs(x))))
-    scale = jnp.where(jnp.isfinite(scale), scale, 1.0).astype(x.dtype)
+    # the power of ten from a table of correctly rounded constants, not from
+    # a pow() whose last bit may differ from one platform to another
+    exponent = digits - 1 - jnp.floor(jnp.log10(jnp.abs(x)))
+    exponent = jnp.clip(jnp.where(jnp.isfinite(exponent), exponent, 0), -30, 30)
+    powers = jnp.asarray([10.0**k for k in range(-30, 31)], x.dtype)
+    scale = powers[exponent.astype(jnp.int32) + 30]
     return jnp.round(x * scale) / scale
 
 
