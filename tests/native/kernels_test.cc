@@ -561,7 +561,14 @@ void TestCholesky(const char* type) {
     std::vector<long double> b(f * o);
     for (int64_t i = 0; i < f * o; ++i) x[i] = static_cast<T>(normal(rng));
     for (int64_t i = 0; i < f * o; ++i) b[i] = x[i];
-    CholeskySolveUpper(u.data(), f, o, x.data(), acc.data());
+    std::vector<T> part(f * o);  // columns 1..2 alone, in place in the f x o layout
+    for (int64_t i = 0; i < f * o; ++i) part[i] = x[i];
+    CholeskySolveUpper(u.data(), f, o, o, x.data(), acc.data());
+    CholeskySolveUpper(u.data(), f, o, o - 1, part.data() + 1, acc.data());
+    bool same_part = true;
+    for (int64_t i = 0; i < f; ++i)
+      for (int64_t c = 1; c < o; ++c) same_part &= part[i * o + c] == x[i * o + c];
+    CHECK(same_part, "%s cholesky solve f=%" PRId64 ": a column range differs", type, f);
     for (int64_t c = 0; c < o; ++c) {
       long double res = 0, scale = 0;
       for (int64_t i = 0; i < f; ++i) {
@@ -578,7 +585,7 @@ void TestCholesky(const char* type) {
             res, scale);
       std::vector<T> alone(f), acc1(4);
       for (int64_t i = 0; i < f; ++i) alone[i] = static_cast<T>(b[i * o + c]);
-      CholeskySolveUpper(u.data(), f, int64_t{1}, alone.data(), acc1.data());
+      CholeskySolveUpper(u.data(), f, int64_t{1}, int64_t{1}, alone.data(), acc1.data());
       bool same = true;
       for (int64_t i = 0; i < f; ++i) same &= alone[i] == x[i * o + c];
       CHECK(same, "%s cholesky solve f=%" PRId64 ": column %" PRId64 " differs from its solve alone",

@@ -1303,6 +1303,10 @@ constexpr int64_t kCholPanel = 96;
 // thread are cut into pieces; below this much update work one thread does it.
 constexpr int64_t kCholPieceColumns = 256;
 constexpr double kCholParallelWork = 4e6;
+// The substitutions of many outputs go to the threads in column ranges of at
+// least this many outputs, from this much work (f^2 o multiply-adds) on.
+constexpr int64_t kSolveMinColumns = 8;
+constexpr double kSolveParallelWork = 1e8;
 
 template <typename T>
 int64_t CholeskyUpper(T* a, int64_t f, const Workers& workers, std::vector<GramWork>& works) {
@@ -1358,7 +1362,8 @@ int64_t CholeskyUpper(T* a, int64_t f, const Workers& workers, std::vector<GramW
 }
 
 // Solves U^T U X = B for the factor of CholeskyUpper and o right-hand sides
-// at once, in place in x (row-major f x o, the layout of b and w): U^T Z = B
+// at once, in place in x (o columns of a row-major f x ldx matrix, the layout
+// of b and w; RidgeSolve gives column ranges to its threads): U^T Z = B
 // forward, U X = Z backward, both along U's rows, so U (f^2 elements, 562 MB
 // at 8385 features) is read once per pass for all outputs instead of once per
 // output, and the inner loops run over the o contiguous outputs. Each
@@ -1367,15 +1372,15 @@ int64_t CholeskyUpper(T* a, int64_t f, const Workers& workers, std::vector<GramW
 // column mod 4, combined as (s0 + s1) + (s2 + s3)), so its bits do not
 // depend on o. `acc` is scratch for 4 o elements.
 template <typename T>
-void CholeskySolveUpper(const T* u, int64_t f, int64_t o, T* x, T* acc) {
+void CholeskySolveUpper(const T* u, int64_t f, int64_t ldx, int64_t o, T* x, T* acc) {
   for (int64_t j = 0; j < f; ++j) {
     const T* __restrict rj = u + j * f;
-    T* __restrict zj = x + j * o;
+    T* __restrict zj = x + j * ldx;
     const T d = rj[j];
     for (int64_t c = 0; c < o; ++c) zj[c] = zj[c] / d;
     for (int64_t l = j + 1; l < f; ++l) {
       const T a = rj[l];
-      T* __restrict xl = x + l * o;
+      T* __restrict xl = x + l * ldx;
       for (int64_t c = 0; c < o; ++c) xl[c] -= a * zj[c];
     }
   }
@@ -1389,20 +1394,20 @@ void CholeskySolveUpper(const T* u, int64_t f, int64_t o, T* x, T* acc) {
     int64_t l = j + 1;
     for (; l + 4 <= f; l += 4) {
       const T a0 = rj[l], a1 = rj[l + 1], a2 = rj[l + 2], a3 = rj[l + 3];
-      const T* __restrict x0 = x + l * o;
+      const T* __restrict x0 = x + l * ldx;
       for (int64_t c = 0; c < o; ++c) {
         s0[c] += a0 * x0[c];
-        s1[c] += a1 * x0[o + c];
-        s2[c] += a2 * x0[2 * o + c];
-        s3[c] += a3 * x0[3 * o + c];
+        s1[c] += a1 * x0[ldx + c];
+        s2[c] += a2 * x0[2 * ldx + c];
+        s3[c] += a3 * x0[3 * ldx + c];
       }
     }
     for (; l < f; ++l) {
       const T a = rj[l];
-      const T* __restrict xl = x + l * o;
+      const T* __restrict xl = x + l * ldx;
       for (int64_t c = 0; c < o; ++c) s0[c] += a * xl[c];
     }
-    T* __restrict xj = x + j * o;
+    T* __restrict xj = x + j * ldx;
     const T d = rj[j];
     for (int64_t c = 0; c < o; ++c) xj[c] = (xj[c] - ((s0[c] + s1[c]) + (s2[c] + s3[c]))) / d;
   }
@@ -1486,7 +1491,7 @@ ffi::Error RidgeSolve(ffi::ThreadPool pool, ffi::Buffer<DT> g, ffi::Buffer<DT> b
   T* W = w->typed_data();
   int32_t* S = status->typed_data();
   const T nan = std::numeric_limits<T>::quiet_NaN();
-  std::vector<T> diag(f), rhs(f * o), acc(4 * o);
+  std::vector<T> diag(f), rhs(f * o), acc(4 * o * workers.threads());
   for (int64_t p = 0; p < batch; ++p) {
     T* gp = G + p * f * f;
     const T* bp = B + p * f * o;
@@ -1507,7 +1512,15 @@ ffi::Error RidgeSolve(ffi::ThreadPool pool, ffi::Buffer<DT> g, ffi::Buffer<DT> b
     }
     if (CholeskyUpper(gp, f, workers, works) == 0) {
       for (int64_t i = 0; i < f * o; ++i) wp[i] = bp[i];
-      CholeskySolveUpper(gp, f, o, wp, acc.data());
+      // the outputs in column ranges, one per thread (each column's
+      // operations are the same whichever thread solves it)
+      const bool parallel = o >= 2 * kSolveMinColumns &&
+                            static_cast<double>(f) * f * o >= kSolveParallelWork;
+      const int64_t pieces = parallel ? std::min(workers.threads(), o / kSolveMinColumns) : 1;
+      ParallelFor(parallel ? workers : Workers(), pieces, [&](int64_t piece, int64_t worker) {
+        const int64_t c0 = o * piece / pieces, c1 = o * (piece + 1) / pieces;
+        CholeskySolveUpper(gp, f, o, c1 - c0, wp + c0, acc.data() + 4 * o * worker);
+      });
       S[p] = 0;
       continue;
     }
