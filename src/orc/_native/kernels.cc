@@ -1491,7 +1491,7 @@ ffi::Error RidgeSolve(ffi::ThreadPool pool, ffi::Buffer<DT> g, ffi::Buffer<DT> b
   T* W = w->typed_data();
   int32_t* S = status->typed_data();
   const T nan = std::numeric_limits<T>::quiet_NaN();
-  std::vector<T> diag(f), rhs(f * o), acc(4 * o * workers.threads());
+  std::vector<T> diag(f), acc(4 * o * workers.threads());
   for (int64_t p = 0; p < batch; ++p) {
     T* gp = G + p * f * f;
     const T* bp = B + p * f * o;
@@ -1526,15 +1526,14 @@ ffi::Error RidgeSolve(ffi::ThreadPool pool, ffi::Buffer<DT> g, ffi::Buffer<DT> b
     }
     // not positive definite: the minimum-norm solution from G + beta I again
     // (the lower triangle's copy and the saved diagonal)
+    std::vector<T> rhs(f * o), sol(f * o);
     for (int64_t i = 0; i < f; ++i)  // row-major (F, O) -> one vector per output
       for (int64_t j = 0; j < o; ++j) rhs[j * f + i] = bp[i * o + j];
     for (int64_t i = 0; i < f; ++i) gp[i * f + i] = diag[i];
-    std::vector<T> sol(f * o);
     const int info = MinNormSolve(syevd, gp, f, o, rhs.data(), sol.data());
-    rhs.swap(sol);
     S[p] = info == 0 ? 1 : -2;
     for (int64_t i = 0; i < f; ++i)
-      for (int64_t j = 0; j < o; ++j) wp[i * o + j] = S[p] >= 0 ? rhs[j * f + i] : nan;
+      for (int64_t j = 0; j < o; ++j) wp[i * o + j] = S[p] >= 0 ? sol[j * f + i] : nan;
   }
   return ffi::Error::Success();
 }
