@@ -33,7 +33,7 @@ def euler_cesn(res_dim=200):
         data_dim=3,
         res_dim=res_dim,
         seed=0,
-        time_const=50.0,  # ORC 0.4's constant ("auto" would be 0.5 / DT = 25)
+        time_const=50.0,  # ORC 0.4's constant (what "auto" gives at this DT)
         solver=diffrax.Euler(),
         stepsize_controller=diffrax.ConstantStepSize(),
     )
@@ -96,9 +96,9 @@ def test_adaptive_cesn_forecasts_lorenz(lorenz):
     model, R = orc.forecaster.train_CESNForecaster(model, U[:n], t[:n])
     pred = model.forecast(ts=jnp.arange(50.0) * DT, res_state=R[-1])
     err = float(jnp.linalg.norm(pred - U[n : n + 50]) / 50)
-    # Measured with the default time_const="auto" (25 at this DT): 0.008
-    # (seed 0; seeds 0-4: 0.004-0.009); ORC's 50: 0.006-0.015 (ORC 0.4 on
-    # the same case, seeds 0-4: 0.003-0.012). The same forecast compared with the data
+    # Measured with the default time_const="auto" (ORC's 50 at this DT):
+    # 0.008 (seed 0; seeds 0-4: 0.006-0.015; ORC 0.4 on the same case,
+    # seeds 0-4: 0.003-0.012). The same forecast compared with the data
     # shifted by one sample gives 0.21, a diverging one ~1e2: 0.05 separates
     # them with room for BLAS / platform differences.
     assert err < 0.05, err

@@ -88,7 +88,9 @@ GOOD = (
         ("ks", "esn"),  # 0.49 (1.12)
         ("ks", "ensemble"),  # 0.65
         ("ks", "deep"),  # 0.54
-        # the default time_const="auto" (0.5 / dt); ORC 0.4's fixed 50 makes
+        # the default time_const="auto" (0.5 / dt where ORC's 50 is too fast
+        # for the sampling, else 50: Lorenz63 and Rossler above); ORC 0.4's
+        # fixed 50 makes
         # the reservoir relax 50 and 12.5 times within a sample and the
         # forecast leave the attractor (75 and 5.4; training warns
         # TimeConstantWarning)

@@ -32,8 +32,8 @@ _DTYPE = "jax.numpy.float64"
 DELIBERATE_DEFAULTS = {
     # ORC 0.4: 50.0, which suits samples about 0.01 apart only; CESNs with it
     # leave the attractor on Mackey-Glass (dt 1) and KS (dt 0.25). "auto" is
-    # 0.5 / dt from the training times: exactly 50 at ORC's dt = 0.01, so
-    # ORC's examples give ORC's model bit for bit (test_cesn_time_const.py).
+    # ORC's 50 wherever 50 dt <= 5 (ORC's model bit for bit) and 0.5 / dt on
+    # coarser samples (test_cesn_time_const.py).
     ("orc.forecaster.CESNForecaster", "time_const"): ("50.0", "'auto'"),
 }
 

@@ -98,11 +98,16 @@ class ESNForecaster(RCForecasterBase):
         _build(self, data_dim, hyper, layout="parallel", chunks=hyper["chunks"])
 
 
-#: ``time_const="auto"`` (the default): ``time_const = TIME_CONST_PER_DT / dt``
-#: for samples spaced ``dt``, i.e. the reservoir relaxes by about half of the
+#: ORC 0.4's fixed time constant, which ``time_const="auto"`` keeps wherever
+#: it suits the sampling.
+ORC_TIME_CONST = 50.0
+#: ``time_const="auto"`` (the default) where ORC's 50 is too fast for samples
+#: spaced ``dt`` (``50 dt > TIME_CONST_DT_WARN``): ``time_const =
+#: TIME_CONST_PER_DT / dt``, i.e. the reservoir relaxes by about half of the
 #: way to its drive over one sample, as the discrete ESN with ORC's leak rate
-#: 0.6 does.
-#: It is ORC 0.4's constant 50 at ORC's sampling (dt = 0.01).
+#: 0.6 does. (0.5 / dt everywhere would be 10 on Rossler at dt = 0.05, where
+#: the forecast then depends on last-bit differences: NRMSE 0.55 or 8.0
+#: against ORC's 50: 0.04-0.2.)
 TIME_CONST_PER_DT = 0.5
 #: Training warns (:class:`TimeConstantWarning`) when ``time_const * dt``
 #: exceeds this: measured with ORC's 50, Lorenz63 at dt 0.025 (1.25) and
@@ -131,18 +136,18 @@ class CESNForecaster(CRCForecasterBase):
 
     time_const : float or "auto", default "auto" (ORC 0.4: 50.0)
         ``γ``. ``"auto"`` is set by training from the spacing ``dt`` of the
-        training times, ``γ = 0.5 / dt`` (``TIME_CONST_PER_DT``; rounded to 9
-        significant digits in float64 and 6 in float32, so ORC's sampling
-        ``dt = 0.01`` gives exactly ORC 0.4's default 50 and ORC's model bit
-        for bit), and is 50 until then. A number fixes ``γ``: ORC's constant
-        50 suits samples about 0.01 apart only; on coarser ones the reservoir
-        relaxes many times within a sample, nearly memoryless and stiff
-        (Mackey-Glass at ``dt = 1``: ``γ dt = 50``, and the forecast leaves
-        the attractor; KS at ``dt = 0.25``: 12.5), and training warns
-        (:class:`TimeConstantWarning`) from ``γ dt > 5`` on. The default
-        differs from ORC 0.4's because that constant fails two of the
-        standard benchmarks (``tests/test_defaults_benchmarks.py``) while
-        ``"auto"`` equals it at the sampling of ORC's examples.
+        training times: ORC 0.4's 50 wherever ``50 dt <= 5`` (samples up to
+        0.1 apart: ORC's model bit for bit), else ``γ = 0.5 / dt``
+        (``TIME_CONST_PER_DT``; rounded to 9 significant digits in float64
+        and 6 in float32); it is 50 until then. A number fixes ``γ``. ORC's
+        constant on coarse samples makes the reservoir relax many times
+        within a sample, nearly memoryless and stiff (Mackey-Glass at ``dt =
+        1``: ``γ dt = 50``, and the forecast leaves the attractor; KS at ``dt
+        = 0.25``: 12.5), and training warns (:class:`TimeConstantWarning`)
+        from ``γ dt > 5`` on. The default differs from ORC 0.4's because that
+        constant fails two of the standard benchmarks
+        (``tests/test_defaults_benchmarks.py``) while ``"auto"`` equals it
+        wherever it works.
     """
 
     data_dim: int = eqx.field(static=True)
@@ -173,7 +178,7 @@ class CESNForecaster(CRCForecasterBase):
                     f"got {hyper['time_const']!r}"
                 )
             per_dt = TIME_CONST_PER_DT
-            hyper["time_const"] = 50.0  # ORC 0.4's constant until training
+            hyper["time_const"] = ORC_TIME_CONST  # until training
         _build(
             self,
             data_dim,

@@ -23,6 +23,7 @@ from .._training import (
 )
 from .base import RCForecasterBase
 from .models import (
+    ORC_TIME_CONST,
     TIME_CONST_DT_WARN,
     TIME_CONST_PER_DT,
     CESNForecaster,
@@ -219,17 +220,20 @@ def train_RCForecaster(
 
 
 def _sampled_time_const(model, ts):
-    """``model`` with ``time_const = factor / dt`` where it was built with
-    ``time_const="auto"`` (``time_const_per_dt = factor``; see
-    :class:`CESNForecaster`): ``dt`` is the mean spacing of the (first
-    trajectory's) training times, also when traced. Times that are not
-    increasing leave it unchanged (the forcing then reports them)."""
+    """``model`` with its ``time_const`` set from the sampling where it was
+    built with ``time_const="auto"`` (``time_const_per_dt = factor``; see
+    :class:`CESNForecaster`): ORC 0.4's 50 where ``50 dt`` stays within
+    ``TIME_CONST_DT_WARN``, else ``factor / dt``. ``dt`` is the mean spacing of
+    the (first trajectory's) training times, also when traced. Times that are
+    not increasing leave it unchanged (the forcing then reports them)."""
     factor = getattr(model, "time_const_per_dt", None)
     if factor is None or ts is None:
         return model
     old = model.driver.time_const
     dt = _sample_spacing(ts, old.dtype)
     gamma = _significant(factor / dt, 9 if old.dtype == jnp.float64 else 6)
+    orcs = jnp.asarray(ORC_TIME_CONST, old.dtype)
+    gamma = jnp.where(orcs * dt > TIME_CONST_DT_WARN, gamma, orcs)
     gamma = jnp.where(jnp.isfinite(gamma) & (dt > 0), gamma, old)
     return eqx.tree_at(lambda m: m.driver.time_const, model, gamma)
 
