@@ -240,8 +240,9 @@ def _sampled_time_const(model, ts):
 
 def _significant(x, digits):
     """``x`` rounded to ``digits`` significant digits, so that the rounding
-    error of a sum of sample spacings does not reach the value: ``0.5 /
-    0.01`` is ORC 0.4's 50 exactly in float64 (9 digits) and float32 (6)."""
+    error of a sum of sample spacings does not reach the value (``0.5 / dt``
+    for ``dt = 0.25`` is 2 exactly, in float64 with 9 digits and in float32
+    with 6)."""
     # the power of ten from a table of correctly rounded constants, not from
     # a pow() whose last bit may differ from one platform to another
     exponent = digits - 1 - jnp.floor(jnp.log10(jnp.abs(x)))
