@@ -90,7 +90,9 @@ def test_the_install_measured_the_variants():
             continue
         key, value = line.split("=")
         spec[key] = value
-    assert set(spec) == {"ell_f64", "ell_f32", "tanh", "gram"}, text
+    assert set(spec) == {"ell_f64", "ell_f32", "run_f64", "run_f32", "tanh", "gram"}, (
+        text
+    )
     assert "us per" in text  # the measurements are kept as comments
     report = _report()
     assert report["from"] == "the build's calibration", report
@@ -101,10 +103,11 @@ def test_the_install_measured_the_variants():
 def test_environment_overrides_and_changes_only_rounding():
     default = json.loads(_default_report())
     portable = _report(
-        ORC_NATIVE_VARIANTS="ell_f64=scalar,ell_f32=scalar tanh=baseline gram=baseline"
+        ORC_NATIVE_VARIANTS="ell_f64=scalar,ell_f32=scalar run_f64=rows run_f32=rows "
+        "tanh=baseline gram=baseline"
     )
     assert portable["variants"] == (
-        "ell_f64=scalar ell_f32=scalar tanh=baseline gram=baseline"
+        "ell_f64=scalar ell_f32=scalar run_f64=rows run_f32=rows tanh=baseline gram=baseline"
     ), portable
     assert portable["from"].endswith("ORC_NATIVE_VARIANTS"), portable
     assert not portable["warnings"], portable["warnings"]
@@ -116,6 +119,21 @@ def test_environment_overrides_and_changes_only_rounding():
     assert 0 < max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1e-6 * scale
 
 
+def test_interleaved_runs_agree_with_the_row_loops():
+    """The multi-step kernels' interleaved products (training and forecast
+    here) give the row loops' model to rounding: another order of the same
+    sums."""
+    forced = _report(ORC_NATIVE_VARIANTS="run_f64=interleaved:1 run_f32=interleaved:1")
+    if any("cannot run" in w for w in forced["warnings"]):
+        pytest.skip("this CPU has no AVX2 + FMA: no interleaved loop")
+    assert "run_f64=interleaved:1 run_f32=interleaved:1" in forced["variants"], forced
+    rows = _report(ORC_NATIVE_VARIANTS="run_f64=rows run_f32=rows")
+    assert "run_f64=rows run_f32=rows" in rows["variants"], rows
+    a, b = forced["forecast"], rows["forecast"]
+    scale = max(abs(v) for v in a)
+    assert 0 < max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1e-6 * scale
+
+
 @pytest.mark.parametrize(
     "spec, says",
     [
@@ -123,6 +141,7 @@ def test_environment_overrides_and_changes_only_rounding():
         ("tanh=fast", "not one of baseline, avx2, avx512"),
         ("colour=blue", "unknown key 'colour'"),
         ("ell_f64=avx2", "needs the shortest row"),
+        ("run_f32=interleaved", "not rows or interleaved:K"),
     ],
 )
 def test_a_bad_override_is_reported_and_ignored(spec, says):
@@ -148,5 +167,5 @@ def test_cli_info_calibrate_measures_now():
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
     assert "variants" in out and "Measured now" in out, out
-    for key in ("ell_f64=", "ell_f32=", "tanh=", "gram="):
+    for key in ("ell_f64=", "ell_f32=", "run_f64=", "run_f32=", "tanh=", "gram="):
         assert key in out.split("Measured now")[1], out

@@ -209,6 +209,89 @@ void TestEllRows(const char* type) {
   std::printf("sparse rows %-6s %d cases\n", type, cases);
 }
 
+// The interleaved rows of the multi-step kernels: the same checks, on the
+// second chunk of a two-chunk copy (its offsets), for ranges that start and
+// end inside a group of four; every row is one FMA chain in entry order, so
+// it equals a scalar std::fma loop bit for bit, alone or in any range.
+template <typename T>
+void TestEllInterleaved(const char* type) {
+#ifdef ORC_X86_DISPATCH
+  if (!CpuRuns(Isa::kAvx2)) {
+    std::printf("interleaved rows %-6s skipped (no AVX2 + FMA)\n", type);
+    return;
+  }
+  std::mt19937_64 rng(99);
+  std::normal_distribution<double> normal;
+  const T tol = sizeof(T) == 8 ? T(1e-12) : T(2e-5);
+  int cases = 0;
+  for (int64_t n : {1, 3, 4, 5, 7, 33, 130}) {
+    for (int64_t k : {1, 2, 3, 4, 5, 8, 10, 15, 16, 17, 40, 41}) {
+      std::vector<T> v(2 * n * k), x(n), z(n + 1), ref(n);
+      std::vector<int32_t> idx(2 * n * k);
+      for (auto& e : v) e = static_cast<T>(normal(rng));
+      for (auto& e : x) e = static_cast<T>(normal(rng));
+      for (auto& e : idx) e = static_cast<int32_t>(rng() % n);
+      const Interleaved<T> il(v.data(), idx.data(), 2, n, k);
+      const T* v1 = v.data() + n * k;  // chunk 1
+      const int32_t* i1 = idx.data() + n * k;
+      if (n < 4) {  // no whole group: no copy (CallRows runs the row loops)
+        CHECK(il.ValuesOf(1) == nullptr, "%s n=%" PRId64 ": a copy without a group", type, n);
+        continue;
+      }
+      auto rows = [&](T* out, int64_t a, int64_t b) {
+        EllRowsInterleaved<T>(v1, i1, il.ValuesOf(1), il.ColumnsOf(1), k, x.data(), out, a, b);
+      };
+      const T guard = T(12345);
+      for (int64_t i0 : {int64_t{0}, std::min<int64_t>(1, n), std::min<int64_t>(2, n)}) {
+        for (int64_t end : {n, std::max(i0, n - 1)}) {
+          z[end - i0] = guard;
+          rows(z.data(), i0, end);
+          EllReference(v1, i1, k, x.data(), ref.data(), i0, end);
+          for (int64_t i = 0; i < end - i0; ++i) {
+            T scale = 0;
+            for (int64_t j = 0; j < k; ++j) scale += std::abs(v1[(i + i0) * k + j] * x[i1[(i + i0) * k + j]]);
+            CHECK(std::abs(z[i] - ref[i]) <= tol * (scale + 1),
+                  "%s interleaved n=%" PRId64 " k=%" PRId64 " row %" PRId64 ": %g vs %g", type,
+                  n, k, i + i0, double(z[i]), double(ref[i]));
+            T chain = 0;
+            for (int64_t j = 0; j < k; ++j) chain = std::fma(v1[(i + i0) * k + j], x[i1[(i + i0) * k + j]], chain);
+            T one;
+            rows(&one, i + i0, i + i0 + 1);
+            CHECK(std::memcmp(&one, &z[i], sizeof(T)) == 0 && std::memcmp(&chain, &z[i], sizeof(T)) == 0,
+                  "%s interleaved n=%" PRId64 " k=%" PRId64 " row %" PRId64
+                  ": in a range %a, alone %a, fma chain %a", type, n, k, i + i0, double(z[i]),
+                  double(one), double(chain));
+          }
+          CHECK(z[end - i0] == guard, "%s interleaved wrote past its rows", type);
+          ++cases;
+        }
+      }
+      z[0] = guard;
+      rows(z.data(), n, n);  // zero rows: writes nothing
+      CHECK(z[0] == guard, "%s interleaved: an empty range wrote", type);
+      // NaN and inf reach exactly the rows that read them, in a group and alone
+      for (T bad : {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity()}) {
+        const int64_t row = n - 1, col = i1[row * k];
+        const T saved = x[col];
+        x[col] = bad;
+        rows(z.data(), 0, n);
+        CHECK(!std::isfinite(z[row]), "%s interleaved: %g in x gave a finite row", type, double(bad));
+        for (int64_t i = 0; i < n; ++i) {
+          bool reads = false;
+          for (int64_t j = 0; j < k; ++j) reads |= i1[i * k + j] == col;
+          CHECK(reads || std::isfinite(z[i]), "%s interleaved: row %" PRId64 " does not read %g but is not finite",
+                type, i, double(bad));
+        }
+        x[col] = saved;
+      }
+    }
+  }
+  std::printf("interleaved rows %-6s %d cases\n", type, cases);
+#else
+  std::printf("interleaved rows %-6s not in this build (no x86 SIMD targets)\n", type);
+#endif
+}
+
 // ------------------------------------------------------------------------ tanh
 int64_t OrderedBits(double x) {
   int64_t b;
@@ -613,7 +696,9 @@ void TestCholesky(const char* type) {
 // The teacher-forced run shares every step between two threads when the
 // reservoir is large: the states are the same bits alone, with a helper, and
 // with a helper that starts late or never (this thread then runs alone
-// after kJoinMicros), and match a long-double reference.
+// after kJoinMicros), and match a long-double reference; with the row loops
+// and with the interleaved copy (whose groups of four the threads' split at
+// row 150 cuts).
 void TestRunEsn() {
   std::mt19937_64 rng(3);
   std::normal_distribution<double> normal;
@@ -628,35 +713,39 @@ void TestRunEsn() {
   const double leak = 0.6;
   Drive<double> drive;
   drive.p = P.data();
-  std::vector<double> Y(steps * n);
-  RunEsn<double>(V.data(), I.data(), n, k, 1, steps, drive, R0.data(), Y.data(), leak, Workers());
-  ThreadScheduler sched;
-  LateScheduler late;
   int cases = 0;
-  for (const Workers& workers : {sched.Make(2), sched.Make(8), late.Make(2), DroppingWorkers(2)}) {
-    std::vector<double> Y2(steps * n);
-    RunEsn<double>(V.data(), I.data(), n, k, 1, steps, drive, R0.data(), Y2.data(), leak, workers);
-    late.RunAll();
-    CHECK(std::memcmp(Y.data(), Y2.data(), Y.size() * sizeof(double)) == 0,
-          "esn run: workers case %d differs from one thread", cases);
-    ++cases;
-  }
-  std::vector<long double> x(R0.begin(), R0.end()), y(n);
   double worst = 0;
-  for (int64_t t = 0; t < steps; ++t) {
-    for (int64_t i = 0; i < n; ++i) {
-      long double acc = P[t * n + i];
-      for (int64_t j = 0; j < k; ++j) acc += V[i * k + j] * x[I[i * k + j]];
-      y[i] = leak * std::tanh(acc) + (1 - leak) * x[i];
-      worst = std::max(worst, static_cast<double>(std::fabs(y[i] - Y[t * n + i])));
+  const bool interleaved = CpuRuns(Isa::kAvx2);
+  for (int layout = 0; layout < (interleaved ? 2 : 1); ++layout) {
+    const RunMatrix<double> m(V.data(), I.data(), n, k, 1, layout);
+    CHECK(m.il.ValuesOf(0) != nullptr || layout == 0, "esn run: no interleaved copy");
+    std::vector<double> Y(steps * n);
+    RunEsn<double>(m, steps, drive, R0.data(), Y.data(), leak, Workers());
+    ThreadScheduler sched;
+    LateScheduler late;
+    for (const Workers& workers : {sched.Make(2), sched.Make(8), late.Make(2), DroppingWorkers(2)}) {
+      std::vector<double> Y2(steps * n);
+      RunEsn<double>(m, steps, drive, R0.data(), Y2.data(), leak, workers);
+      late.RunAll();
+      CHECK(std::memcmp(Y.data(), Y2.data(), Y.size() * sizeof(double)) == 0,
+            "esn run (layout %d): workers case %d differs from one thread", layout, cases);
+      ++cases;
     }
-    x = y;
+    std::vector<long double> x(R0.begin(), R0.end()), y(n);
+    for (int64_t t = 0; t < steps; ++t) {
+      for (int64_t i = 0; i < n; ++i) {
+        long double acc = P[t * n + i];
+        for (int64_t j = 0; j < k; ++j) acc += V[i * k + j] * x[I[i * k + j]];
+        y[i] = leak * std::tanh(acc) + (1 - leak) * x[i];
+        worst = std::max(worst, static_cast<double>(std::fabs(y[i] - Y[t * n + i])));
+      }
+      x = y;
+    }
   }
   CHECK(worst < 1e-12, "esn run: %g from the reference", worst);
-  std::printf("ESN run: %d schedules, bit-identical, %.2g from a long-double reference\n", cases,
-              worst);
+  std::printf("ESN run: %d schedules (%s), bit-identical, %.2g from a long-double reference\n",
+              cases, interleaved ? "rows and interleaved" : "rows", worst);
 }
-
 
 // ------------------------------------------------------------------ variants
 // The choice from measured times (made-up tables: the logic, not this
@@ -699,8 +788,18 @@ void TestVariantChoice() {
   CHECK(g_variants.ell[1] == Isa::kBase && g_variants.tanh == Isa::kBase &&
             g_variants.gram == Isa::kBase, "a valid spec was not applied");
   g_variants = saved;
+  if (CpuRuns(Isa::kAvx2)) {
+    CHECK(orc_native::SetVariants("run_f32=interleaved:4 run_f64=rows").empty(),
+          "a valid run spec was refused");
+    CHECK(g_variants.run[0] == Isa::kAvx2 && g_variants.run_min_k[0] == 4 &&
+              g_variants.run[1] == Isa::kBase, "a valid run spec was not applied");
+    g_variants = saved;
+    ++cases;
+  }
   for (const char* bad : {"ell_f64", "ell_f64=gather", "ell_f64=avx2", "ell_f64=avx2:x",
-                          "tanh=avx1024", "colour=blue", "gram=scalar"}) {
+                          "tanh=avx1024", "colour=blue", "gram=scalar", "run_f32=interleaved",
+                          "run_f32=rows:4", "run_f32=gather:4", "run_f64=interleaved:x",
+                          "run_f64=avx2:4"}) {
     const Variants before = g_variants;
     const std::string error = orc_native::SetVariants(std::string("tanh=baseline ") + bad);
     CHECK(!error.empty(), "spec '%s' was accepted", bad);
@@ -723,6 +822,8 @@ int main() {
   TestWorkers();
   TestEllRows<double>("double");
   TestEllRows<float>("float");
+  TestEllInterleaved<double>("double");
+  TestEllInterleaved<float>("float");
   TestTanh();
   TestGram<double>("double");
   TestGram<float>("float");
