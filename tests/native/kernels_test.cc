@@ -703,7 +703,8 @@ void TestRunEsn() {
   std::mt19937_64 rng(3);
   std::normal_distribution<double> normal;
   std::uniform_int_distribution<int32_t> column(0, 299);
-  const int64_t n = 300, k = 60, steps = 40;  // n k >= kEsnParallelNonzeros
+  const int64_t n = 300, k = 60, steps = 60;  // ShareSteps(n k, steps, n)
+  CHECK(ShareSteps(n * k, steps, n), "esn run: the test's run is not shared");
   std::vector<double> V(n * k), P(steps * n), R0(n);
   std::vector<int32_t> I(n * k);
   for (auto& e : V) e = 0.02 * normal(rng);
