@@ -844,7 +844,8 @@ def train_online(
     in pieces gives the same model and learner as fitting it at once. With
     ``target_seq`` each piece brings its own pairs and no pair straddles.
 
-    Compiled with ``eqx.filter_jit``; hyperparameters (``forgetting``,
+    Compiled (arrays traced, other arguments static, as ``eqx.filter_jit``
+    splits them); hyperparameters (``forgetting``,
     ``delta``, ``learning_rate``, ``spinup``) enter as arrays, so new values do
     not recompile. Under ``jax.jit`` mark ``method``, ``spinup`` and
     ``return_errors`` static; mapping over learners with ``vmap`` works.

@@ -1,0 +1,106 @@
+"""The compiled entry points' wrapper (``orc._strategy.compiled``): arguments
+split as ``eqx.filter_jit`` splits them, non-array results returned as traced,
+one trace per signature, and compiled methods bound as pytrees that keep the
+method's name, docstring and signature."""
+
+from __future__ import annotations
+
+import inspect
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import orc
+from orc import _strategy
+
+
+def _counting():
+    traces = []
+
+    @_strategy.compiled
+    def fn(x, n, label):
+        traces.append((x.shape, n, label))
+        return {"y": x * n, "n": n * 2, "label": label.upper(), "rows": x.shape[0]}
+
+    return fn, traces
+
+
+def test_arrays_traced_other_leaves_static_one_trace_per_signature():
+    fn, traces = _counting()
+    a = fn(jnp.arange(3.0), 2, "a")
+    assert a["n"] == 4 and type(a["n"]) is int  # a Python int, as traced
+    assert a["label"] == "A" and a["rows"] == 3
+    np.testing.assert_allclose(a["y"], [0.0, 2.0, 4.0])
+    # new array values, NumPy or JAX: no new trace
+    b = fn(np.array([1.0, 1.0, 1.0]), 2, "a")
+    np.testing.assert_allclose(b["y"], [2.0, 2.0, 2.0])
+    assert len(traces) == 1
+    # a new static value or shape: a new trace, with its own static results
+    c = fn(jnp.arange(5.0), 3, "b")
+    assert (c["n"], c["label"], c["rows"]) == (6, "B", 5)
+    assert len(traces) == 2
+    # back to the first signature: its results, not the last trace's
+    d = fn(jnp.ones(3), 2, "a")
+    assert (d["n"], d["label"], d["rows"]) == (4, "A", 3)
+    assert len(traces) == 2
+
+
+def test_backend_is_part_of_the_program_identity():
+    seen = []
+
+    @_strategy.compiled
+    def fn(x):
+        seen.append(_strategy.resolve(None))
+        return x + 1
+
+    fn(jnp.zeros(2), backend="xla")
+    fn(jnp.zeros(2), backend="native")
+    fn(jnp.zeros(2), backend="xla")
+    assert seen == ["xla", "native"]
+
+
+def test_works_under_jit_vmap_and_grad():
+    @_strategy.compiled
+    def fn(x, power):
+        return jnp.sum(x**power)
+
+    x = jnp.arange(1.0, 4.0)
+    assert jax.jit(lambda v: fn(v, 2))(x) == pytest.approx(14.0)
+    np.testing.assert_allclose(jax.vmap(lambda v: fn(v, 2))(x[:, None]), x**2)
+    np.testing.assert_allclose(jax.grad(lambda v: fn(v, 2))(x), 2 * x)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return orc.forecaster.ESNForecaster(data_dim=3, res_dim=20, seed=0)
+
+
+def test_bound_method_keeps_name_doc_and_signature(model):
+    force = model.force
+    plain = inspect.signature(type(model).force.__wrapped__)
+    assert list(inspect.signature(force).parameters) == list(plain.parameters)[1:]
+    assert force.__doc__ == type(model).force.__doc__ and force.__doc__
+    assert force.__name__ == "force"
+    assert force.__qualname__.endswith(".force")
+    assert "force" in repr(force)
+
+
+def test_bound_method_is_a_pytree_of_the_model(model):
+    force = model.force
+    assert jax.tree_util.tree_leaves(force) == jax.tree_util.tree_leaves(model)
+    u = jnp.asarray(np.random.default_rng(0).standard_normal((6, 3)), model.dtype)
+    r0 = jnp.zeros((1, 20), model.dtype)
+    direct = force(u, r0)
+    # passed into a jitted function (the model's leaves traced there), and
+    # through eqx.filter_jit: the same states
+    through_jit = jax.jit(lambda f, x, r: f(x, r))(force, u, r0)
+    through_eqx = eqx.filter_jit(lambda f, x, r: f(x, r))(force, u, r0)
+    np.testing.assert_array_equal(np.asarray(direct), np.asarray(through_jit))
+    np.testing.assert_array_equal(np.asarray(direct), np.asarray(through_eqx))
+    # rebuilt from its leaves: bound to the rebuilt model
+    leaves, tree = jax.tree_util.tree_flatten(force)
+    again = jax.tree_util.tree_unflatten(tree, leaves)
+    np.testing.assert_array_equal(np.asarray(again(u, r0)), np.asarray(direct))
