@@ -104,3 +104,15 @@ def test_bound_method_is_a_pytree_of_the_model(model):
     leaves, tree = jax.tree_util.tree_flatten(force)
     again = jax.tree_util.tree_unflatten(tree, leaves)
     np.testing.assert_array_equal(np.asarray(again(u, r0)), np.asarray(direct))
+
+
+def test_public_methods_bound_cheaply_keep_their_face(model):
+    """``forecast``-like methods (plain Python around an entry point) are
+    bound like the compiled ones: same name, doc and signature as declared."""
+    for name in ("forecast", "forecast_from_IC"):
+        bound = getattr(model, name)
+        declared = getattr(type(model), name)
+        assert bound.__name__ == name and bound.__doc__ == declared.__doc__
+        plain = inspect.signature(declared.__wrapped__)
+        assert list(inspect.signature(bound).parameters) == list(plain.parameters)[1:]
+        assert jax.tree_util.tree_leaves(bound) == jax.tree_util.tree_leaves(model)

@@ -175,15 +175,23 @@ def compiled(fn):
         out_arrays, static = jitted((structure, marked, resolve(backend)), arrays)
         return _errors.report(*_join(*static.value, out_arrays))
 
-    return _Compiled(fn, call)
+    return _Method(fn, call)
 
 
-class _Compiled:
-    """A compiled entry point: called like ``fn``; as a method, bound to its
-    instance as a :class:`_Bound`. Equinox binds the plain functions of a
-    module to a new module object at every attribute access (~60 us on an AMD
-    EPYC, twice per ``forecast`` call: ``forecast`` and its ``_forecast``);
-    this binding costs ~1 us."""
+def method(fn):
+    """A method of an Equinox module bound as :func:`compiled`'s are (see
+    :class:`_Method`): for the public methods that wrap an entry point and
+    are called in loops (``forecast``, ``classify``, ...)."""
+    return _Method(fn, fn)
+
+
+class _Method:
+    """A function usable as a method of an Equinox module, called through
+    ``call`` (``fn`` itself, or its compiled wrapper); as a method, bound to
+    its instance as a :class:`_Bound`. Equinox binds the plain functions of a
+    module to a new module object at every attribute access (~29 us on an
+    AMD EPYC, twice per ``forecast`` call: ``forecast`` and its
+    ``_forecast``); this binding costs ~1 us."""
 
     def __init__(self, fn, call):
         functools.update_wrapper(self, fn)
@@ -205,14 +213,14 @@ class _Compiled:
 
 
 class _Bound:
-    """A compiled method bound to its instance. A pytree whose leaves are the
+    """A :class:`_Method` bound to its instance. A pytree whose leaves are the
     instance's (as with Equinox's bound methods, so it can be passed to a
     jitted function), with the method's name, docstring and signature (less
     ``self``) for ``help`` and ``inspect``."""
 
     __slots__ = ("__func__", "__self__")
 
-    def __init__(self, compiled: _Compiled, instance):
+    def __init__(self, compiled: _Method, instance):
         self.__func__ = compiled
         self.__self__ = instance
 
@@ -233,7 +241,7 @@ class _Bound:
         return self.__func__.bound_signature
 
     def __repr__(self) -> str:
-        return f"<compiled method {self.__func__.__qualname__} of {type(self.__self__).__name__}>"
+        return f"<orc method {self.__func__.__qualname__} of {type(self.__self__).__name__}>"
 
 
 jax.tree_util.register_pytree_node(

@@ -779,34 +779,43 @@ __attribute__((target("avx2,fma"), always_inline)) inline T RowFma(
   return acc;
 }
 
-__attribute__((target("avx2,fma"), always_inline)) inline void GroupFma(
-    const float* __restrict vs, const int32_t* __restrict is, int64_t k,
-    const float* __restrict x, float* __restrict z) {
-  __m128 a = _mm_setzero_ps();
-  for (int64_t j = 0; j < k; ++j) {
-    uint64_t p0, p1;
-    std::memcpy(&p0, is + 4 * j, 8);
-    std::memcpy(&p1, is + 4 * j + 2, 8);
-    const __m128 xs = _mm_set_ps(x[p1 >> 32], x[static_cast<uint32_t>(p1)], x[p0 >> 32],
-                                 x[static_cast<uint32_t>(p0)]);
-    a = _mm_fmadd_ps(_mm_loadu_ps(vs + 4 * j), xs, a);
-  }
+// One entry j of a group: four values, the x of four columns (two 64-bit
+// loads of column pairs), one FMA into the group's four lanes.
+__attribute__((target("avx2,fma"), always_inline)) inline __m128 EntryFma(
+    const float* v, const float* x, uint64_t p0, uint64_t p1, __m128 a) {
+  const __m128 xs = _mm_set_ps(x[p1 >> 32], x[static_cast<uint32_t>(p1)], x[p0 >> 32],
+                               x[static_cast<uint32_t>(p0)]);
+  return _mm_fmadd_ps(_mm_loadu_ps(v), xs, a);
+}
+
+__attribute__((target("avx2,fma"), always_inline)) inline __m256d EntryFma(
+    const double* v, const double* x, uint64_t p0, uint64_t p1, __m256d a) {
+  const __m256d xs = _mm256_set_pd(x[p1 >> 32], x[static_cast<uint32_t>(p1)], x[p0 >> 32],
+                                   x[static_cast<uint32_t>(p0)]);
+  return _mm256_fmadd_pd(_mm256_loadu_pd(v), xs, a);
+}
+
+__attribute__((target("avx2,fma"), always_inline)) inline void StoreLanes(float* z, __m128 a) {
   _mm_storeu_ps(z, a);
 }
 
+__attribute__((target("avx2,fma"), always_inline)) inline void StoreLanes(double* z, __m256d a) {
+  _mm256_storeu_pd(z, a);
+}
+
+// The four rows of a group: z[r] for r < 4.
+template <typename T>
 __attribute__((target("avx2,fma"), always_inline)) inline void GroupFma(
-    const double* __restrict vs, const int32_t* __restrict is, int64_t k,
-    const double* __restrict x, double* __restrict z) {
-  __m256d a = _mm256_setzero_pd();
+    const T* __restrict vs, const int32_t* __restrict is, int64_t k, const T* __restrict x,
+    T* __restrict z) {
+  std::conditional_t<sizeof(T) == 4, __m128, __m256d> a{};  // zero
   for (int64_t j = 0; j < k; ++j) {
     uint64_t p0, p1;
     std::memcpy(&p0, is + 4 * j, 8);
     std::memcpy(&p1, is + 4 * j + 2, 8);
-    const __m256d xs = _mm256_set_pd(x[p1 >> 32], x[static_cast<uint32_t>(p1)], x[p0 >> 32],
-                                     x[static_cast<uint32_t>(p0)]);
-    a = _mm256_fmadd_pd(_mm256_loadu_pd(vs + 4 * j), xs, a);
+    a = EntryFma(vs + 4 * j, x, p0, p1, a);
   }
-  _mm256_storeu_pd(z, a);
+  StoreLanes(z, a);
 }
 
 // z[i - i0] for rows [i0, i1) of a chunk: v/idx its rows, iv/icol its

@@ -87,7 +87,7 @@ from jaxtyping import Array, Float
 
 from .._compose import check_model
 from .._random import seed_field
-from .._strategy import compiled
+from .._strategy import compiled, method
 from .._validation import (
     check_data,
     check_dtype,
@@ -602,6 +602,7 @@ class RCClassifierBase(eqx.Module):
         target = raw[spinup + 1 :]  # the input itself, not its difference channels
         return _one_step_predictor(nodes[:-1], target).astype(self.dtype)
 
+    @method
     def classify(
         self,
         in_seq: Float[Array, "seq_len data_dim"],

@@ -26,7 +26,7 @@ from jaxtyping import Array, Float
 from .. import _errors
 from .._compose import check_model
 from .._random import seed_field
-from .._strategy import compiled
+from .._strategy import compiled, method
 from .._validation import (
     check_data,
     check_dtype,
@@ -243,6 +243,7 @@ class RCControllerBase(eqx.Module):
         ref_traj = self._check_ref(ref_traj, control_seq.shape[0])
         return self._penalty(control_seq, self._check_state(res_state), ref_traj)
 
+    @method
     def compute_control(
         self,
         control_seq: Float[Array, "horizon control_dim"],

@@ -27,7 +27,7 @@ from .._bank import declares
 from .._compose import check_model
 from .._divergence import report_divergence
 from .._random import seed_field
-from .._strategy import compiled
+from .._strategy import compiled, method
 from .._validation import (
     check_data,
     check_dtype,
@@ -250,6 +250,7 @@ class RCForecasterBase(eqx.Module):
         _, rest = _strategy.scan(step, res_state, None, length=fcast_len - 1)
         return jnp.concatenate([first[None], rest], axis=0)
 
+    @method
     def forecast(
         self, fcast_len: int, res_state: Array, *, backend: str | None = None
     ) -> Float[Array, "fcast_len out_dim"]:
@@ -279,6 +280,7 @@ class RCForecasterBase(eqx.Module):
         )
         return self._closed_loop(fcast_len, res_state)
 
+    @method
     def forecast_from_IC(
         self,
         fcast_len: int,
@@ -456,6 +458,7 @@ class CRCForecasterBase(RCForecasterBase):
         ys = self._solve(field, ts[0], ts, dt0, res_state)
         return jax.vmap(self.readout.readout)(ys)
 
+    @method
     def forecast(self, ts: Array, res_state: Array) -> Array:  # type: ignore[override]
         """Closed-loop forecast read out at the times ``ts`` (``ts[0]`` is the start)."""
         out = self._forecast_ts(ts, res_state)
@@ -473,6 +476,7 @@ class CRCForecasterBase(RCForecasterBase):
         )
         return self._autonomous(ts, res_state)
 
+    @method
     def forecast_from_IC(  # type: ignore[override]
         self, ts: Array, spinup_data: Array, spinup_ts: Array | None = None
     ) -> Array:

@@ -31,7 +31,7 @@ from jaxtyping import Array, Float
 
 from .._divergence import BLOWUP_DATA, report_divergence
 from .._ridge import sequence_stats, solve
-from .._strategy import compiled
+from .._strategy import compiled, method
 from .._training import (
     check_training_args,
     teacher_forced_sequences,
@@ -533,6 +533,7 @@ class NVARForecaster(eqx.Module):
 
         return jax.lax.scan(step, window, None, length=fcast_len)[1]
 
+    @method
     def forecast(
         self, fcast_len: int, res_state: Float[Array, "window data_dim"]
     ) -> Float[Array, "fcast_len data_dim"]:
@@ -576,6 +577,7 @@ class NVARForecaster(eqx.Module):
         )
         return self._closed_loop(fcast_len, window)
 
+    @method
     def forecast_from_IC(
         self, fcast_len: int, spinup_data: Float[Array, "seq_len data_dim"]
     ) -> Float[Array, "fcast_len data_dim"]:
