@@ -502,7 +502,8 @@ def _esn_forecast_cluster_jvp(length, config, primals, tangents):
 # overhead, which is most of a small reservoir's step in the scan (AMD EPYC,
 # AVX2, 2000 steps, float64: res_dim 100 1.4 vs 3.2 ms, 500 8.9 vs 16.3 ms,
 # 800 15.2 vs 32.0 ms; float32 alike). The kernel itself shares a step
-# between two threads only from 16384 non-zeros on (kEsnParallelNonzeros).
+# between two threads from 512 non-zeros per step on, in calls of at least
+# 2^20 non-zero-steps (ShareSteps in kernels.cc).
 
 
 def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int):
@@ -514,8 +515,8 @@ def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int
     y_t[window[c]] + bias) + (1 - leak) r_t[c]``, with ``W`` in ELL layout
     ``(C, n, k)``, ``win (C, n, w)``, ``window (C, w)`` (integer positions in
     ``y``), ``wout (C, o, n)``; returns ``(length, C * o)``. On CPU with the
-    native kernels the whole forecast is one call (from 16384 non-zeros in
-    ``W`` on it shares every step between two threads; see
+    native kernels the whole forecast is one call (from 512 non-zeros in
+    ``W`` on, in calls long enough, it shares every step between two threads; see
     :mod:`orc._native`); on an NVIDIA GPU with thread-block clusters, where
     :func:`cluster_config` admits it, one cluster kernel; elsewhere, under
     ``vmap`` on a GPU, and for derivatives, a ``lax.scan``.
