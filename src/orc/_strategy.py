@@ -130,9 +130,14 @@ def _split(tree):
     arrays are what :func:`equinox.is_array` calls one (JAX and NumPy arrays
     and scalars, tracers), every other leaf is static."""
     leaves, structure = jax.tree_util.tree_flatten(tree)
-    arrays = [leaf for leaf in leaves if eqx.is_array(leaf)]
-    marked = tuple(_DYNAMIC if eqx.is_array(leaf) else leaf for leaf in leaves)
-    return structure, marked, arrays
+    arrays, marked = [], []
+    for leaf in leaves:
+        if eqx.is_array(leaf):
+            arrays.append(leaf)
+            marked.append(_DYNAMIC)
+        else:
+            marked.append(leaf)
+    return structure, tuple(marked), arrays
 
 
 def _join(structure, marked, arrays):
