@@ -779,20 +779,22 @@ __attribute__((target("avx2,fma"), always_inline)) inline T RowFma(
   return acc;
 }
 
-// One entry j of a group: four values, the x of four columns (two 64-bit
-// loads of column pairs), one FMA into the group's four lanes.
+// One entry j of a group: the four rows' values, the x of their four
+// columns `ir` (two 64-bit loads of column pairs, as Lanes4), one FMA into
+// the group's four lanes.
 __attribute__((target("avx2,fma"), always_inline)) inline __m128 EntryFma(
-    const float* v, const float* x, uint64_t p0, uint64_t p1, __m128 a) {
+    const float* v, const float* x, const int32_t* ir, __m128 a) {
+  uint64_t p0, p1;
+  std::memcpy(&p0, ir, 8);
+  std::memcpy(&p1, ir + 2, 8);
   const __m128 xs = _mm_set_ps(x[p1 >> 32], x[static_cast<uint32_t>(p1)], x[p0 >> 32],
                                x[static_cast<uint32_t>(p0)]);
   return _mm_fmadd_ps(_mm_loadu_ps(v), xs, a);
 }
 
 __attribute__((target("avx2,fma"), always_inline)) inline __m256d EntryFma(
-    const double* v, const double* x, uint64_t p0, uint64_t p1, __m256d a) {
-  const __m256d xs = _mm256_set_pd(x[p1 >> 32], x[static_cast<uint32_t>(p1)], x[p0 >> 32],
-                                   x[static_cast<uint32_t>(p0)]);
-  return _mm256_fmadd_pd(_mm256_loadu_pd(v), xs, a);
+    const double* v, const double* x, const int32_t* ir, __m256d a) {
+  return _mm256_fmadd_pd(_mm256_loadu_pd(v), Lanes4(x, ir), a);
 }
 
 __attribute__((target("avx2,fma"), always_inline)) inline void StoreLanes(float* z, __m128 a) {
@@ -809,12 +811,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void GroupFma(
     const T* __restrict vs, const int32_t* __restrict is, int64_t k, const T* __restrict x,
     T* __restrict z) {
   std::conditional_t<sizeof(T) == 4, __m128, __m256d> a{};  // zero
-  for (int64_t j = 0; j < k; ++j) {
-    uint64_t p0, p1;
-    std::memcpy(&p0, is + 4 * j, 8);
-    std::memcpy(&p1, is + 4 * j + 2, 8);
-    a = EntryFma(vs + 4 * j, x, p0, p1, a);
-  }
+  for (int64_t j = 0; j < k; ++j) a = EntryFma(vs + 4 * j, x, is + 4 * j, a);
   StoreLanes(z, a);
 }
 
