@@ -43,11 +43,12 @@ def _problem(chunks=1, n=200, k=4, outs=3, dtype=jnp.float64, seed=0):
 
 @pytest.fixture
 def gpu_with_clusters(monkeypatch):
-    """Decide as on a Hopper GPU; indices unchecked (the check is a host
-    callback, which a program lowered here for CUDA cannot hold)."""
+    """Decide as on a Hopper GPU; the index check not reported (outside an
+    orc entry point it is a host callback, which a program lowered here for
+    CUDA cannot hold)."""
     monkeypatch.setattr(_matrix, "_gpu_has_clusters", lambda: True)
     monkeypatch.setitem(_native._state, "nvrtc_found", True)
-    monkeypatch.setattr(_matrix, "checked_columns", lambda indices, n: indices)
+    monkeypatch.setattr(_matrix, "report_columns", lambda out, bad: out)
 
 
 def _cuda_calls(fn, *args):

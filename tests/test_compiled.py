@@ -116,3 +116,36 @@ def test_public_methods_bound_cheaply_keep_their_face(model):
         plain = inspect.signature(declared.__wrapped__)
         assert list(inspect.signature(bound).parameters) == list(plain.parameters)[1:]
         assert jax.tree_util.tree_leaves(bound) == jax.tree_util.tree_leaves(model)
+
+
+def test_forecasts_start_their_host_copies_off_cpu(model, monkeypatch):
+    """Results a forecast's divergence check reads on the host (the forecast,
+    the codes, the warm-up data) have their copies started right after the
+    program is dispatched when they live off CPU, so the transfers overlap;
+    on CPU, for tracers and for NumPy inputs nothing is asked."""
+    copied = []
+    array_type = type(jnp.zeros(1))
+    real = array_type.copy_to_host_async
+    monkeypatch.setattr(
+        array_type,
+        "copy_to_host_async",
+        lambda self: (copied.append(self.shape), real(self))[1],
+    )
+    r = jnp.zeros((1, 20), model.dtype)
+    warm = jnp.ones((8, 3), model.dtype)
+    model.forecast(5, r)
+    model.forecast_from_IC(5, warm)
+    assert copied == []  # CPU: host memory already
+    monkeypatch.setattr(_strategy.jax, "default_backend", lambda: "gpu")
+    out = model.forecast(5, r)
+    assert (5, 3) in copied and len(copied) == 2  # the forecast and the codes
+    copied.clear()
+    model.forecast_from_IC(5, np.ones((8, 3)))  # NumPy data: on the host already
+    model.forecast_from_IC(5, warm)
+    assert copied.count((8, 3)) == 1 and copied.count((5, 3)) == 2
+    copied.clear()
+    jax.jit(lambda m, s: m.forecast(5, s))(model, r)  # traced: nothing to copy
+    assert copied == []
+    # the same values either way
+    monkeypatch.undo()
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(model.forecast(5, r)))

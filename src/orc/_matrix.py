@@ -64,18 +64,61 @@ def _gather_matvec(values, indices, x):
     return jnp.sum(values * gathered, axis=-1)
 
 
-def checked_columns(indices, n: int):
-    """``indices`` with a run-time error if any lies outside ``[0, n)``: what
-    the native kernels refuse, refused on the XLA path as well (one pass over
-    the indices per call, not per step)."""
+COLUMN_MESSAGE = (
+    "reservoir matrix: a column index lies outside [0, res_dim) (a corrupted or "
+    "edited matrix); nothing was computed."
+)
+
+
+def column_guard(indices, n: int):
+    """``(indices, bad)``: ``bad`` whether any index lies outside ``[0, n)``,
+    and then ``indices`` replaced by zeros (what every kernel accepts; the
+    error wins). One pass over the indices per call, not per step."""
     bad = jnp.any((indices < 0) | (indices >= n))
-    return _errors.check(
-        indices,
-        bad,
-        "reservoir matrix: a column index lies outside [0, res_dim) (a corrupted or "
-        "edited matrix); nothing was computed.",
-        replace=jnp.zeros_like(indices),  # what the kernels accept; the error wins
-    )
+    return jnp.where(bad, jnp.zeros_like(indices), indices), bad
+
+
+def report_columns(out, bad):
+    """``out`` with :data:`COLUMN_MESSAGE` as the program's error if ``bad``."""
+    return _errors.check(out, bad, COLUMN_MESSAGE)
+
+
+def guarded(args, *, default, cpu=None, cuda=None):
+    """``lax.platform_dependent`` over ``args`` (``args[0]`` the ELL values
+    ``(..., n, k)``, ``args[1]`` their column indices) with an out-of-range
+    index refused on every path, the way each path can afford.
+
+    The native CPU kernels check the indices themselves (and fail the call
+    with the same words), so the ``cpu`` branch gets them as they are: a
+    program that runs it holds no pass over them (~60 us of a short forecast
+    at res_dim 2000). The ``cuda`` and ``default`` branches (XLA, the GPU
+    cluster kernel) get :func:`column_guard`'s indices. Each branch returns
+    whether an index was bad, and the check is made once, outside the
+    branches: a check inside one could not hand its code to the program's
+    ledger (:mod:`orc._errors`) and would become a host callback in the
+    branch a GPU runs. Without ``cpu`` and ``cuda`` this is ``default`` on
+    checked indices."""
+    n = args[0].shape[-2]
+
+    def checked(fn):
+        def branch(*a):
+            indices, bad = column_guard(a[1], n)
+            return fn(a[0], indices, *a[2:]), bad
+
+        return branch
+
+    if cpu is None and cuda is None:
+        out, bad = checked(default)(*args)
+    else:
+        branches = {}
+        if cpu is not None:
+            branches["cpu"] = lambda *a: (cpu(*a), jnp.zeros((), bool))
+        if cuda is not None:
+            branches["cuda"] = checked(cuda)
+        out, bad = jax.lax.platform_dependent(
+            *args, **branches, default=checked(default)
+        )
+    return report_columns(out, bad)
 
 
 @jax.custom_jvp
@@ -164,21 +207,24 @@ def esn_run(values, indices, drive, r0, leak):
     :mod:`orc._native`); elsewhere a ``lax.scan``. Derivatives go through
     the scan.
     """
-    # Checked here, before the platform's branch is chosen: a check inside a
-    # branch cannot hand its code to the program's ledger and would become a
-    # host callback (equinox.error_if) in the branch a GPU runs.
-    indices = checked_columns(indices, values.shape[-2])
-    return _esn_run(values, indices, drive, r0, leak)
+    args = (values, indices, drive, r0, jnp.asarray(leak, drive.dtype))
+    if _native_run(values, drive, r0):
+        return guarded(args, cpu=_esn_run_native, default=_esn_run_scan)
+    return guarded(args, default=_esn_run_scan)
+
+
+def _native_run(values, drive, r0) -> bool:
+    return (
+        _strategy.native()
+        and values.dtype == drive.dtype == r0.dtype
+        and _native.esn_run_target(values.dtype) is not None
+    )
 
 
 def _esn_run(values, indices, drive, r0, leak):
     """:func:`esn_run` for checked ``indices``."""
     leak = jnp.asarray(leak, drive.dtype)
-    if (
-        _strategy.native()
-        and values.dtype == drive.dtype == r0.dtype
-        and _native.esn_run_target(values.dtype) is not None
-    ):
+    if _native_run(values, drive, r0):
         return jax.lax.platform_dependent(
             values,
             indices,
@@ -295,7 +341,6 @@ def esn_run_stats(
             f"esn_run_stats: rows [{start}, {stop}) outside a run of "
             f"{steps} steps / {targets.shape[0]} targets"
         )
-    indices = checked_columns(indices, values.shape[-2])  # see esn_run
     args = (values, indices, win, windows, bias, r0, leak, stats.gram, stats.cross)
     args = args + (targets,)
     fusable = (
@@ -309,15 +354,15 @@ def esn_run_stats(
         and _native.esn_fit_target(dtype) is not None
     )
     if fusable:
-        states, gram, cross = jax.lax.platform_dependent(
-            *args,
+        states, gram, cross = guarded(
+            args,
             cpu=lambda *a: _esn_fit_native(*a, start, stop),
             default=lambda *a: _esn_fit_plain(*a, start, stop),
         )
         return states, RidgeStats(
             gram, cross, stats.count + (stop - start), weights_dtype=stats.weights_dtype
         )
-    states = _esn_run(values, indices, linear_drive(win, windows, bias), r0, leak)
+    states = esn_run(values, indices, linear_drive(win, windows, bias), r0, leak)
     return states, stats_update(stats, states, targets, start, stop)
 
 
@@ -528,7 +573,6 @@ def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int
     leak = jnp.asarray(leak, dtype)
     bias = jnp.asarray(bias, dtype)
     window = jnp.asarray(window, jnp.int32)
-    indices = checked_columns(indices, values.shape[-2])  # see esn_run
     args = (values, indices, win, window, bias, wout, r0, leak)
     branches = {}
     if (
@@ -541,11 +585,7 @@ def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int
     config = cluster_config(values, win, bias, wout, leak)
     if config is not None and r0.dtype == dtype:
         branches["cuda"] = lambda *a: _esn_forecast_cluster(*a, length, config)
-    if not branches:
-        return _esn_forecast_scan(*args, length)
-    return jax.lax.platform_dependent(
-        *args, **branches, default=lambda *a: _esn_forecast_scan(*a, length)
-    )
+    return guarded(args, **branches, default=lambda *a: _esn_forecast_scan(*a, length))
 
 
 class ReservoirMatrix(eqx.Module):

@@ -273,7 +273,7 @@ class RCForecasterBase(eqx.Module):
             self._forecast(fcast_len, res_state, backend=backend),
         )
 
-    @compiled
+    @compiled(host_results=True)  # read by report_divergence
     def _forecast(self, fcast_len: int, res_state: Array) -> Array:
         res_state = check_finite(
             jnp.asarray(res_state, self.dtype), "res_state", type(self).__name__
@@ -298,13 +298,14 @@ class RCForecasterBase(eqx.Module):
         )
         spinup_data = _check_sequence(self, spinup_data, "spinup_data")
         warn_if_untrained(self, f"{type(self).__name__}.forecast_from_IC")
+        _strategy.to_host_soon([spinup_data])  # read by report_divergence
         return report_divergence(
             f"{type(self).__name__}.forecast_from_IC",
             self._forecast_from_IC(fcast_len, spinup_data, backend=backend),
             spinup_data,
         )
 
-    @compiled
+    @compiled(host_results=True)  # read by report_divergence
     def _forecast_from_IC(self, fcast_len: int, spinup_data: Array) -> Array:
         states = self.force(spinup_data, self.driver.default_state())
         return self._closed_loop(fcast_len, states[-1])
@@ -465,7 +466,7 @@ class CRCForecasterBase(RCForecasterBase):
         warn_if_untrained(self, f"{type(self).__name__}.forecast")
         return report_divergence(f"{type(self).__name__}.forecast", out)
 
-    @compiled
+    @compiled(host_results=True)  # read by report_divergence
     def _forecast_ts(self, ts: Array, res_state: Array) -> Array:
         ts = check_rank("ts", ts, 1, type(self).__name__, "(fcast_len,)")
         ts = self._check_ts(ts, ts.shape[0], "ts")
@@ -481,13 +482,14 @@ class CRCForecasterBase(RCForecasterBase):
         self, ts: Array, spinup_data: Array, spinup_ts: Array | None = None
     ) -> Array:
         """Warm up on ``spinup_data`` (times ``spinup_ts``, default spaced like ``ts``), then forecast."""
+        _strategy.to_host_soon([spinup_data])  # read by report_divergence
         out = self._forecast_from_IC_ts(ts, spinup_data, spinup_ts)
         warn_if_untrained(self, f"{type(self).__name__}.forecast_from_IC")
         return report_divergence(
             f"{type(self).__name__}.forecast_from_IC", out, spinup_data
         )
 
-    @compiled
+    @compiled(host_results=True)  # read by report_divergence
     def _forecast_from_IC_ts(
         self, ts: Array, spinup_data: Array, spinup_ts: Array | None = None
     ) -> Array:

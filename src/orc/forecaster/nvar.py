@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .. import _strategy
 from .._divergence import BLOWUP_DATA, report_divergence
 from .._ridge import sequence_stats, solve
 from .._strategy import compiled, method
@@ -560,13 +561,14 @@ class NVARForecaster(eqx.Module):
             "fcast_len", fcast_len, type(self).__name__, minimum=1
         )
         warn_if_untrained(self, f"{type(self).__name__}.forecast")
+        _strategy.to_host_soon([res_state])  # read by report_divergence
         return report_divergence(
             f"{type(self).__name__}.forecast",
             self._forecast(fcast_len, self._check_state(res_state)),
             res_state,
         )
 
-    @compiled
+    @compiled(host_results=True)  # read by report_divergence
     def _forecast(self, fcast_len: int, window: Array) -> Array:
         # one program for both entry points, so the message names both
         window = check_finite(
@@ -603,6 +605,7 @@ class NVARForecaster(eqx.Module):
         )
         seq = self._check_seq(spinup_data, "spinup_data", self.window)
         warn_if_untrained(self, f"{type(self).__name__}.forecast_from_IC")
+        _strategy.to_host_soon([spinup_data])  # read by report_divergence
         return report_divergence(
             f"{type(self).__name__}.forecast_from_IC",
             self._forecast(fcast_len, seq[seq.shape[0] - self.window :]),
