@@ -133,6 +133,7 @@ def test_forecasts_start_their_host_copies_off_cpu(model, monkeypatch):
     )
     r = jnp.zeros((1, 20), model.dtype)
     warm = jnp.ones((8, 3), model.dtype)
+    monkeypatch.setattr(_strategy.jax, "default_backend", lambda: "cpu")
     model.forecast(5, r)
     model.forecast_from_IC(5, warm)
     assert copied == []  # CPU: host memory already
