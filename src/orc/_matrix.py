@@ -214,6 +214,7 @@ def esn_run(values, indices, drive, r0, leak):
 
 
 def _native_run(values, drive, r0) -> bool:
+    """Whether a run of these operands may take the native kernel."""
     return (
         _strategy.native()
         and values.dtype == drive.dtype == r0.dtype
@@ -222,19 +223,14 @@ def _native_run(values, drive, r0) -> bool:
 
 
 def _esn_run(values, indices, drive, r0, leak):
-    """:func:`esn_run` for checked ``indices``."""
-    leak = jnp.asarray(leak, drive.dtype)
+    """:func:`esn_run` for checked ``indices`` (inside a branch of
+    :func:`guarded`, where a second check could not be reported)."""
+    args = (values, indices, drive, r0, jnp.asarray(leak, drive.dtype))
     if _native_run(values, drive, r0):
         return jax.lax.platform_dependent(
-            values,
-            indices,
-            drive,
-            r0,
-            leak,
-            cpu=_esn_run_native,
-            default=_esn_run_scan,
+            *args, cpu=_esn_run_native, default=_esn_run_scan
         )
-    return _esn_run_scan(values, indices, drive, r0, leak)
+    return _esn_run_scan(*args)
 
 
 def linear_drive(win, windows, bias=None):
