@@ -104,7 +104,7 @@ _NAMES = {
     "save": ".io",
 }
 
-__version__ = "0.5.0.dev0"
+from ._version import __version__
 
 
 # What ``import orc`` registers with JAX, so that a program exported by

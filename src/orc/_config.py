@@ -25,7 +25,8 @@ def config() -> dict[str, object]:
     import jax
     import jaxlib
 
-    from . import __version__, _native, _strategy
+    from . import _native, _strategy
+    from ._version import __version__
 
     native = _native.native_config()
     return {

@@ -55,6 +55,21 @@ __all__ = [
 
 _HIGHEST = jax.lax.Precision.HIGHEST
 
+CONSTRUCTIONS = ("orc", "orc04", "jax")
+#: ``construction`` of a driver whose matrices were given (``from_matrices``)
+GIVEN = "given"
+
+
+def check_construction(value, owner) -> str:
+    """``construction``: ``"orc"`` (ours, drawn on the host), ``"orc04"``
+    (ORC 0.4's exact draw) or ``"jax"`` (ours as a pure JAX function of a
+    key, :mod:`orc._construct`: traceable, so models build under ``vmap``)."""
+    if value not in CONSTRUCTIONS:
+        raise ValueError(
+            f"{owner}: construction must be one of {CONSTRUCTIONS}, got {value!r}"
+        )
+    return value
+
 
 def _wide_float():
     return jnp.float64 if jax.config.jax_enable_x64 else jnp.float32

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import jax
 
+from ._construct import check_construction
 from ._random import prng_key, spawn
 from ._validation import check_dtype, check_esn_arguments, check_float, check_int
-from .drivers import DeepESNDriver, ESNDriver, ParallelESNDriver, check_construction
+from .drivers import DeepESNDriver, ESNDriver, ParallelESNDriver
 from .embeddings import (
     EnsembleLinearEmbedding,
     LinearEmbedding,

@@ -23,9 +23,9 @@ from ._validation import (
     check_last_dim,
     check_rank,
     check_spinup,
-    check_state,
     warn_zero_beta,
 )
+from .drivers import check_state
 
 # Rows per block of a teacher-forced run. Each block's Gram is one in-place
 # BLAS update inside XLA (orc._native), so small blocks cost little: at

@@ -495,31 +495,6 @@ def check_data(name: str, x, owner: str, dtype):
     return jnp.asarray(x, target)
 
 
-def state_shape(driver) -> tuple[int, ...]:
-    """Shape of one reservoir state of ``driver``, without building one.
-
-    A driver that keeps :class:`~orc.drivers.DriverBase`'s ``default_state``
-    declares it through ``state_shape``; one that overrides ``default_state``
-    (a user's subclass) is asked for its abstract shape.
-    """
-    from .drivers import DriverBase
-
-    if type(driver).default_state is DriverBase.default_state:
-        return tuple(driver.state_shape)
-    return tuple(jax.eval_shape(driver.default_state).shape)
-
-
-def check_state(name: str, x, owner: str, driver, dtype, batch: tuple = ()):
-    """``x`` as data (:func:`check_data`) of shape ``batch + state_shape(driver)``."""
-    x = check_data(name, x, owner, dtype)
-    expected = tuple(batch) + state_shape(driver)
-    if tuple(jnp.shape(x)) != expected:
-        raise ValueError(
-            f"{owner}: {name} must have shape {expected}, got {tuple(jnp.shape(x))}"
-        )
-    return x
-
-
 def check_beta(beta, owner: str):
     """The ridge strength ``beta``: finite and >= 0, also when it is traced.
 

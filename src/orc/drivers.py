@@ -37,6 +37,7 @@ from jaxtyping import Array, Float
 
 from . import _strategy
 from ._bank import declares, to_bank, to_view
+from ._construct import GIVEN, check_construction, reservoir_bank
 from ._matrix import (
     ReservoirMatrix,
     acyclic_pattern,
@@ -55,6 +56,7 @@ from ._random import jax_key, numpy_rng, prng_key, spawn
 from ._signatures import REQUIRED, orc_signature
 from ._validation import (
     check_component,
+    check_data,
     check_float,
     check_int,
     check_leaf,
@@ -178,20 +180,27 @@ class DriverBase(eqx.Module):
 # --------------------------------------------------------------------------- #
 
 
-CONSTRUCTIONS = ("orc", "orc04", "jax")
-#: ``construction`` of a driver whose matrices were given (``from_matrices``)
-GIVEN = "given"
+def driver_state_shape(driver) -> tuple[int, ...]:
+    """Shape of one reservoir state of ``driver``, without building one.
+
+    A driver that keeps :class:`~orc.drivers.DriverBase`'s ``default_state``
+    declares it through ``state_shape``; one that overrides ``default_state``
+    (a user's subclass) is asked for its abstract shape.
+    """
+    if type(driver).default_state is DriverBase.default_state:
+        return tuple(driver.state_shape)
+    return tuple(jax.eval_shape(driver.default_state).shape)
 
 
-def check_construction(value, owner) -> str:
-    """``construction``: ``"orc"`` (ours, drawn on the host), ``"orc04"``
-    (ORC 0.4's exact draw) or ``"jax"`` (ours as a pure JAX function of a
-    key, :mod:`orc._construct`: traceable, so models build under ``vmap``)."""
-    if value not in CONSTRUCTIONS:
+def check_state(name: str, x, owner: str, driver, dtype, batch: tuple = ()):
+    """``x`` as data (:func:`check_data`) of shape ``batch + driver_state_shape(driver)``."""
+    x = check_data(name, x, owner, dtype)
+    expected = tuple(batch) + driver_state_shape(driver)
+    if tuple(jnp.shape(x)) != expected:
         raise ValueError(
-            f"{owner}: construction must be one of {CONSTRUCTIONS}, got {value!r}"
+            f"{owner}: {name} must have shape {expected}, got {tuple(jnp.shape(x))}"
         )
-    return value
+    return x
 
 
 def _reservoir_matrix(
@@ -211,8 +220,6 @@ def _reservoir_matrix(
     if batch is not None:
         check_int("eigenval_batch_size", batch, owner, minimum=1)
     if construction == "jax":
-        from ._construct import reservoir_bank
-
         return ReservoirMatrix(
             *reservoir_bank(
                 prng_key(seed, owner),

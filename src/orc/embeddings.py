@@ -35,6 +35,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._bank import to_view
+from ._construct import check_construction, uniform_input_matrix
 from ._matrix import given_dense, given_dtype, linear_drive
 from ._random import numpy_rng, prng_key
 from ._signatures import REQUIRED, orc_signature
@@ -218,16 +219,12 @@ class _LinearEmbeddingCore(EmbedBase):
         scale = float(scaling)
         shape = (self.chunks, self.res_dim, width)
         if construction == "jax":  # traceable (orc._construct)
-            from ._construct import uniform_input_matrix
-
             win = uniform_input_matrix(prng_key(seed, name), shape, scale, self.dtype)
         elif construction == "orc04":  # ORC 0.4's exact draw (orc._orc04)
             from ._orc04 import orc04_uniform
 
             win = orc04_uniform(seed, shape, scale, self.dtype)
         else:
-            from .drivers import check_construction
-
             check_construction(construction, name)
             win = numpy_rng(seed, name).uniform(-scale, scale, size=shape)
         self.win = jnp.asarray(win, dtype=self.dtype)

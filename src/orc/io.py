@@ -590,7 +590,7 @@ def save(path, model, extras: dict | None = None, metadata: dict | None = None) 
 
     Returns the path written. Example: ``orc.save("esn.orc", esn)``.
     """
-    from . import __version__
+    from ._version import __version__
 
     if not isinstance(model, eqx.Module):
         raise TypeError(

@@ -50,10 +50,9 @@ from ._validation import (
     check_leaf,
     check_rank,
     check_spinup,
-    check_state,
     warn_zero_beta,
 )
-from .drivers import DriverBase, drive_sequence
+from .drivers import DriverBase, check_state, drive_sequence
 from .embeddings import EmbedBase
 from .readouts import ReadoutBase
 

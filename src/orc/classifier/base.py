@@ -95,10 +95,9 @@ from .._validation import (
     check_int,
     check_rank,
     check_spinup,
-    check_state,
     warn_if_untrained,
 )
-from ..drivers import DriverBase, drive_sequence
+from ..drivers import DriverBase, check_state, drive_sequence
 from ..embeddings import EmbedBase
 from ..readouts import ReadoutBase
 

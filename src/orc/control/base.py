@@ -35,10 +35,9 @@ from .._validation import (
     check_int,
     check_leaf,
     check_rank,
-    check_state,
     warn_if_untrained,
 )
-from ..drivers import DriverBase, drive_sequence
+from ..drivers import DriverBase, check_state, drive_sequence
 from ..embeddings import EmbedBase
 from ..readouts import ReadoutBase
 

@@ -33,12 +33,12 @@ from .._validation import (
     check_dtype,
     check_finite,
     check_rank,
-    check_state,
     check_static_int,
     warn_if_untrained,
 )
 from ..drivers import (
     DriverBase,
+    check_state,
     closed_loop_linear,
     drive_sequence,
     drive_sequence_stats,
