@@ -9,19 +9,29 @@ Commands::
     orc evaluate esn.orc l63_test.csv --horizon 1000 --windows 5 --plot ev.png
 
 Data files are CSV (a header row of column names is allowed) or ``.npy``,
-one row per time step and one column per feature. A leading time column (a
-header name ``t``, ``time`` or ``times``, or a first column that increases in
-equal steps) is never used as a feature: it is announced on stderr and its
-spacing is the sampling step ``dt`` (``--time-column`` overrides the
-detection). ``orc train`` stores ``dt``, the Lyapunov exponent and the column
-names in the model file (:func:`orc.io.read_metadata`), and ``forecast`` and
-``evaluate`` use them unless their own options say otherwise.
+one row per time step and one column per feature. A time column (a column
+with a header name ``t``, ``time``, ``times``, ``timestamp`` or
+``timestamps``, any case, a unit in brackets allowed as in ``time (s)``; or,
+without such a name, a first column that increases in equal steps) is never
+used as a feature: it is announced on stderr and its spacing is the sampling
+step ``dt``; one that is not equally spaced is an error, as the models
+assume one sampling step (``--time-column`` overrides the detection). A
+``.npy`` file must hold real numbers: a bool or complex array is refused, as
+the library refuses it (:func:`orc._validation.check_data`). ``orc train``
+stores ``dt``, the Lyapunov exponent and the column names in the model file
+(:func:`orc.io.read_metadata`), and ``forecast`` and ``evaluate`` use them
+unless their own options say otherwise.
 
 Every command reads its options also from a TOML file given with
 ``--config`` (keys are the option names with dashes or underscores; an
-unknown key is an error). Errors are one line on stderr, ``orc: error: ...``,
-with exit code 2 (bad input) or 1 (failure while running, e.g. a forecast
-that diverged: the requested files are written first, for inspection).
+unknown key is an error). Before any work, a command refuses an output file
+that is one of its inputs (the data, the model, the ``--config`` file; a
+symbolic or hard link to one counts), two outputs that are one file, and an
+output it could not write; ``orc train`` refuses options that its
+``--model`` does not use (given on the command line or in the ``--config``
+file). Errors are one line on stderr, ``orc: error: ...``, with exit code 2
+(bad input) or 1 (failure while running, e.g. a forecast that diverged: the
+requested files are written first, for inspection).
 
 The command line is an application, so unlike the library it sets JAX's
 configuration: float64 on, and a persistent compilation cache so a second run
@@ -34,7 +44,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import sys
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -58,7 +70,9 @@ SYSTEMS = (
 )
 # Discrete series: sampled on their own grid, sized by a number of steps.
 SERIES = ("mackey_glass", "narma", "henon_map", "logistic_map", "mso")
-TIME_NAMES = ("t", "time", "times")  # header names of a time column
+# Header names of a time column (any case), optionally followed by a unit in
+# brackets or parentheses: "t", "time (s)", "timestamp [ms]".
+TIME_NAME = re.compile(r"(t|times?|timestamps?)\s*([(\[][^()\[\]]*[)\]])?", re.I)
 RTOL = 1e-6  # relative tolerance on sampling steps
 THRESHOLD = 0.4  # default error threshold of the valid prediction time
 
@@ -168,6 +182,7 @@ def _load_config(ctx: click.Context, _param, value):
             raise click.BadParameter(f"unknown key {key!r} in {value} ({hint})")
         default_map[keys[name]] = _config_value(key, item, params[keys[name]], value)
     ctx.default_map = default_map
+    ctx.meta["orc.config"] = value  # an input the outputs may not replace
     return value
 
 
@@ -185,11 +200,137 @@ time_column_option = click.option(
     type=click.Choice(["auto", "first", "none"]),
     default="auto",
     show_default=True,
-    help="Leading time column of the data: auto takes a first column named "
-    "t/time/times or increasing in equal steps; first always takes it; none "
-    "keeps every column as a feature. Its spacing is dt.",
+    help="Time column of the data: auto takes the column named t, time(s) or "
+    "timestamp(s) (a unit in brackets allowed), else a first column increasing "
+    "in equal steps; first always takes the first column; none keeps every "
+    "column as a feature. Its spacing is dt; it must be uniform.",
 )
 positive = click.FloatRange(min=0.0, min_open=True)
+
+
+# --------------------------------------------------------------------- files
+def _same_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name one file: the same inode when both
+    exist (so symbolic and hard links count), else the same resolved path."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # one of them does not exist (yet)
+        try:
+            return os.path.realpath(a) == os.path.realpath(b)
+        except ValueError:  # a NUL character: no file (_unwritable says so)
+            return False
+
+
+def _unwritable(path: str) -> str | None:
+    """Why the file ``path`` could not be written, or None when it can.
+
+    Through symbolic links, as the writers follow them: the target must not
+    be a directory nor a file without write permission; its directory, or
+    the nearest existing folder above it when directories are to be created,
+    must be a directory a file can be created in (tried with a temporary
+    file, removed at once, so that permissions, read-only mounts and
+    pseudo-filesystems all answer as they would to the write)."""
+    if "\0" in path:
+        return "a path cannot hold a NUL character"
+    try:
+        target = Path(os.path.realpath(path))
+        if target.is_dir():
+            return "it is a directory"
+        if target.exists() and not os.access(target, os.W_OK):
+            return "no permission to write it"
+        folder = target.parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir():
+            return f"{folder} is not a directory"
+    except OSError as err:  # e.g. a name too long
+        return err.strerror or str(err)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".orc-write-test-", dir=folder)
+    except OSError as err:
+        return f"no file can be created in {folder} ({err.strerror})"
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
+def _check_files(inputs, outputs) -> None:
+    """Refuse, before any work, outputs that would destroy the command's
+    inputs or each other, and outputs that cannot be written (a usage error,
+    exit code 2).
+
+    inputs, outputs: ``(label, path)`` pairs, e.g. ``("the model file",
+    "esn.orc")`` and ``("--out", "fc.csv")``; a path of None (an option not
+    given) is skipped. The ``--config`` file read by the command is an input
+    too. An output is refused when it is the same file as an input or an
+    earlier output (:func:`_same_file`), or when :func:`_unwritable` finds a
+    reason it cannot be written.
+    """
+    config = click.get_current_context().meta.get("orc.config")
+    seen = [(label, str(path)) for label, path in inputs if path is not None]
+    if config is not None:
+        seen.append(("the --config file", config))
+    n_inputs = len(seen)
+    for label, path in outputs:
+        if path is None:
+            continue
+        path = str(path)
+        for i, (other, known) in enumerate(seen):
+            if _same_file(path, known):
+                if i < n_inputs:
+                    raise click.UsageError(
+                        f"{label} {path} is the same file as {other} {known}: "
+                        "an output never replaces an input; choose another path"
+                    )
+                raise click.UsageError(
+                    f"{label} {path} and {other} {known} are the same file: give "
+                    "them different paths"
+                )
+        why = _unwritable(path)
+        if why is not None:
+            raise click.UsageError(f"{label} {path} cannot be written: {why}")
+        seen.append((label, path))
+
+
+# Options of `orc train` that only some models use -> those models.
+MODEL_OPTIONS = {
+    "res_dim": ("esn", "deep-esn"),
+    "leak_rate": ("esn", "deep-esn"),
+    "spectral_radius": ("esn", "deep-esn"),
+    "density": ("esn", "deep-esn"),
+    "bias": ("esn", "deep-esn"),
+    "embedding_scaling": ("esn", "deep-esn"),
+    "chunks": ("esn",),
+    "locality": ("esn",),
+    "layers": ("deep-esn",),
+    "k": ("nvar",),
+    "order": ("nvar",),
+    "stride": ("nvar",),
+}
+
+
+def _check_model_options(model: str) -> None:
+    """Refuse the options given for ``orc train`` (on the command line or in
+    the ``--config`` file; an option left at its default is not given) that
+    ``--model model`` does not use (a usage error naming each, where it came
+    from and the models it is for)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    params = {p.name: p for p in ctx.command.params}
+    config = ctx.meta.get("orc.config")
+    unused = []
+    for name, models in MODEL_OPTIONS.items():
+        source = ctx.get_parameter_source(name)
+        if model in models or source in (None, ParameterSource.DEFAULT):
+            continue
+        where = f"in {config}, " if source == ParameterSource.DEFAULT_MAP else ""
+        unused.append(f"{params[name].opts[-1]} ({where}{'/'.join(models)} only)")
+    if unused:
+        raise click.UsageError(
+            f"--model {model} does not use {', '.join(unused)}: remove "
+            f"{'it' if len(unused) == 1 else 'them'}"
+        )
 
 
 # ---------------------------------------------------------------------- data
@@ -224,6 +365,11 @@ def _header(path: Path) -> list[str] | None:
     return None if not first.startswith("#") else fields
 
 
+def _is_time_name(name: str) -> bool:
+    """Whether a column's header name marks it as time (:data:`TIME_NAME`)."""
+    return TIME_NAME.fullmatch(name.strip()) is not None
+
+
 def _uniform_steps(t) -> bool:
     import numpy as np
 
@@ -251,6 +397,13 @@ def _read_data(path: str, time_column: str = "auto") -> Table:
             )
     except ValueError as err:
         raise click.UsageError(f"{path}: cannot parse as numbers ({err})") from err
+    if p.suffix == ".npy":  # the library's rule: real numbers, not bool or complex
+        from ._validation import check_data
+
+        try:
+            data = check_data("its values", data, path, np.float64)
+        except TypeError as err:
+            raise click.UsageError(str(err)) from err
     data = np.asarray(data, dtype=np.float64)
     if data.ndim == 1:
         data = data[:, None]
@@ -270,40 +423,47 @@ def _read_data(path: str, time_column: str = "auto") -> Table:
             f"{path}: {bad.sum()} row(s) contain NaN or inf (first at data row {rows[0]}); "
             "remove or interpolate them"
         )
-    first = names[0] if names else None
-    if time_column == "none":
-        take = False
-    elif time_column == "first":
-        take = True
-    else:
-        take = (first is not None and first.lower() in TIME_NAMES) or (
-            data.shape[1] >= 2 and data.shape[0] >= 3 and _uniform_steps(data[:, 0])
-        )
-    if not take:
+    col = None  # index of the time column
+    if time_column == "first":
+        col = 0
+    elif time_column == "auto":
+        named = [i for i, name in enumerate(names or ()) if _is_time_name(name)]
+        if len(named) > 1:
+            raise click.UsageError(
+                f"{path}: columns {', '.join(repr(names[i]) for i in named)} are "
+                "all named as time; keep one (--time-column first takes the "
+                "first column, none keeps every column as a feature)"
+            )
+        if named:
+            col = named[0]
+        elif data.shape[1] >= 2 and data.shape[0] >= 3 and _uniform_steps(data[:, 0]):
+            col = 0
+    if col is None:
         return Table(path, data, names, time_column=time_column)
+    first = names[col] if names else None
     label = f"column {first!r}" if first is not None else "the first column"
     if data.shape[1] < 2:
         raise click.UsageError(
             f"{path}: its only column, {label}, is a time column: no feature is "
             "left (--time-column none keeps it as a feature)"
         )
-    if not _uniform_steps(data[:, 0]):
-        steps = np.diff(data[:, 0])
+    if not _uniform_steps(data[:, col]):
+        steps = np.diff(data[:, col])
         raise click.UsageError(
             f"{path}: {label}, taken as time, is not increasing in equal steps "
-            f"(steps from {steps.min():.6g} to {steps.max():.6g}); the models "
-            "assume one sampling step: resample the data, or --time-column none "
-            "keeps the column as a feature"
+            f"(steps from {steps.min():.6g} to {steps.max():.6g}); the sampling "
+            "must be uniform, as the models assume one sampling step: resample "
+            "the data, or --time-column none keeps the column as a feature"
         )
-    dt = float(f"{np.median(np.diff(data[:, 0])):.12g}")
+    dt = float(f"{np.median(np.diff(data[:, col])):.12g}")
     _note(
         f"{label} of {p.name} taken as time (dt={dt:g}); "
         "--time-column none keeps it as a feature"
     )
     return Table(
         path,
-        data[:, 1:],
-        names[1:] if names else None,
+        np.delete(data, col, axis=1),
+        names[:col] + names[col + 1 :] if names else None,
         first or "column 0",
         dt,
         time_column,
@@ -596,6 +756,8 @@ def cli() -> None:
 def demo(res_dim: int, train_steps: int, seed: int, out: str) -> None:
     """Train an ESN (ORC defaults) on Lorenz63, forecast ten test windows,
     report the valid prediction time and save a forecast plot."""
+    plot = Path(out) / "lorenz63_forecast.png"
+    _check_files([], [("--out", plot)])
     _configure_jax()
     import jax.numpy as jnp
     import numpy as np
@@ -644,9 +806,8 @@ def demo(res_dim: int, train_steps: int, seed: int, out: str) -> None:
         f"Lyapunov times (min {vpts.min():.2f}, max {vpts.max():.2f}; window cap "
         f"{horizon * dt * LORENZ_LYAPUNOV:.2f})"
     )
-    path = Path(out) / "lorenz63_forecast.png"
     _plot(
-        path,
+        plot,
         first[1],
         truth=first[0],
         warmup=first[2],
@@ -655,7 +816,7 @@ def demo(res_dim: int, train_steps: int, seed: int, out: str) -> None:
         names=["x", "y", "z"],
         title=f"ESN forecast of Lorenz63 (res_dim={res_dim}), test window 1",
     )
-    click.echo(f"  plot        {path.resolve()}")
+    click.echo(f"  plot        {plot.resolve()}")
 
 
 # ---------------------------------------------------------------------- data
@@ -692,6 +853,7 @@ def data(name: str, out: str, tN: float, dt, steps, transient: int) -> None:
     discrete series (mackey_glass sampled every 1 time unit, narma's input u
     and output y, the maps, mso) have --steps rows and no time column.
     """
+    _check_files([], [("--out", out)])
     _configure_jax()
     import numpy as np
 
@@ -863,6 +1025,8 @@ def train(data_file, model, res_dim, layers, k, order, stride, input_noise, leak
     The model file also stores dt, --lyapunov, the column names and the data
     file's name, which forecast and evaluate use.
     """
+    _check_files([("the data file", data_file)], [("--out", out)])
+    _check_model_options(model)
     table = _read_data(data_file, time_column)
     U = table.values
     if not 0.0 <= val_fraction < 1.0:
@@ -992,6 +1156,10 @@ def forecast(model_file, steps, warmup, out, plot, dt, lyapunov, time_column) ->
     """
     import numpy as np
 
+    _check_files(
+        [("the model file", model_file), ("the warm-up file", warmup)],
+        [("--out", out), ("--plot", plot)],
+    )
     table = _read_data(warmup, time_column) if warmup is not None else None
     _configure_jax()
     import jax.numpy as jnp
@@ -1013,7 +1181,7 @@ def forecast(model_file, steps, warmup, out, plot, dt, lyapunov, time_column) ->
     if (
         cfg.dt is not None
         and Path(out).suffix != ".npy"
-        and not any(c.lower() in TIME_NAMES for c in names)
+        and not any(_is_time_name(c) for c in names)
     ):
         t = [float(f"{k * cfg.dt:.12g}") for k in range(1, steps + 1)]
         rows = np.concatenate([np.asarray(t)[:, None], pred], 1)
@@ -1103,6 +1271,10 @@ def evaluate(model_file, data_file, warmup, horizon, windows, threshold, dt,
     """
     import numpy as np
 
+    _check_files(
+        [("the model file", model_file), ("the data file", data_file)],
+        [("--plot", plot)],
+    )
     table = _read_data(data_file, time_column)
     U = table.values
     T = U.shape[0]
