@@ -54,8 +54,11 @@ def split(data: bytes):
     return header, rest, header["format_version"]
 
 
-def forge(header: dict, payload: bytes, version: int = 2) -> bytes:
-    """A file with this header and payload and every checksum made valid."""
+def forge(header: dict, payload: bytes, version: int | None = None) -> bytes:
+    """A file with this header and payload and every checksum made valid, at
+    ``version``'s layout (default: the version the header states)."""
+    if version is None:
+        version = header["format_version"]
     header = dict(header, format_version=version)
     header["payload_nbytes"] = len(payload)
     header["payload_sha256"] = hashlib.sha256(payload).hexdigest()
@@ -208,9 +211,15 @@ def test_out_of_range_indices_are_refused_at_load(saved, bad):
     path.write_bytes(forge(header, npy_payload(arrays)))
     with pytest.raises(ModelFileError, match=r"model\.driver\.wr.*\[0, 50\)"):
         orc.load(path)
-    # the same file at format version 1 (no header checksum) is checked too
+    # a file of format version 1 (no header checksum) is checked too
+    header, payload, _ = split((DATA / "model_v1_esn.orc").read_bytes())
+    i = leaf_number(header, "driver", "wr", "indices")
+    arrays = npy_records(payload, len(header["leaves"]))
+    n = header["hyperparameters"]["res_dim"]
+    arrays[i] = arrays[i].copy()
+    arrays[i].reshape(-1)[7] = bad - 50 + n  # the same distance past the end
     path.write_bytes(forge(header, npy_payload(arrays), version=1))
-    with pytest.raises(ModelFileError, match=r"\[0, 50\)"):
+    with pytest.raises(ModelFileError, match=rf"model\.driver\.wr.*\[0, {n}\)"):
         orc.load(path)
 
 

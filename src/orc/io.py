@@ -25,16 +25,25 @@ Layout (format version 3; version 2 had the same layout):
 3. the SHA-256 of everything before it (magic, length and header);
 4. the payload: each leaf in NumPy's ``.npy`` format, in order.
 
-Loading checks, before using anything: both checksums, the header's schema
-(every entry of a known kind and type), every leaf's declared size against
-the file's own byte count (no allocation beyond what the file holds), each
-``.npy`` record against the declared shape and dtype, and then every rebuilt
+Loading opens only a regular file (a directory, FIFO, device or symbolic
+link loop is refused as such, and nothing blocks) and reads only what the
+header declares, each size checked against the file's own size before it is
+read: the header (at most 16 MiB), then the payload, whose declared size must
+be exactly what follows (trailing bytes are refused). It checks, before using
+anything: both checksums, the header's schema (every entry of a known kind
+and type), every leaf's declared size against the payload's byte count (no
+allocation beyond what the file holds; an empty leaf's other axes bounded
+alike), each ``.npy`` record against the declared shape and dtype, and then every rebuilt
 module against its own invariants (the checks its constructor runs: shapes
 against ``res_dim``/``chunks``/``data_dim``, dtypes, reservoir column indices
 within bounds, ...), and the header's summary against the model. Every
 failure is a :class:`ModelFileError` (a ``ValueError``) saying which field
 and why. Files of format version 1 (orc 0.5 development versions) still load,
-through the same checks (they carry no header checksum). Files of formats 1
+through the same checks (they carry no header checksum); a file is read by
+the layout of the version it claims and refused where it does not match it
+(a later file relabelled as version 1 or 2, which would skip its header
+checksum or its migration: a checksum after a format-1 header, names not in
+format 1's ``module:qualname`` form, fields only format 3 writes). Files of formats 1
 and 2 predate the bank axis (see ``orc._bank``): their single-reservoir
 components are read as banks of one (a leading axis of length 1 on ``wr``,
 ``win`` and ``wout``, ``chunks`` 1, ``single`` set) and a reservoir
@@ -47,12 +56,16 @@ the target and renames it over the target, so an existing file is only ever
 replaced by a complete one; temporaries left by a killed process are swept on
 the next save into the same directory; the new file's permissions follow the
 umask (or stay those of the file it replaces); saving to a symbolic link
-writes the file it points to.
+writes the file it points to, unless the link lies in a world-writable sticky
+directory and is owned by neither the user nor the directory's owner (the rule
+of Linux's ``fs.protected_symlinks``); no directory is created for a link's
+target.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import inspect
 import io
@@ -62,6 +75,7 @@ import os
 import re
 import secrets
 import socket
+import stat
 import struct
 import time
 from pathlib import Path
@@ -89,6 +103,14 @@ _READABLE = (1, 2, 3)
 _DIGEST = 32  # bytes of the header's SHA-256 (format 2)
 _MAX_DEPTH = 64  # nesting of the model structure in a header
 _MAX_NDIM = 32
+# bytes of JSON header a file may declare (orc's are kilobytes; save refuses more)
+_MAX_HEADER = 16 * 2**20
+# an empty leaf may span this many elements along its other axes even when the
+# payload could not hold them (beyond it, only as many as the payload could)
+_MIN_EMPTY_EXTENT = 2**16
+# bytes a leaf's .npy record may take besides its data (numpy writes 64 to a
+# few hundred: the magic, the version and the padded header of its shape)
+_NPY_RECORD_MAX = 4096
 _SUMMARY_FIELDS = (
     "in_dim",
     "out_dim",
@@ -566,6 +588,109 @@ def _check_metadata(metadata, fail, where: str) -> None:
         )
 
 
+_MAX_LINKS = 40  # symbolic links followed in one path (Linux's limit)
+
+
+def _may_follow(link: Path, directory: Path, st_link: os.stat_result) -> None:
+    """Refuse to follow ``link`` (in ``directory``) where Linux's
+    ``fs.protected_symlinks`` rule would: the directory is world-writable
+    and sticky (like ``/tmp``) and the link is owned neither by the user
+    saving nor by the directory's owner. Raises ``PermissionError``."""
+    geteuid = getattr(os, "geteuid", None)
+    if geteuid is None:  # no POSIX ownership (Windows)
+        return
+    st_dir = os.stat(directory)
+    shared = st_dir.st_mode & stat.S_ISVTX and st_dir.st_mode & stat.S_IWOTH
+    me = geteuid()
+    if not shared or st_link.st_uid in (me, st_dir.st_uid):
+        return
+    raise _oserror(
+        PermissionError,
+        errno.EACCES,
+        f"orc.save: refusing to follow the symbolic link {link} -> "
+        f"{os.readlink(link)!r}: it lies in {directory}, a world-writable sticky "
+        f"directory, and is owned by uid {st_link.st_uid}, neither you (uid {me}) "
+        f"nor the directory's owner (uid {st_dir.st_uid}); another user may have "
+        "planted it (the rule of Linux's fs.protected_symlinks). Remove the link "
+        "or save under another name",
+    )
+
+
+def _save_target(path: Path) -> Path:
+    """The file :func:`save` writes for ``path``: the path with every
+    symbolic link on it followed (as the kernel resolves it, ``..`` after a
+    link taken from the link's target), each one only if :func:`_may_follow`
+    allows it. Missing directories of the path as given are created (also
+    past a link on it, like ``mkdir -p``); none named by a link's target
+    (one whose directory is missing is a ``FileNotFoundError``). The
+    result's directory exists and its last component is a regular file or
+    absent."""
+    given = Path(path)
+    parts = list(Path(os.getcwd(), given).parts)  # joining keeps an absolute path
+    resolved = Path(parts[0])
+    # components left, the next last, each with the link whose text it comes
+    # from (None: the path as given)
+    todo: list[tuple[str, Path | None]] = [(p, None) for p in parts[:0:-1]]
+    links = 0
+    while todo:
+        name, origin = todo.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            resolved = resolved.parent
+            continue
+        candidate = resolved / name
+        try:
+            st = os.lstat(candidate)
+        except FileNotFoundError:
+            if not todo:
+                return candidate  # a new file
+            if origin is not None:
+                raise _oserror(
+                    FileNotFoundError,
+                    errno.ENOENT,
+                    f"orc.save: cannot save to {given}: the symbolic link {origin} "
+                    f"leads to {candidate}, which does not exist; orc.save creates "
+                    "no directories for a link's target",
+                ) from None
+            try:
+                os.mkdir(candidate)
+            except FileExistsError:  # made meanwhile: look again
+                pass
+            todo.append((name, origin))
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            links += 1
+            if links > _MAX_LINKS:
+                raise _oserror(
+                    OSError,
+                    errno.ELOOP,
+                    f"orc.save: cannot save to {given}: symbolic link loop (more "
+                    f"than {_MAX_LINKS} links)",
+                )
+            _may_follow(candidate, resolved, st)
+            text = os.readlink(candidate)
+            if os.path.isabs(text):
+                resolved = Path(Path(text).anchor)
+            steps = Path(text).parts[1 if os.path.isabs(text) else 0 :]
+            todo.extend((step, candidate) for step in reversed(steps))
+            continue
+        if todo and not stat.S_ISDIR(st.st_mode):
+            raise _oserror(
+                NotADirectoryError,
+                errno.ENOTDIR,
+                f"orc.save: cannot save to {given}: {candidate} is not a directory",
+            )
+        if not todo and stat.S_ISDIR(st.st_mode):
+            raise _oserror(
+                IsADirectoryError,
+                errno.EISDIR,
+                f"orc.save: cannot save to {given}: {candidate} is a directory",
+            )
+        resolved = candidate
+    return resolved
+
+
 def save(path, model, extras: dict | None = None, metadata: dict | None = None) -> Path:
     """Write ``model`` (any Equinox module, e.g. a trained orc model) to ``path``.
 
@@ -582,7 +707,20 @@ def save(path, model, extras: dict | None = None, metadata: dict | None = None) 
     by a complete one; a temporary is removed on every failure, and those of
     killed processes are swept on the next save into the directory. A new
     file's permissions follow the umask; an overwritten file keeps its own.
-    When ``path`` is a symbolic link, the file it points to is written.
+    Missing directories of ``path`` are created.
+
+    When ``path`` is (or passes through) a symbolic link, the file it points
+    to is written, but only where Linux's ``fs.protected_symlinks`` rule
+    would follow the link, whatever the system's setting: a link in a
+    world-writable sticky directory (like ``/tmp``) must be owned by you or
+    by the directory's owner, else saving raises ``PermissionError`` and
+    nothing is written (another user may have planted ``model.orc ->
+    ~/.bashrc``). No directory is ever created for a link's target: a
+    dangling link whose target's directory is missing is a
+    ``FileNotFoundError``. A dangling link that passes the rule and whose
+    target's directory exists is followed and the target created, as
+    ``open(path, "w")`` would (the ownership rule is what decides whether a
+    link is trusted, as in the kernel).
 
     Classes and functions the model holds are written by name; loading
     rebuilds only registered ones (orc's own, or yours via
@@ -633,12 +771,17 @@ def save(path, model, extras: dict | None = None, metadata: dict | None = None) 
     if metadata is not None:  # only then: files without it stay as before
         header["metadata"] = dict(metadata)
     blob = json.dumps(header, indent=1, allow_nan=False).encode()
+    if len(blob) > _MAX_HEADER:
+        raise ValueError(
+            f"orc.save: the file's header would take {len(blob)} bytes, more than "
+            f"the {_MAX_HEADER} orc.load reads; store less metadata"
+        )
     head = MAGIC + struct.pack("<Q", len(blob)) + blob
-    target = Path(os.path.realpath(path))  # through a symlink: write its target
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target = _save_target(path)
     _sweep(target.parent)
     try:
-        mode = os.stat(target).st_mode & 0o7777
+        st = os.stat(target, follow_symlinks=False)
+        mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
     except FileNotFoundError:
         mode = None
     tmp = target.parent / (
@@ -760,12 +903,29 @@ def _check_header(header) -> None:
             raise ModelFileError(
                 f"{where}: dtype {dtype!r} is not one of {sorted(_LEAF_DTYPES)}"
             )
-        total += math.prod(shape) * _LEAF_DTYPES[dtype].itemsize
-    # Sizes before any allocation: the leaves must fit in the payload.
+        itemsize = _LEAF_DTYPES[dtype].itemsize
+        total += math.prod(shape) * itemsize
+        # an empty leaf holds no bytes, but numpy and XLA still walk its other
+        # axes (and refuse more than 2**63 bytes' worth): bounded like a full one
+        extent = math.prod(d for d in shape if d)
+        if 0 in shape and extent > max(nbytes // itemsize, _MIN_EMPTY_EXTENT):
+            raise ModelFileError(
+                f"{where}: shape {shape!r} is empty, but its other axes span "
+                f"{extent} elements, more than the {nbytes}-byte payload could "
+                "hold; no saved model has such a leaf"
+            )
+    # Sizes before any allocation: the leaves must fit in the payload, and the
+    # payload hold nothing but their records.
     if total > nbytes:
         raise ModelFileError(
             f"the header declares {total} bytes of arrays but a payload of only "
             f"{nbytes} bytes"
+        )
+    most = total + _NPY_RECORD_MAX * len(leaves)
+    if nbytes > most:
+        raise ModelFileError(
+            f"header field 'payload_nbytes' is {nbytes}, but the {len(leaves)} "
+            f"leaves it declares take at most {most} bytes as .npy records"
         )
     if "metadata" in header:  # a file is data: only the plain values save writes
         _check_metadata(header["metadata"], ModelFileError, "header field 'metadata'")
@@ -777,27 +937,173 @@ def _check_header(header) -> None:
             )
 
 
-def _read(path):
-    """``(path, header, payload)`` of a model file, its framing, checksums and
-    header schema checked."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"orc.load: no such file: {path}")
-    data = path.read_bytes()
-    if not data.startswith(MAGIC):
-        raise ModelFileError(
-            f"orc.load: {path} is not an orc model file (bad magic bytes)"
+def _oserror(cls, code: int, message: str) -> OSError:
+    """An ``OSError`` subclass with orc's own message and the errno it stands for."""
+    err = cls(message)
+    err.errno = code
+    return err
+
+
+_FILE_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_regular(path, mode: int) -> OSError | ModelFileError:
+    """The error for a path whose ``stat`` mode is not a regular file's."""
+    if stat.S_ISDIR(mode):
+        return _oserror(
+            IsADirectoryError,
+            errno.EISDIR,
+            f"orc.load: {path} is a directory, not a model file",
         )
-    start = len(MAGIC)
-    if len(data) < start + 8:
-        raise ModelFileError(f"orc.load: {path} is truncated (no header)")
-    (n,) = struct.unpack("<Q", data[start : start + 8])
-    end = start + 8 + n
-    if len(data) < end:
-        raise ModelFileError(f"orc.load: {path} is truncated (header incomplete)")
+    kind = next(
+        (name for test, name in _FILE_KINDS if test(mode)), "of an unknown kind"
+    )
+    return ModelFileError(
+        f"orc.load: {path} is not a regular file ({kind}); a model file is a "
+        "regular file written by orc.save"
+    )
+
+
+def _open_regular(path: Path) -> tuple[int, int]:
+    """``(descriptor, size)`` of ``path`` opened for reading, after checking
+    that it is a regular file: a missing file or dangling link is a
+    ``FileNotFoundError``, a directory an ``IsADirectoryError``, a symbolic
+    link loop an ``OSError`` (``ELOOP``), and a FIFO, device or socket a
+    :class:`ModelFileError`, each saying so. The file is opened with
+    ``O_NONBLOCK`` and checked again on the descriptor, so a FIFO swapped in
+    meanwhile cannot block the call."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        detail = ""
+        if os.path.islink(path):
+            detail = (
+                f" (a symbolic link to {os.readlink(path)!r}, which does not exist)"
+            )
+        raise _oserror(
+            FileNotFoundError, errno.ENOENT, f"orc.load: no such file: {path}{detail}"
+        ) from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise _oserror(
+                OSError,
+                errno.ELOOP,
+                f"orc.load: {path}: symbolic link loop (too many levels of "
+                "symbolic links)",
+            ) from None
+        raise _oserror(
+            type(err), err.errno, f"orc.load: cannot read {path}: {err.strerror}"
+        ) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_regular(path, st.st_mode)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        raise _oserror(
+            type(err), err.errno, f"orc.load: cannot read {path}: {err.strerror}"
+        ) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # replaced since the check above
+        os.close(fd)
+        raise _not_regular(path, st.st_mode)
+    return fd, st.st_size
+
+
+def _read(path, payload: bool = True):
+    """``(path, header, payload)`` of a model file: its framing, sizes,
+    checksums and header schema checked. Only what the header declares is
+    read, and only after its sizes are checked against the file's own size
+    (a declared header or payload larger than the file, or bytes after the
+    payload, are refused before anything is allocated for them). With
+    ``payload=False`` the payload is not read (None): its size is still
+    checked, its checksum is not."""
+    path = Path(path)
+    fd, size = _open_regular(path)
+    with os.fdopen(fd, "rb") as f:
+        magic = f.read(len(MAGIC))
+        if magic != MAGIC:
+            raise ModelFileError(
+                f"orc.load: {path} is not an orc model file (bad magic bytes)"
+            )
+        length = f.read(8)
+        if len(length) < 8:
+            raise ModelFileError(f"orc.load: {path} is truncated (no header)")
+        (n,) = struct.unpack("<Q", length)
+        end = len(MAGIC) + 8 + n
+        if end > size:
+            raise ModelFileError(f"orc.load: {path} is truncated (header incomplete)")
+        if n > _MAX_HEADER:
+            raise ModelFileError(
+                f"orc.load: {path} declares a header of {n} bytes; orc writes "
+                f"headers of at most {_MAX_HEADER} bytes"
+            )
+        blob = f.read(n)
+        if len(blob) < n:
+            raise ModelFileError(f"orc.load: {path} is truncated (header incomplete)")
+        header = _parse_header(blob, path)
+        version = header["format_version"]
+        head = magic + length + blob
+        digest_size = _DIGEST if version >= 2 else 0
+        if version >= 2:
+            digest = f.read(_DIGEST)
+            if len(digest) < _DIGEST:
+                raise ModelFileError(
+                    f"orc.load: {path} is truncated (no header checksum)"
+                )
+            if hashlib.sha256(head).digest() != digest:
+                raise ModelFileError(
+                    f"orc.load: {path} is corrupted (header checksum mismatch)"
+                )
+        try:
+            _check_header(header)
+        except ModelFileError as err:
+            raise ModelFileError(f"orc.load: {path}: {err}") from err
+        nbytes = header["payload_nbytes"]
+        present = size - end - digest_size
+        if present < nbytes:
+            raise ModelFileError(
+                f"orc.load: {path} is truncated: {max(present, 0)} of {nbytes} "
+                "payload bytes"
+            )
+        if present > nbytes:
+            if version == 1 and present == nbytes + _DIGEST:
+                raise ModelFileError(
+                    f"orc.load: {path} claims format version 1 but holds {_DIGEST} "
+                    "bytes more than that layout, the size of the header checksum "
+                    "formats 2 and later write after the header: its layout does "
+                    "not match its version (was the version edited?)"
+                )
+            raise ModelFileError(
+                f"orc.load: {path} has {present - nbytes} bytes after the "
+                f"{nbytes}-byte payload its header declares"
+            )
+        try:
+            _check_v1_names(header)
+        except ModelFileError as err:
+            raise ModelFileError(f"orc.load: {path}: {err}") from err
+        if not payload:
+            return path, header, None
+        data = f.read(nbytes)
+        if len(data) != nbytes or f.read(1):  # changed while it was read
+            raise ModelFileError(f"orc.load: {path} changed size while it was read")
+    if hashlib.sha256(data).hexdigest() != header["payload_sha256"]:
+        raise ModelFileError(
+            f"orc.load: {path} is corrupted (payload checksum mismatch)"
+        )
+    return path, header, data
+
+
+def _parse_header(blob: bytes, path) -> dict:
+    """The JSON header of a file, its format and version checked."""
     try:
         header = json.loads(
-            data[start + 8 : end],
+            blob,
             object_pairs_hook=_no_duplicates,
             parse_constant=_refuse_constant,
         )
@@ -813,40 +1119,59 @@ def _read(path):
             f"orc.load: {path} has format version {version!r}; this orc reads versions "
             f"{list(_READABLE)} (upgrade orc to read newer files)"
         )
-    if version >= 2:
-        if len(data) < end + _DIGEST:
-            raise ModelFileError(f"orc.load: {path} is truncated (no header checksum)")
-        if hashlib.sha256(data[:end]).digest() != data[end : end + _DIGEST]:
+    return header
+
+
+def _check_v1_names(header) -> None:
+    """A file claiming format version 1 names every class and function as
+    format 1 wrote them, ``module:qualname``: a later file relabelled as
+    version 1 (which has no header checksum) is refused."""
+    if header["format_version"] != 1:
+        return
+    names = [("model_class", header["model_class"])]
+    stack = [("tree", header["tree"])]
+    while stack:  # iterative: the nesting is limited only by the JSON parser
+        where, node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                stack.append((f"{where}.{key}", value))
+            kind = next(iter(sorted(set(node) - {"fields"})), None)
+            if set(node) in ({"module", "fields"}, {"function"}):
+                if isinstance(node[kind], str):
+                    names.append((where, node[kind]))
+        elif isinstance(node, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(node))
+    for where, name in names:
+        if ":" not in name:
             raise ModelFileError(
-                f"orc.load: {path} is corrupted (header checksum mismatch)"
+                f"header field {where}: the file claims format version 1, which names classes "
+                f"and functions 'module:qualname', but names {name!r} as later "
+                "formats do: its layout does not match its version"
             )
-        end += _DIGEST
-    try:
-        _check_header(header)
-    except ModelFileError as err:
-        raise ModelFileError(f"orc.load: {path}: {err}") from err
-    return path, header, data[end:]
 
 
 def read_header(path) -> dict:
     """The JSON header of a model file (class, versions, hyperparameters), without
-    rebuilding the model (checksum and schema checked)."""
-    return _read(path)[1]
+    reading the payload or rebuilding the model (the header's checksum and
+    schema and the file's size checked)."""
+    return _read(path, payload=False)[1]
 
 
 def read_metadata(path) -> dict:
     """The ``metadata`` dict stored by :func:`save` (``{}`` when the file has
-    none), without rebuilding the model. The file's checksums and header are
-    checked, and the metadata's values again: only ``str``, finite numbers,
+    none), without reading the payload or rebuilding the model. The header's
+    checksum and schema and the file's size are checked, and the metadata's
+    values again: only ``str``, finite numbers,
     ``bool``, ``None`` and lists of ``str`` are accepted (anything else is a
     :class:`ModelFileError`)."""
-    return dict(_read(path)[1].get("metadata", {}))
+    return dict(_read(path, payload=False)[1].get("metadata", {}))
 
 
 def _read_leaves(payload: bytes, declared: list) -> list[np.ndarray]:
     """The ``.npy`` records of the payload, each checked against its declared
     shape and dtype before its data is read."""
-    f = io.BytesIO(payload)
+    f = io.BytesIO(payload)  # shares the bytes: records are read as views of them
+    view = memoryview(payload)
     out = []
     for i, leaf in enumerate(declared):
         where = f"payload leaf {i}"
@@ -871,12 +1196,14 @@ def _read_leaves(payload: bytes, declared: list) -> list[np.ndarray]:
                 f"declares {leaf['dtype']} {tuple(leaf['shape'])}"
             )
         nbytes = math.prod(shape) * dtype.itemsize
-        raw = f.read(nbytes)
-        if len(raw) != nbytes:
+        start = f.tell()
+        if start + nbytes > len(payload):
             raise ModelFileError(f"{where}: the payload ends inside the record")
+        raw = view[start : start + nbytes]
+        f.seek(start + nbytes)
         a = np.frombuffer(raw, dtype=dtype).astype(expected, copy=True)
         out.append(a.reshape(shape, order="F" if fortran else "C"))
-    if f.read(1):
+    if f.tell() != len(payload):
         raise ModelFileError("the payload has bytes after its last declared leaf")
     return out
 
@@ -960,6 +1287,13 @@ class _Decoder:
         declared = {f.name: f for f in dataclasses.fields(cls)}
         stored = set(fields)
         if self.version < 3:
+            newer = sorted(stored & _format3_fields(cls))
+            if newer:
+                raise ModelFileError(
+                    f"{where}: the file claims format version {self.version} but "
+                    f"{name} stores {newer}, which only format 3 writes: its "
+                    "layout does not match its version"
+                )
             stored = _v3_field_names(cls, stored)
         # a field the class gained after the file was written, declared with
         # metadata "added_field" and the default None (e.g. a classifier's
@@ -1005,6 +1339,21 @@ class _Decoder:
 
 # Formats 1 and 2 predate the bank axis (orc._bank): what changed, by field.
 _BANK_LEAVES = ("wr", "win", "wout")
+
+
+def _format3_fields(cls) -> set:
+    """The fields of ``cls`` that no file of format 1 or 2 stores: those the
+    bank axis and the construction choice brought (``single``,
+    ``construction``, a reservoir matrix's ``columns``) and those declared
+    ``added_field`` (all added since)."""
+    from ._matrix import ReservoirMatrix
+
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    out = {name for name in ("single", "construction") if name in fields}
+    out |= {name for name, f in fields.items() if f.metadata.get("added_field")}
+    if cls is ReservoirMatrix:
+        out.add("columns")
+    return out
 
 
 def _v3_field_names(cls, stored: set) -> set:
@@ -1077,23 +1426,16 @@ def load(path, cls: type | None = None, return_extras: bool = False, allow=()):
 
     Raises
     ------
-    FileNotFoundError, or ModelFileError (a ``ValueError``) for a file that is
-    not a model file, truncated, corrupted (checksums), of an unknown format
-    version, naming a class or function outside the allowlist, inconsistent
-    (a value that does not fit the leaves it describes), or of the wrong class.
+    FileNotFoundError (no such file, or a dangling link), IsADirectoryError,
+    OSError (``ELOOP``: a symbolic link loop; ``PermissionError``: unreadable),
+    or ModelFileError (a ``ValueError``) for a file that is not a regular file
+    (a FIFO, a device), not a model file, truncated or followed by other
+    bytes, corrupted (checksums), of an unknown format version or laid out
+    otherwise than the version it claims, naming a class or function outside
+    the allowlist, declaring sizes the file cannot hold, inconsistent (a
+    value that does not fit the leaves it describes), or of the wrong class.
     """
     path, header, payload = _read(path)
-    if len(payload) < header["payload_nbytes"]:
-        raise ModelFileError(
-            f"orc.load: {path} is truncated: {len(payload)} of {header['payload_nbytes']} "
-            "payload bytes"
-        )
-    if len(payload) > header["payload_nbytes"] or (
-        hashlib.sha256(payload).hexdigest() != header["payload_sha256"]
-    ):
-        raise ModelFileError(
-            f"orc.load: {path} is corrupted (payload checksum mismatch)"
-        )
     if not jax.config.jax_enable_x64 and any(
         x["dtype"] in ("float64", "int64", "uint64", "complex128")
         for x in header["leaves"]

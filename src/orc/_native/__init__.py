@@ -180,23 +180,107 @@ def _load() -> str | None:
     return None
 
 
-def nvrtc_library() -> str | None:
-    """The path of NVRTC's library from the NVIDIA wheels on ``sys.path``
-    (``nvidia-cuda-nvrtc``: ``nvidia/cu13/lib`` for CUDA 13, ``nvidia/cuda_nvrtc/lib``
-    for CUDA 12), newest CUDA first; None if none is installed (the CUDA
-    handler then tries the system's ``libnvrtc.so``)."""
+# where the nvidia-cuda-nvrtc wheel puts the library, inside the ``nvidia``
+# namespace package, newest CUDA first
+_NVRTC_WHEEL_DIRS = ("cu13/lib", "cuda_nvrtc/lib", "cu12/lib")
+# the system's library directories searched for ctypes.util.find_library's name
+_SYSTEM_LIB_DIRS = (
+    "/usr/local/cuda/lib64",
+    "/usr/local/cuda/lib",
+    "/usr/lib/{multiarch}",
+    "/lib/{multiarch}",
+    "/usr/lib64",
+    "/lib64",
+    "/usr/local/lib",
+    "/usr/lib",
+    "/lib",
+)
+
+
+def _trusted_dirs(entries) -> list[str]:
+    """The directories of ``entries`` (``sys.path`` or ``LD_LIBRARY_PATH``
+    entries) a library may be taken from: absolute, existing, and not the
+    current directory, resolved, each once. A relative entry (``""``,
+    ``"."``, ``"lib"``) names the current directory or a place under it,
+    where anyone who can write there could plant a library."""
+    try:
+        cwd = os.path.realpath(os.getcwd())
+    except OSError:  # the current directory was removed
+        cwd = None
+    out: list[str] = []
+    for entry in entries:
+        if not isinstance(entry, str) or not os.path.isabs(entry):
+            continue
+        real = os.path.realpath(entry)
+        if real != cwd and real not in out and os.path.isdir(real):
+            out.append(real)
+    return out
+
+
+def _nvrtc_files(folder: str) -> list[str]:
+    """NVRTC's libraries in ``folder`` (not its builtins or alternates)."""
     import glob  # noqa: PLC0415
+
+    found = sorted(glob.glob(os.path.join(glob.escape(folder), "libnvrtc.so*")))
+    return [
+        f
+        for f in found
+        if "builtins" not in os.path.basename(f)
+        and ".alt." not in os.path.basename(f)
+        and os.path.isfile(f)
+    ]
+
+
+def _system_nvrtc() -> str | None:
+    """NVRTC's library in the system's library directories: the name
+    ``ctypes.util.find_library("nvrtc")`` gives, found in the absolute
+    entries of ``LD_LIBRARY_PATH`` or the standard directories."""
+    import ctypes.util  # noqa: PLC0415
+    import sysconfig  # noqa: PLC0415
+
+    name = ctypes.util.find_library("nvrtc")
+    if not name:
+        return None
+    if os.path.isabs(name):  # macOS gives a path
+        return name if os.path.isfile(name) else None
+    name = os.path.basename(name)
+    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
+    standard = [
+        d.format(multiarch=multiarch)
+        for d in _SYSTEM_LIB_DIRS
+        if multiarch or "{multiarch}" not in d
+    ]
+    ld_path = os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
+    for folder in _trusted_dirs([*ld_path, *standard]):
+        candidate = os.path.join(folder, name)
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def nvrtc_library() -> str | None:
+    """The absolute path of NVRTC's library, which the GPU forecast's
+    handler loads (``dlopen``) to compile its kernel, or None if none is
+    found (the handler then asks the dynamic loader for ``libnvrtc.so.13``/
+    ``.12`` by name, which searches the system's directories only).
+
+    Looked up, in order: the ``nvidia-cuda-nvrtc`` wheel that JAX's CUDA
+    plugin installs (``nvidia/cu13/lib`` for CUDA 13, ``nvidia/cuda_nvrtc/lib``
+    or ``nvidia/cu12/lib`` for CUDA 12, newest first) under the absolute
+    entries of ``sys.path`` other than the current directory, then the
+    system's library (``ctypes.util.find_library("nvrtc")`` found in an
+    absolute directory). Relative ``sys.path`` entries (``""``, ``"."``)
+    and the current directory are never searched: a library planted in the
+    working directory is never loaded."""
     import sys  # noqa: PLC0415
 
-    for folder in ("cu13/lib", "cuda_nvrtc/lib", "cu12/lib"):
-        for root in sys.path:
-            found = sorted(
-                glob.glob(os.path.join(root, "nvidia", folder, "libnvrtc.so*"))
-            )
-            found = [f for f in found if "builtins" not in f and ".alt." not in f]
+    roots = _trusted_dirs(sys.path)
+    for folder in _NVRTC_WHEEL_DIRS:
+        for root in roots:
+            found = _nvrtc_files(os.path.join(root, "nvidia", folder))
             if found:
                 return found[0]
-    return None
+    return _system_nvrtc()
 
 
 def _register_cuda(kernels) -> None:
