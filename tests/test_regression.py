@@ -255,7 +255,7 @@ def test_noise_and_regression_bad_inputs():
         train_RCRegressor(reg, u, y)
     with pytest.raises(ValueError, match="target_seq must have 1 features"):
         train_RCRegressor(reg, x, u)
-    with pytest.raises(ValueError, match="same leading shape"):
+    with pytest.raises(ValueError, match="same length as in_seq"):
         train_RCRegressor(reg, x, y[:-1])
     with pytest.raises(ValueError, match="spinup"):
         train_RCRegressor(reg, x, y, spinup=200)

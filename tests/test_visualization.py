@@ -65,7 +65,7 @@ def test_plot_time_series_structure(tmp_path):
     rng = np.random.default_rng(0)
     U = rng.standard_normal((100, 3))
     t = np.linspace(0.0, 9.9, 100)
-    fig = viz.plot_time_series(
+    out = viz.plot_time_series(
         [U, jnp.asarray(U + 1.0)],
         t=t,
         time_series_labels=["truth", "forecast"],
@@ -74,6 +74,8 @@ def test_plot_time_series_structure(tmp_path):
         t_lim=5.0,
         title="series",
     )
+    assert out is None  # as ORC 0.4: the figure is pyplot's current one
+    fig = plt.gcf()
     assert isinstance(fig, Figure)
     axs = fig.axes
     assert len(axs) == 3
@@ -89,7 +91,8 @@ def test_plot_time_series_structure(tmp_path):
 
 
 def test_plot_time_series_single_array_defaults(tmp_path):
-    fig = viz.plot_time_series(np.arange(10.0).reshape(10, 1))
+    viz.plot_time_series(np.arange(10.0).reshape(10, 1))
+    fig = plt.gcf()
     assert len(fig.axes) == 1
     ax = fig.axes[0]
     assert ax.get_legend() is None
@@ -131,8 +134,11 @@ def test_plot_time_series_validation(args, kwargs, exc, name):
 
 def test_imshow_1D_spatiotemp_structure(tmp_path):
     U = np.sin(np.linspace(0, 6, 40)[:, None] + np.linspace(0, 3, 16)[None, :])
-    fig = viz.imshow_1D_spatiotemp(jnp.asarray(U), 4.0, domain=(0, 22), title="KS")
+    out = viz.imshow_1D_spatiotemp(jnp.asarray(U), 4.0, domain=(0, 22), title="KS")
+    assert out is None  # as ORC 0.4: the figure is pyplot's current one
+    fig = plt.gcf()
     assert isinstance(fig, Figure)
+    assert fig.get_dpi() == 200  # ORC 0.4's resolution
     assert len(fig.axes) == 2  # image + colour bar
     ax, cax = fig.axes
     assert ax.get_title() == "KS"

@@ -44,6 +44,8 @@ a value under your own ``jax.jit``.
 import importlib
 from typing import TYPE_CHECKING
 
+from ._version import __version__
+
 if TYPE_CHECKING:  # what the lazy names below resolve to, for tools that read code
     from . import (
         classifier,
@@ -103,8 +105,6 @@ _NAMES = {
     "load": ".io",
     "save": ".io",
 }
-
-from ._version import __version__
 
 
 # What ``import orc`` registers with JAX, so that a program exported by

@@ -8,7 +8,10 @@ differs between ``ESNDriver`` and ``ParallelESNDriver(chunks=1)`` is only the
 *view* of states a user passes and receives: ``(res_dim,)`` for the single
 forms (``single=True``, as in ORC 0.4), ``(chunks, res_dim)`` for the
 parallel ones. :func:`to_bank` and :func:`to_view` convert at the boundary;
-the computation in between never branches on it.
+the computation in between never branches on it. A single component also
+takes a state in its bank's shape, ``(1, res_dim)`` (it *is* a bank of one,
+and ORC 0.4 takes both), and answers in its own view (:func:`as_view`,
+:func:`lead_axes`).
 
 **Capabilities.** The fused native passes (a whole teacher-forced run with its
 ridge statistics, a whole closed-loop forecast) compute a specific pipeline.
@@ -21,7 +24,7 @@ the capability again. Nothing is detected by probing methods.
 
 from __future__ import annotations
 
-__all__ = ["to_bank", "to_view", "declares"]
+__all__ = ["to_bank", "to_view", "as_view", "lead_axes", "declares"]
 
 
 def to_bank(x, view: tuple[int, ...], bank: tuple[int, ...]):
@@ -33,6 +36,51 @@ def to_bank(x, view: tuple[int, ...], bank: tuple[int, ...]):
 def to_view(x, bank: tuple[int, ...], view: tuple[int, ...]):
     """Inverse of :func:`to_bank`: ``(*lead, *bank)`` as ``(*lead, *view)``."""
     return to_bank(x, bank, view)
+
+
+def _forms(view: tuple[int, ...], bank: tuple[int, ...]) -> str:
+    """The shapes one state may be given in, in words."""
+    return f"{view}" if view == bank else f"{view} or {bank} (its bank of one)"
+
+
+def as_view(x, view, bank, owner: str, name: str, lead: int = 0):
+    """``x``, ``lead`` leading axes (a sequence: 1) then one state, with the
+    state in the view's shape ``view``.
+
+    The state may be given in the view or in the bank's shape ``bank``; the
+    two differ for a single component (``(res_dim,)`` and ``(1, res_dim)``)
+    and are one shape for a parallel one (or a component without a bank).
+    Any other shape is a ``ValueError`` naming ``owner`` and ``name``.
+    """
+    view, bank = tuple(view), tuple(bank)
+    shape = tuple(x.shape)
+    if shape[lead:] == view and len(shape) == lead + len(view):
+        return x
+    if shape[lead:] == bank and len(shape) == lead + len(bank):
+        return x.reshape(shape[:lead] + view)
+    if lead:
+        raise ValueError(
+            f"{owner}: {name} must have {lead} leading axis then one state of "
+            f"shape {_forms(view, bank)}, got shape {shape}"
+        )
+    raise ValueError(
+        f"{owner}: {name} must have shape {_forms(view, bank)}, got {shape}"
+    )
+
+
+def lead_axes(x, view, bank) -> int | None:
+    """``0`` where ``x`` holds one state (its rank is the view's, or its
+    shape is the bank's: a single component's ``(1, res_dim)`` is one state,
+    as in ORC 0.4, not a sequence of one), ``1`` where it holds a sequence
+    of them (one more axis), ``None`` otherwise. Sizes are checked by
+    :func:`as_view` where the state is read."""
+    view, bank = tuple(view), tuple(bank)
+    shape = tuple(x.shape)
+    if len(shape) == len(view) or shape == bank:
+        return 0
+    if len(shape) == len(view) + 1 or shape[1:] == bank:
+        return 1
+    return None
 
 
 def declares(obj, capability: str) -> bool:

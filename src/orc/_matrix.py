@@ -7,8 +7,8 @@ of entries per row (ELL layout: ``values`` and ``columns`` of shape ``(n, k)``)
 makes ``W @ x`` a gather and a row sum with no index bookkeeping, and it maps
 with ``vmap`` over a bank of reservoirs unchanged. Components hold a bank:
 ``(chunks, n, k)``, one matrix per reservoir, ``chunks == 1`` for a single one
-(as ORC 0.4's ``BCOO`` of shape ``(chunks, n, n)``, whose view
-:class:`ReservoirMatrix` also offers: ``data``, ``indices``, ``todense()``).
+(as ORC 0.4's ``BCOO`` of shape ``(chunks, n, n)``: :class:`ReservoirMatrix`
+is also a ``BCOO``, whose buffers are views of the ELL layout).
 
 ORC draws ``density * n**2`` positions over the whole matrix instead, so its row
 counts vary (binomially); both give the same expected density and, after
@@ -30,6 +30,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import sparse as jsparse
 from jaxtyping import Array, Float, Int
 
 from . import _errors, _native, _strategy
@@ -44,6 +45,8 @@ __all__ = [
     "ell_matvec",
     "esn_run",
     "esn_run_stats",
+    "esn_run_linear",
+    "linear_run_native",
     "esn_forecast",
     "linear_drive",
     "scaling_radius",
@@ -247,6 +250,60 @@ def linear_drive(win, windows, bias=None):
     else:
         out = jnp.einsum("cnw,tcw->tcn", win, windows, precision="highest")
     return out if bias is None else out + bias
+
+
+def _esn_run_linear_plain(values, indices, win, windows, bias, r0, leak):
+    """Reference of :func:`_esn_run_linear_native`: the drive, then the run."""
+    return _esn_run(values, indices, linear_drive(win, windows, bias), r0, leak)
+
+
+@jax.custom_jvp
+def _esn_run_linear_native(values, indices, win, windows, bias, r0, leak):
+    target = _native.esn_run_linear_target(values.dtype)
+    steps, chunks, n = windows.shape[0], values.shape[0], values.shape[1]
+    call = jax.ffi.ffi_call(
+        target,
+        jax.ShapeDtypeStruct((steps, chunks, n), values.dtype),
+        vmap_method="sequential",
+    )
+    return call(values, indices, win, windows, bias, r0, leak)
+
+
+@_esn_run_linear_native.defjvp
+def _esn_run_linear_native_jvp(primals, tangents):
+    return _esn_run_linear_native(*primals), jax.jvp(
+        _esn_run_linear_plain, primals, tangents
+    )[1]
+
+
+def linear_run_native(values, win, windows, bias, r0) -> bool:
+    """Whether :func:`esn_run_linear` of these operands takes the native
+    kernel (CPU, native backend, one dtype, a scalar bias)."""
+    dtype = values.dtype
+    return (
+        _strategy.native()
+        and jnp.ndim(bias) == 0
+        and all(a.dtype == dtype for a in (win, windows, r0))
+        and _native.esn_run_linear_target(dtype) is not None
+    )
+
+
+def esn_run_linear(values, indices, win, windows, bias, r0, leak):
+    """:func:`esn_run` driven by a linear embedding: the drive
+    ``linear_drive(win, windows, bias)`` (``win (C, n, w)``, ``windows (T,
+    C, w)``), states ``(T, C, n)``.
+
+    On CPU with the native kernels the drive is computed inside the run,
+    step by step, exactly as :func:`esn_run_stats` computes it, so the
+    states are the same bits as a training's stored states (XLA would sum
+    the drive in another order); elsewhere, and for derivatives, the drive
+    and then the run."""
+    dtype = values.dtype
+    args = (values, indices, win, windows, jnp.asarray(bias, dtype), r0)
+    args = args + (jnp.asarray(leak, dtype),)
+    if linear_run_native(values, win, windows, bias, r0):
+        return guarded(args, cpu=_esn_run_linear_native, default=_esn_run_linear_plain)
+    return guarded(args, default=_esn_run_linear_plain)
 
 
 def _esn_fit_plain(
@@ -584,16 +641,33 @@ def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int
     return guarded(args, **branches, default=lambda *a: _esn_forecast_scan(*a, length))
 
 
-class ReservoirMatrix(eqx.Module):
+class _BCOOModuleMeta(type(eqx.Module), type(jsparse.BCOO)):
+    """Metaclass of a class that is both an Equinox module and a ``BCOO``
+    (the two bases' metaclasses combined; Python asks for one that derives
+    from both)."""
+
+
+class ReservoirMatrix(eqx.Module, jsparse.BCOO, metaclass=_BCOOModuleMeta):
     """Square sparse matrices with a fixed number of entries per row (ELL).
 
     A driver's ``wr`` is a bank, one matrix per reservoir: ``values`` and
     ``columns`` of shape ``(chunks, n, k)`` (``chunks == 1`` for a single
     reservoir); indexing a bank (``wr[c]``) gives one matrix, ``(n, k)``.
-    Besides the layout the kernels use, it shows the view of ORC 0.4's
-    ``jax.experimental.sparse.BCOO``: :attr:`shape` ``(chunks, n, n)``,
-    :attr:`data` ``(chunks, nse)``, :attr:`indices` ``(chunks, nse, 2)``,
-    :attr:`nse`, :meth:`todense` and ``@``; :meth:`to_bcoo` gives a real one.
+
+    It is also a ``jax.experimental.sparse.BCOO``, ORC 0.4's type for ``wr``
+    (``isinstance(wr, BCOO)`` holds), whose buffers are views of the ELL
+    layout: :attr:`shape` ``(chunks, n, n)`` (``n_batch=1``), :attr:`data`
+    ``(chunks, nse)``, :attr:`indices` ``(chunks, nse, 2)``, :attr:`nse`
+    ``n * k``, neither sorted nor unique (zeros padding a short row repeat
+    column 0, as BCOO's duplicates they add up). So BCOO's methods and the
+    ``sparse.bcoo_*`` functions take it as they take ORC's: ``sparse.BCOO.
+    todense(wr)`` is the dense ``(chunks, n, n)`` stack, ``sparse.bcoo_
+    dot_general``, ``bcoo_slice``, ``sparse.todense``, ``x @ wr``, ``wr * 2``
+    work, and those that make a new matrix return a plain ``BCOO``. Its own
+    :meth:`todense`, ``wr @ x`` and :meth:`matvec` use the ELL layout, and as
+    a pytree it is its two leaves ``values`` and ``columns`` (jit, vmap,
+    grad and save/load see those). :meth:`to_bcoo` copies it into a plain
+    ``BCOO``.
 
     Attributes
     ----------
@@ -651,7 +725,12 @@ class ReservoirMatrix(eqx.Module):
     @property
     def data(self) -> Array:
         """Stored entries, ``(chunks, nse)``, row by row (BCOO's ``data``)."""
-        return self.values.reshape(self.values.shape[:-2] + (self.nse,))
+        shape = self.values.shape[:-2] + (self.nse,)
+        if isinstance(self.values, jax.core.ShapedArray):
+            # JAX's abstract evaluation of ``sparse.todense`` rebuilds the
+            # matrix from abstract leaves and reads the abstract ``data``
+            return self.values.update(shape=shape)
+        return self.values.reshape(shape)
 
     @property
     def indices(self) -> Array:
@@ -662,6 +741,17 @@ class ReservoirMatrix(eqx.Module):
         )
         pairs = jnp.stack([rows, self.columns.astype(rows.dtype)], axis=-1)
         return pairs.reshape(self.values.shape[:-2] + (self.nse, 2))
+
+    @property
+    def indices_sorted(self) -> bool:
+        """``False`` (BCOO's flag): rows come in order, but a row's columns
+        do not."""
+        return False
+
+    @property
+    def unique_indices(self) -> bool:
+        """``False`` (BCOO's flag): zeros padding a short row repeat column 0."""
+        return False
 
     @classmethod
     def from_bcoo(cls, matrix) -> ReservoirMatrix:
@@ -709,15 +799,14 @@ class ReservoirMatrix(eqx.Module):
             return jax.vmap(_dense_one)(self.values, self.columns)
         return _dense_one(self.values, self.columns)
 
-    def to_bcoo(self):
-        """The same matrices as a ``jax.experimental.sparse.BCOO`` (ORC 0.4's type)."""
-        from jax.experimental import sparse
-
-        return sparse.BCOO(
+    def to_bcoo(self) -> jsparse.BCOO:
+        """The same matrices as a plain ``jax.experimental.sparse.BCOO`` (the
+        same buffers and flags, without the ELL layout)."""
+        return jsparse.BCOO(
             (self.data, self.indices),
             shape=self.shape,
-            indices_sorted=True,
-            unique_indices=False,
+            indices_sorted=self.indices_sorted,
+            unique_indices=self.unique_indices,
         )
 
 

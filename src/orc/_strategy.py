@@ -42,6 +42,7 @@ __all__ = [
     "scan",
     "DEVICE_UNROLL",
     "full_precision",
+    "model_hash",
 ]
 
 BACKENDS = ("native", "xla")
@@ -209,6 +210,26 @@ def to_host_soon(arrays) -> None:
                 a.copy_to_host_async()
 
 
+def model_hash(model) -> int:
+    """``__hash__`` of orc's models: Equinox's hash (of the fields), and where
+    that fails because the model holds arrays, a ``TypeError`` that says why
+    a model cannot be a static argument of ``jax.jit`` (which hashes its
+    static arguments) and what to do instead."""
+    try:
+        return eqx.Module.__hash__(model)
+    except TypeError as err:
+        name = type(model).__name__
+        raise TypeError(
+            f"orc: the model ({name}) is not hashable: it holds arrays, so it "
+            "cannot be a static argument of jax.jit (static_argnums/"
+            "static_argnames). Pass the model as a regular argument instead (its "
+            "arrays are traced) and mark only Python values such as fcast_len or "
+            "spinup static, e.g. for a forecaster jax.jit(lambda model, r: "
+            "model.forecast(100, r))(model, r0), or use equinox.filter_jit, which "
+            "traces the model's arrays and keeps everything else static."
+        ) from err
+
+
 def method(fn):
     """A method of an Equinox module bound as :func:`compiled`'s are (see
     :class:`_Method`): for the public methods that wrap an entry point and
@@ -249,7 +270,9 @@ class _Bound:
     jitted function), with the method's name, docstring and signature (less
     ``self``) for ``help`` and ``inspect``."""
 
-    __slots__ = ("__func__", "__self__")
+    # __weakref__: jax.jit takes a weak reference to its function before it
+    # hashes it, so that a jitted bound method meets __hash__'s message below
+    __slots__ = ("__func__", "__self__", "__weakref__")
 
     def __init__(self, compiled: _Method, instance):
         self.__func__ = compiled
@@ -257,6 +280,24 @@ class _Bound:
 
     def __call__(self, *args, **kwargs):
         return self.__func__._call(self.__self__, *args, **kwargs)
+
+    def __hash__(self):
+        # A bound method is its model (arrays) and a function: not hashable,
+        # as Equinox's bound methods are not. jax.jit hashes the function it
+        # compiles and its static arguments; say what to do instead.
+        name = self.__func__.__name__
+        model = type(self.__self__).__name__
+        raise TypeError(
+            f"orc: the bound method {model}.{name} is not hashable (its model "
+            "holds arrays), so it cannot be the function that jax.jit compiles "
+            "nor a static argument of jax.jit. Pass the model as an argument of "
+            f"the jitted function instead, e.g. f = jax.jit(lambda model, *args: "
+            f"model.{name}(*args)), then f(model, ...), with Python values "
+            "such as fcast_len marked static (static_argnums counts the model "
+            f"as 0), or use equinox.filter_jit(model.{name}), which traces the "
+            f"model's arrays. orc's methods compile themselves: model.{name}(...) "
+            "needs no jax.jit."
+        )
 
     @property
     def __doc__(self):  # type: ignore[override]

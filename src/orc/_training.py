@@ -5,7 +5,6 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array
 
 from . import _errors, _progress
@@ -15,15 +14,7 @@ from ._ridge import RidgeStats, fit_nrmse, sequence_stats, solve, stats_update
 from ._validation import (
     POOR_FIT_NRMSE,
     PoorFitWarning,
-    check_beta,
-    check_data,
-    check_finite,
     check_float,
-    check_int,
-    check_last_dim,
-    check_rank,
-    check_spinup,
-    warn_zero_beta,
 )
 from .drivers import check_state
 
@@ -39,15 +30,13 @@ STREAM_BLOCK = 4096
 
 __all__ = [
     "fit_readout",
-    "teacher_forced_fit",
+    "teacher_forced_statistics",
     "teacher_forced_stats",
-    "check_training_args",
-    "teacher_forced_sequences",
+    "warn_poor_fit",
     "initial_states",
     "check_initial_state",
     "TrainingNoise",
     "training_noise",
-    "checked_training_values",
 ]
 
 
@@ -79,56 +68,6 @@ def fit_readout(
     return readout.set_wout(cmat)
 
 
-def check_training_args(
-    owner,
-    model,
-    train_seq,
-    target_seq,
-    spinup,
-    initial_res_state,
-    beta,
-    batch_size,
-    multi,
-):
-    """Shape/configuration checks shared by the teacher-forced trainers."""
-    rank = 3 if multi else 2
-    what = "(n_traj, seq_len, data_dim)" if multi else "(seq_len, data_dim)"
-    train_seq = check_data("train_seq", train_seq, owner, model.dtype)
-    train_seq = check_rank("train_seq", train_seq, rank, owner, what)
-    if multi and train_seq.shape[0] == 0:
-        raise ValueError(
-            f"{owner}: train_seq must hold at least one trajectory with "
-            f"multi_sequence=True, got shape {tuple(train_seq.shape)}"
-        )
-    check_last_dim("train_seq", train_seq, model.in_dim, owner, "features (data_dim)")
-    seq_len = train_seq.shape[-2]
-    n_targets = seq_len - 1
-    if target_seq is not None:
-        target_seq = check_data("target_seq", target_seq, owner, model.dtype)
-        target_seq = check_rank("target_seq", target_seq, rank, owner, what)
-        if target_seq.shape[:-1] != train_seq.shape[:-1]:
-            raise ValueError(
-                f"{owner}: target_seq must have the same length as train_seq "
-                f"{tuple(train_seq.shape[:-1])}, got {tuple(target_seq.shape[:-1])}"
-            )
-        check_last_dim(
-            "target_seq", target_seq, model.out_dim, owner, "features (out_dim)"
-        )
-        n_targets = seq_len
-    spinup = check_spinup(
-        spinup,
-        n_targets,
-        owner,
-        f"the number of training pairs ({n_targets}; train_seq has {seq_len} samples)",
-    )
-    check_initial_state(owner, model, initial_res_state, train_seq.shape[0], multi)
-    check_beta(beta, owner)
-    warn_zero_beta(beta, owner, train_seq)
-    if batch_size is not None:
-        check_int("batch_size", batch_size, owner, minimum=1)
-    return train_seq, target_seq, spinup
-
-
 def check_initial_state(owner, model, initial_res_state, n_traj, multi) -> None:
     """``initial_res_state`` is ``None`` or the driver's state (one per trajectory)."""
     if initial_res_state is None:
@@ -141,16 +80,6 @@ def check_initial_state(owner, model, initial_res_state, n_traj, multi) -> None:
         model.dtype,
         batch=(n_traj,) if multi else (),
     )
-
-
-def run_training(model, seq, initial_res_state, multi: bool, progress, train):
-    """``train(init, show)``: a trainer's compiled part, given the initial
-    reservoir states of the trajectories in ``seq`` (``initial_res_state``,
-    else the driver's default) and whether to show the training bar, which
-    :func:`orc._progress.run_with_bar` sizes by the rows of ``seq``."""
-    init = initial_states(model, initial_res_state, seq.shape[0], multi)
-    steps = int(np.prod(seq.shape[:-1]))
-    return _progress.run_with_bar(progress, steps, lambda show: train(init, show))
 
 
 def initial_states(model, initial_res_state, n_traj, multi):
@@ -370,38 +299,32 @@ def _head(inputs):
     return jax.tree.map(lambda a: a[:2], inputs)
 
 
-def teacher_forced_fit(
+def teacher_forced_statistics(
     readout,
     force,
     inputs,
     targets,
     init,
-    beta,
     *,
     spinup: int = 0,
     multi_sequence: bool = False,
     keep_states: bool = True,
     block_size: int | None = None,
-    batch_size: int | None = None,
     progress: bool = False,
     features=None,
-    solver=None,
     force_stats=None,
-    check_fit: bool = False,
 ):
-    """Fit ``readout`` by ridge regression on a teacher-forced run.
+    """The ridge statistics of a teacher-forced run, over one or several
+    trajectories.
 
-    Returns ``(readout, states)`` with the whole history, or with
-    ``keep_states=False`` ``(readout, last_state)``. With ``multi_sequence``
-    every leaf of ``inputs``, ``targets`` and ``init`` has a leading trajectory
-    axis and the statistics are summed over trajectories. ``features`` is
-    passed on to :func:`teacher_forced_stats` (the offset it receives counts
-    steps over all trajectories); ``solver(stats, beta) -> fitted`` replaces
-    the default ``readout.set_wout(solve(stats, beta))``, so a model with more
-    trained parameters than ``wout`` can use the same run. ``force_stats`` is
-    passed on to :func:`teacher_forced_stats`. ``check_fit`` (forecasters;
-    the default solver only) warns :class:`orc.PoorFitWarning` when the fit
-    leaves its targets mostly unexplained (:func:`warn_poor_fit`).
+    Returns ``(stats, states)``: ``states`` the whole history, or with
+    ``keep_states=False`` the last state. With ``multi_sequence`` every leaf
+    of ``inputs``, ``targets`` and ``init`` has a leading trajectory axis and
+    the statistics are summed over trajectories (in trajectory order).
+    ``features`` and ``force_stats`` are passed on to
+    :func:`teacher_forced_stats` (the offset ``features`` receives counts
+    steps over all trajectories). The solve is the caller's
+    (:func:`orc._fit.fit`).
     """
 
     def one(u, y, r0, offset=0):
@@ -422,33 +345,24 @@ def teacher_forced_fit(
 
     if not multi_sequence:
         stats, last, history = one(inputs, targets, init)
-    else:
-        t_in = jax.tree.leaves(inputs)[0].shape[1]
-        first = jax.tree.map(lambda a: a[0], (inputs, targets, init))
-        stats, last0, hist0 = one(*first)
+        return stats, (history if keep_states else last)
+    t_in = jax.tree.leaves(inputs)[0].shape[1]
+    first = jax.tree.map(lambda a: a[0], (inputs, targets, init))
+    stats, last0, hist0 = one(*first)
 
-        def step(stats, xs):
-            i, u, y, r0 = xs
-            s, last, history = one(u, y, r0, i * t_in)
-            return stats + s, (last, history)
+    def step(stats, xs):
+        i, u, y, r0 = xs
+        s, last, history = one(u, y, r0, i * t_in)
+        return stats + s, (last, history)
 
-        rest = jax.tree.map(lambda a: a[1:], (inputs, targets, init))
-        n_rest = jax.tree.leaves(rest)[0].shape[0]
-        stats, (lasts, hists) = jax.lax.scan(
-            step, stats, (jnp.arange(1, n_rest + 1), *rest)
-        )
-        last = jnp.concatenate([last0[None], lasts], axis=0)
-        if keep_states:
-            history = jnp.concatenate([hist0[None], hists], axis=0)
-    beta = jnp.asarray(beta, stats.gram.dtype)
-    if solver is not None:
-        fitted = solver(stats, beta)
-    else:
-        w = solve(stats, beta, batch_size=batch_size)
-        if check_fit and spinup < jax.tree.leaves(targets)[0].shape[-2]:
-            warn_poor_fit(readout, stats, w, beta, targets, spinup, multi_sequence)
-        fitted = readout.set_wout(w)
-    return fitted, (history if keep_states else last)
+    rest = jax.tree.map(lambda a: a[1:], (inputs, targets, init))
+    n_rest = jax.tree.leaves(rest)[0].shape[0]
+    stats, (lasts, hists) = jax.lax.scan(
+        step, stats, (jnp.arange(1, n_rest + 1), *rest)
+    )
+    if keep_states:
+        return stats, jnp.concatenate([hist0[None], hists], axis=0)
+    return stats, jnp.concatenate([last0[None], lasts], axis=0)
 
 
 def warn_poor_fit(readout, stats, w, beta, targets, spinup, multi_sequence) -> None:
@@ -481,58 +395,6 @@ def warn_poor_fit(readout, stats, w, beta, targets, spinup, multi_sequence) -> N
 
 def _shifted(features, shift):
     return lambda states, inputs, offset: features(states, inputs, offset + shift)
-
-
-_NAN_HINT = "Remove or interpolate missing samples before training."
-
-
-def checked_training_values(owner, init, beta):
-    """The run-time value checks of a trainer's compiled part: the initial
-    state(s) ``init`` finite (named ``initial_res_state``) and ``beta``
-    finite and >= 0 (it may be traced). Written after the data's own checks
-    and before the reservoir runs and the ridge solve's checks, so that the
-    first error raised names the argument at fault: a bad start state or
-    ``beta`` is not blamed on the features or targets. Returns
-    ``(init, beta)``."""
-    init = check_finite(
-        init,
-        "initial_res_state",
-        owner,
-        "Pass a finite start state (e.g. the last row of the states returned "
-        "by a previous call).",
-    )
-    return init, check_beta(beta, owner)
-
-
-def teacher_forced_sequences(owner, dtype, train_seq, target_seq, **per_step):
-    """The forcing sequence(s) and regression targets of a teacher-forced fit.
-
-    Without ``target_seq`` the reservoir is forced with ``train_seq`` and state
-    ``t`` targets ``train_seq[t + 1]``. With it, state ``t`` targets
-    ``target_seq[t]`` and the forcing gets ``target_seq[-1]`` appended, so the
-    last state starts a forecast of what follows; other per-step sequences
-    (``per_step``, e.g. controls) repeat their last row. Every array is checked
-    for NaN/inf at run time under its argument name.
-
-    Returns ``(forcing, per_step_forcing, targets)``.
-    """
-    train_seq = check_finite(train_seq.astype(dtype), "train_seq", owner, _NAN_HINT)
-    extra = {
-        k: check_finite(v.astype(dtype), k, owner, _NAN_HINT)
-        for k, v in per_step.items()
-    }
-    if target_seq is None:
-        return train_seq, extra, train_seq[..., 1:, :]
-    targets = check_finite(target_seq.astype(dtype), "target_seq", owner, _NAN_HINT)
-
-    def extend(a, last):
-        return jnp.concatenate([a, last[..., -1:, :]], axis=-2)
-
-    return (
-        extend(train_seq, targets),
-        {k: extend(v, v) for k, v in extra.items()},
-        targets,
-    )
 
 
 class TrainingNoise(eqx.Module):

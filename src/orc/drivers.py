@@ -17,7 +17,8 @@ per reservoir, ``(chunks, res_dim, res_dim)``; a single reservoir is a bank of
 one) and its update is written for one reservoir and mapped over the bank
 with ``vmap`` (see :mod:`orc._bank`). States of a ``Parallel*`` driver are
 ``(chunks, res_dim)``; the single forms (``ESNDriver``, ``TaylorDriver``,
-``chunks == 1``) take and return ``(res_dim,)``, as in ORC 0.4.
+``chunks == 1``) take ``(res_dim,)`` or their bank of one ``(1, res_dim)``
+and return ``(res_dim,)``, as in ORC 0.4.
 
 Subclass :class:`DriverBase` and implement ``advance`` to write your own.
 """
@@ -36,7 +37,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from . import _strategy
-from ._bank import declares, to_bank, to_view
+from ._bank import as_view, declares, lead_axes, to_bank, to_view
 from ._construct import GIVEN, check_construction, reservoir_bank
 from ._matrix import (
     ReservoirMatrix,
@@ -44,10 +45,12 @@ from ._matrix import (
     ell_from_entries,
     esn_forecast,
     esn_run,
+    esn_run_linear,
     esn_run_stats,
     given_array,
     given_dtype,
     given_entries,
+    linear_run_native,
     nonzeros_per_row,
     random_reservoir_matrices,
     scaling_radius,
@@ -86,7 +89,10 @@ class DriverBase(eqx.Module):
     Subclasses implement :meth:`advance`. As in ORC 0.4, a driver's states
     are ``(chunks, res_dim)``, or ``(res_dim,)`` for one without a chunk axis
     (``chunks`` 0, the default of a custom driver); a driver that has another
-    layout says so with :attr:`state_shape`.
+    layout says so with :attr:`state_shape`. A single reservoir's driver
+    (``ESNDriver``, ``TaylorDriver``: a bank of one shown as ``(res_dim,)``)
+    also takes states as its bank, ``(1, res_dim)`` (:attr:`bank_shape`), and
+    answers ``(res_dim,)``, as ORC 0.4's do.
 
     Attributes
     ----------
@@ -139,15 +145,19 @@ class DriverBase(eqx.Module):
         return jax.vmap(self.advance)(proj_vars, res_state)
 
     def __call__(self, proj_vars: Array, res_state: Array) -> Array:
-        """Advance a single state, or a batch of states (one more leading axis)."""
-        single_rank = len(self.state_shape)
-        if proj_vars.ndim == single_rank:
+        """Advance a single state, or a batch of states (one more leading
+        axis). A single reservoir's ``(1, res_dim)`` is one state (its bank
+        of one), as in ORC 0.4."""
+        lead = lead_axes(proj_vars, self.state_shape, self.bank_shape)
+        if lead == 0:
             return self.advance(proj_vars, res_state)
-        if proj_vars.ndim == single_rank + 1:
+        if lead == 1:
             return self.batch_advance(proj_vars, res_state)
+        rank = len(self.state_shape)
         raise ValueError(
-            f"{type(self).__name__}: proj_vars must be {single_rank}-D or "
-            f"{single_rank + 1}-D, got shape {tuple(proj_vars.shape)}"
+            f"{type(self).__name__}: proj_vars must be one state ({rank}-D, or "
+            f"{self.bank_shape}) or a batch of them, got shape "
+            f"{tuple(proj_vars.shape)}"
         )
 
     @property
@@ -156,23 +166,35 @@ class DriverBase(eqx.Module):
         res_dim)``, without the chunk axis when ``chunks`` is 0."""
         return (self.chunks, self.res_dim)[not self.chunks :]
 
+    @property
+    def bank_shape(self) -> tuple[int, ...]:
+        """Shape of one state with the bank axis, which a driver also takes:
+        :attr:`state_shape` unless the driver shows a bank of one without
+        its axis (then ``(1, res_dim)``)."""
+        return self.state_shape
+
     def default_state(self) -> Array:
         """Zero state of shape :attr:`state_shape`."""
         return jnp.zeros(self.state_shape, dtype=self.dtype)
 
     def _check_shapes(self, proj_vars, res_state):
-        shape = self.state_shape
-        name = type(self).__name__
-        if tuple(proj_vars.shape) != shape:
-            raise ValueError(
-                f"{name}.advance: proj_vars must have shape {shape}, "
-                f"got {tuple(proj_vars.shape)}"
-            )
-        if tuple(res_state.shape) != shape:
-            raise ValueError(
-                f"{name}.advance: res_state must have shape {shape}, "
-                f"got {tuple(res_state.shape)}"
-            )
+        """``(proj_vars, res_state)``, one state each, in :attr:`state_shape`
+        (given in it or in :attr:`bank_shape`; otherwise a ``ValueError``)."""
+        owner = f"{type(self).__name__}.advance"
+        view, bank = self.state_shape, self.bank_shape
+        return (
+            as_view(proj_vars, view, bank, owner, "proj_vars"),
+            as_view(res_state, view, bank, owner, "res_state"),
+        )
+
+    def _check_seq(self, proj_seq, res_state):
+        """:meth:`_check_shapes` for a sequence of inputs ``(T, *state)``."""
+        owner = f"{type(self).__name__}.advance_seq"
+        view, bank = self.state_shape, self.bank_shape
+        return (
+            as_view(proj_seq, view, bank, owner, "proj_seq", lead=1),
+            as_view(res_state, view, bank, owner, "res_state"),
+        )
 
 
 # --------------------------------------------------------------------------- #
@@ -461,8 +483,10 @@ class _SparseReservoirDriver(DriverBase):
         """``update(W, *nodes, p, r)``, written for one reservoir, on every
         reservoir of the bank. ``nodes`` (default ``(bias,)``): per-node
         parameters, each a scalar or ``(chunks, res_dim)``, handed to the
-        update as the scalar or the reservoir's ``(res_dim,)``."""
-        self._check_shapes(proj_vars, res_state)
+        update as the scalar or the reservoir's ``(res_dim,)``. ``proj_vars``
+        and ``res_state`` are one state each, in :attr:`state_shape` or
+        :attr:`bank_shape`; the result is in :attr:`state_shape`."""
+        proj_vars, res_state = self._check_shapes(proj_vars, res_state)
         nodes = (self.bias,) if nodes is None else tuple(nodes)
         if self.single:
             # vmap over a bank of one is its one member applied to the states
@@ -535,6 +559,7 @@ class _ESNDriverCore(_SparseReservoirDriver):
     def advance_seq(self, proj_seq: Array, res_state: Array) -> Array:
         """In discrete mode one fused run (:func:`orc._matrix.esn_run`: on CPU a
         native loop over the whole sequence that uses two threads per step)."""
+        proj_seq, res_state = self._check_seq(proj_seq, res_state)
         if not self._fusable():
             return super().advance_seq(proj_seq, res_state)
         states = esn_run(
@@ -573,6 +598,23 @@ class _ESNDriverCore(_SparseReservoirDriver):
             self.leak,
             length,
         )
+
+    def _advance_seq_linear(self, win, windows, res_state):
+        """:meth:`advance_seq` driven by the linear embedding ``win (C, n,
+        w)``, ``windows (T, C, w)`` with the drive computed inside the native
+        run (:func:`orc._matrix.esn_run_linear`), as the fused fit computes
+        it; ``None`` where that kernel does not apply. The states come back
+        in the driver's view, ``(T, *state_shape)``."""
+        r0 = self._bank(res_state)
+        if not (
+            self._fusable()
+            and linear_run_native(self.wr.values, win, windows, self.bias, r0)
+        ):
+            return None
+        states = esn_run_linear(
+            self.wr.values, self.wr.columns, win, windows, self.bias, r0, self.leak
+        )
+        return self._view(states)
 
     def _advance_seq_stats(self, win, windows, res_state, stats, targets, start, stop):
         """:meth:`advance_seq` driven by the linear embedding ``win (C, n, w)``,
@@ -616,6 +658,18 @@ def drive_sequence(
     step per input with the embedding inside the step, so no embedded copy of
     the sequence exists.
     """
+    if (
+        declares(driver, "esn_kernels")
+        and declares(embedding, "linear")
+        and in_seq.ndim == 2
+    ):
+        # the run with the drive inside the native kernel, as training's
+        # (same bits as the states a training stores)
+        states = driver._advance_seq_linear(
+            *embedding.linear_factors(in_seq), res_state
+        )
+        if states is not None:
+            return states
     if not declares(driver, "sequence"):
 
         def step(r, u):
@@ -1122,7 +1176,7 @@ class GRUDriver(DriverBase):
         self, proj_vars: Float[Array, " res_dim"], res_state: Float[Array, " res_dim"]
     ) -> Float[Array, " res_dim"]:
         """``GRUCell(proj_vars, res_state)``."""
-        self._check_shapes(proj_vars, res_state)
+        proj_vars, res_state = self._check_shapes(proj_vars, res_state)
         with _strategy.full_precision():  # equinox's cell leaves it unset
             return self.gru(proj_vars, res_state)
 

@@ -14,11 +14,16 @@
 
 All of them are one implementation (features per chunk, a matrix per chunk,
 then concatenate or average) over a bank of readout matrices, ``wout``
-``(chunks, n_out, res_dim)``; the single forms are a bank of one (``wout``
-``(1, out_dim, res_dim)`` as in ORC 0.4) that reads states ``(res_dim,)``. Training never calls ``readout``; it uses the
-hooks :meth:`ReadoutBase.prepare_train` (states -> regression features, applied
-row by row), :meth:`ReadoutBase.prepare_target` and :meth:`ReadoutBase.set_wout`,
-so a custom readout only has to get those right.
+``(chunks, n_out, res_dim)``; ``out_dim`` is always the whole output (of
+the parallel forms: ``chunks * n_out``, as in ORC 0.4). The single forms are
+a bank of one (``wout`` ``(1, out_dim, res_dim)`` as in ORC 0.4) that reads
+states ``(res_dim,)``, or the bank's ``(1, res_dim)``, as ORC's do.
+
+Training never calls ``readout``; it uses the hooks
+:meth:`ReadoutBase.prepare_train` (states -> regression features, applied
+row by row), :meth:`ReadoutBase.prepare_target` and
+:meth:`ReadoutBase.set_wout`, so a custom readout only has to get those
+right.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ._bank import to_bank
+from ._bank import as_view, lead_axes, to_bank
 from ._validation import (
     check_component,
     check_int,
@@ -60,6 +65,9 @@ class ReadoutBase(eqx.Module):
     reads are :attr:`state_shape`: ``(chunks, res_dim)``, or ``(res_dim,)``
     for a readout without a chunk axis (``chunks`` 0, a custom readout's
     default, whose features and targets then have no chunk axis either).
+    A single reservoir's readout (a bank of one shown as ``(res_dim,)``)
+    also reads a state as its bank, ``(1, res_dim)`` (:attr:`bank_shape`),
+    as ORC 0.4's do.
     """
 
     out_dim: int = eqx.field(static=True)
@@ -86,17 +94,34 @@ class ReadoutBase(eqx.Module):
         """Shape of one state it reads (ORC 0.4's rule; see the class doc)."""
         return (self.chunks, self.res_dim)[not self.chunks :]
 
+    @property
+    def bank_shape(self) -> tuple[int, ...]:
+        """Shape of one state with the bank axis, which the readout also
+        reads: :attr:`state_shape` unless the readout shows a bank of one
+        without its axis (then ``(1, res_dim)``)."""
+        return self.state_shape
+
     def __call__(self, res_state: Array) -> Array:
-        """Read out one state or a sequence of states (one more leading axis)."""
-        single_rank = len(self.state_shape)
-        if res_state.ndim == single_rank:
+        """Read out one state or a sequence of states (one more leading
+        axis). A single reservoir's ``(1, res_dim)`` is one state (its bank
+        of one), as in ORC 0.4."""
+        lead = lead_axes(res_state, self.state_shape, self.bank_shape)
+        if lead == 0:
             return self.readout(res_state)
-        if res_state.ndim == single_rank + 1:
+        if lead == 1:
             return self.batch_readout(res_state)
+        rank = len(self.state_shape)
         raise ValueError(
-            f"{type(self).__name__}: res_state must be {single_rank}-D or "
-            f"{single_rank + 1}-D, got shape {tuple(res_state.shape)}"
+            f"{type(self).__name__}: res_state must be one state ({rank}-D, or "
+            f"{self.bank_shape}) or a sequence of them, got shape "
+            f"{tuple(res_state.shape)}"
         )
+
+    def _one_state(self, res_state: Array) -> Array:
+        """``res_state``, one state in :attr:`state_shape` or
+        :attr:`bank_shape`, in :attr:`state_shape` (else a ``ValueError``)."""
+        owner = f"{type(self).__name__}.readout"
+        return as_view(res_state, self.state_shape, self.bank_shape, owner, "res_state")
 
     def prepare_train(self, res_seq: Array) -> Array:
         """Regression features of a state sequence (identity by default)."""
@@ -109,6 +134,28 @@ class ReadoutBase(eqx.Module):
     def set_wout(self, cmat: Array) -> ReadoutBase:
         """A copy with ``wout`` replaced by the trained weights ``cmat``."""
         return eqx.tree_at(lambda r: r.wout, self, cmat.astype(self.dtype))
+
+
+def _outputs_per_chunk(owner: str, out_dim: int, chunks: int, ensemble: bool) -> int:
+    """Outputs of each chunk's matrix: ``out_dim`` for an ensemble (every
+    member predicts the whole output), else ``out_dim // chunks``.
+
+    ``out_dim`` is the readout's whole output, as in ORC 0.4 (whose
+    ``ESNForecaster`` passes ``out_dim=data_dim``, its parallel readouts a
+    ``wout`` of ``(chunks, int(out_dim / chunks), res_dim)``); where
+    ``chunks`` does not divide it, ORC's readout gives fewer outputs than
+    ``out_dim`` (none when ``out_dim < chunks``), ours refuses it.
+    """
+    if ensemble:
+        return out_dim
+    if out_dim % chunks:
+        raise ValueError(
+            f"{owner}: chunks ({chunks}) must evenly divide out_dim ({out_dim}): "
+            f"out_dim is the readout's whole output, split evenly over the "
+            f"chunks (as in ORC 0.4; for {out_dim} outputs per chunk pass "
+            f"out_dim={chunks * out_dim})"
+        )
+    return out_dim // chunks
 
 
 class _LinearReadoutCore(ReadoutBase):
@@ -131,31 +178,28 @@ class _LinearReadoutCore(ReadoutBase):
         check_int(
             "chunks", self.chunks, name, minimum=1, maximum=1 if self.single else None
         )
-        if not self.ensemble and self.out_dim % self.chunks:
-            raise ValueError(
-                f"{name}: chunks ({self.chunks}) must evenly divide out_dim ({self.out_dim})"
-            )
-        per_chunk = self.out_dim if self.ensemble else self.out_dim // self.chunks
+        per_chunk = _outputs_per_chunk(name, self.out_dim, self.chunks, self.ensemble)
         shape = (self.chunks, per_chunk, self.res_dim)
         check_leaf(name, "wout", self.wout, shape, self.dtype)
 
     @property
     def state_shape(self) -> tuple[int, ...]:
         """``(res_dim,)`` for a single reservoir, else ``(chunks, res_dim)``."""
-        return (self.chunks, self.res_dim)[self.single :]
+        return self.bank_shape[self.single :]
+
+    @property
+    def bank_shape(self) -> tuple[int, int]:
+        return (self.chunks, self.res_dim)
 
     def _bank(self, x):
-        return to_bank(x, self.state_shape, (self.chunks, self.res_dim))
+        return to_bank(x, self.state_shape, self.bank_shape)
 
     def _init(self, out_dim, res_dim, chunks, dtype, nonlin_list, ensemble):
         name = type(self).__name__
         ReadoutBase.__init__(self, out_dim, res_dim, dtype)
         self.single = chunks is None
         self.chunks = 1 if chunks is None else chunks
-        if not ensemble and self.out_dim % self.chunks:
-            raise ValueError(
-                f"{name}: chunks ({self.chunks}) must evenly divide out_dim ({self.out_dim})"
-            )
+        per_chunk = _outputs_per_chunk(name, self.out_dim, self.chunks, ensemble)
         nonlin_list = tuple(nonlin_list)
         for f in nonlin_list:
             if not callable(f):
@@ -164,7 +208,6 @@ class _LinearReadoutCore(ReadoutBase):
                 )
         self.nonlin_list = nonlin_list
         self.ensemble = ensemble
-        per_chunk = self.out_dim if ensemble else self.out_dim // self.chunks
         self.wout = jnp.zeros((self.chunks, per_chunk, self.res_dim), dtype=self.dtype)
 
     def nonlinear_transform(self, res_state: Array) -> Array:
@@ -175,18 +218,11 @@ class _LinearReadoutCore(ReadoutBase):
             out = out.at[..., i + 1 :: period].set(f(res_state[..., i + 1 :: period]))
         return out
 
-    def _check_state(self, res_state):
-        shape = self.state_shape
-        if tuple(res_state.shape) != shape:
-            raise ValueError(
-                f"{type(self).__name__}.readout: res_state must have shape {shape}, "
-                f"got {tuple(res_state.shape)}"
-            )
-
     def readout(self, res_state: Array) -> Array:
-        """``W_out,c φ(r_c)`` per chunk, concatenated (or averaged for ensembles)."""
-        self._check_state(res_state)
-        feats = self.nonlinear_transform(self._bank(res_state))
+        """``W_out,c φ(r_c)`` per chunk, concatenated (or averaged for
+        ensembles): ``(out_dim,)`` from one state, :attr:`state_shape` or
+        :attr:`bank_shape`."""
+        feats = self.nonlinear_transform(self._bank(self._one_state(res_state)))
         per_chunk = jnp.einsum("cof,cf->co", self.wout, feats, precision="highest")
         return jnp.mean(per_chunk, axis=0) if self.ensemble else per_chunk.reshape(-1)
 

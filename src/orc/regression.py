@@ -29,28 +29,25 @@ from jaxtyping import Array, Float
 
 from ._compose import check_model
 from ._esn import esn_components
-from ._random import seed_field
-from ._ridge import solve
-from ._signatures import orc_signature
-from ._strategy import compiled
-from ._training import (
-    check_initial_state,
-    checked_training_values,
-    run_training,
-    teacher_forced_fit,
-    training_noise,
+from ._fit import (
+    AbstractTeacherForcing,
+    check_model_type,
+    finite_sequence,
+    fit,
+    options,
+    ridge,
+    start_states,
+    teacher_forcing_arguments,
 )
+from ._random import seed_field
+from ._signatures import orc_signature
+from ._strategy import compiled, model_hash
 from ._validation import (
-    check_beta,
     check_data,
     check_dtype,
-    check_finite,
     check_int,
-    check_last_dim,
     check_leaf,
     check_rank,
-    check_spinup,
-    warn_zero_beta,
 )
 from .drivers import DriverBase, check_state, drive_sequence
 from .embeddings import EmbedBase
@@ -92,6 +89,9 @@ class RCRegressorBase(eqx.Module):
     force(in_seq, res_state=None) -> states ``(seq_len, *state_shape)``
     predict(in_seq, res_state=None) -> outputs ``(seq_len, out_dim)``
     """
+
+    # a model as a static argument of jax.jit: an error that says what to do
+    __hash__ = model_hash
 
     driver: DriverBase
     readout: ReadoutBase
@@ -311,46 +311,45 @@ class ESNRegressor(RCRegressorBase):
         )
 
 
-_NAN_HINT = "Remove or interpolate missing samples before training."
+class Regression(AbstractTeacherForcing):
+    """A regressor's teacher-forced problem: the state after ``in_seq[t]``
+    (with ``in_seq[t]`` itself for pass-through) is regressed onto
+    ``target_seq[t]``; nothing is fed back. Built by :func:`train_RCRegressor`."""
 
+    owner: str = eqx.field(static=True)
+    in_seq: Array
+    target_seq: Array
+    init: Array
+    spinup: int = eqx.field(static=True)
+    multi: bool = eqx.field(static=True)
 
-@compiled
-def _train(model, in_seq, target_seq, init, beta, spinup, multi, keep, show, noise):
-    owner = "train_RCRegressor"
-    in_seq = check_finite(in_seq.astype(model.dtype), "in_seq", owner, _NAN_HINT)
-    targets = check_finite(
-        target_seq.astype(model.dtype), "target_seq", owner, _NAN_HINT
-    )
-    init, beta = checked_training_values(owner, init, beta)
-    # The reservoir is driven by ``forcing`` (with input noise if asked); the
-    # pass-through features use the clean inputs.
-    forcing = in_seq if noise is None else noise.perturb(in_seq)
+    @property
+    def rows(self):
+        return self.in_seq
 
-    def force(inputs, r):
-        return model._run(inputs[1], r)
+    def forcing(self, model, noise):
+        in_seq = finite_sequence(self.owner, "in_seq", self.in_seq, model.dtype)
+        targets = finite_sequence(
+            self.owner, "target_seq", self.target_seq, model.dtype
+        )
+        # the reservoir is driven by the (noisy) forcing; pass-through
+        # features use the clean inputs
+        forcing = in_seq if noise is None else noise.perturb(in_seq)
+        return (in_seq, forcing), targets
 
-    def features(states, inputs, offset):
-        if noise is not None:
-            states = noise.states(states, offset)
-        return model.features(states, inputs[0])
+    def force(self, model, inputs, state):
+        return model._run(inputs[1], state)
 
-    def fit(stats, beta):
-        return model.set_weights(solve(stats, beta, intercept=model.readout_bias))
+    def features(self, model, noise):
+        def features(states, inputs, offset):
+            if noise is not None:
+                states = noise.states(states, offset)
+            return model.features(states, inputs[0])
 
-    return teacher_forced_fit(
-        model.readout,
-        force,
-        (in_seq, forcing),
-        targets,
-        init,
-        beta,
-        spinup=spinup,
-        multi_sequence=multi,
-        keep_states=keep,
-        progress=show,
-        features=features,
-        solver=fit,
-    )
+        return features
+
+    def solution(self, model, weights):
+        return model.set_weights(weights)
 
 
 def train_RCRegressor(
@@ -412,42 +411,17 @@ def train_RCRegressor(
     >>> Z_next = reg.predict(X_next, r_last)      # continues from the training run
     """
     owner = "train_RCRegressor"
-    if not isinstance(model, RCRegressorBase):
-        raise TypeError(
-            f"{owner}: model must be an RCRegressorBase, got {type(model).__name__}"
-        )
-    multi = bool(multi_sequence)
-    rank = 3 if multi else 2
-    what = "(n_seq, seq_len, {})" if multi else "(seq_len, {})"
-    in_seq = check_data("in_seq", in_seq, owner, model.dtype)
-    target_seq = check_data("target_seq", target_seq, owner, model.dtype)
-    in_seq = check_rank("in_seq", in_seq, rank, owner, what.format("in_dim"))
-    target_seq = check_rank(
-        "target_seq", target_seq, rank, owner, what.format("out_dim")
+    check_model_type(owner, model, RCRegressorBase)
+    in_seq, target_seq, spinup, _ = teacher_forcing_arguments(
+        owner, model, in_seq, target_seq, spinup, multi_sequence,
+        main=("in_seq", "in_dim"), targets_required=True,
+    )  # fmt: skip
+    init = start_states(owner, model, initial_res_state, in_seq)
+    problem = Regression(owner=owner, in_seq=in_seq, target_seq=target_seq, init=init,
+                         spinup=spinup, multi=in_seq.ndim == 3)  # fmt: skip
+    solver = ridge(
+        owner, beta, model.dtype, intercept=model.readout_bias, data=(in_seq,)
     )
-    if multi and in_seq.shape[0] == 0:
-        raise ValueError(
-            f"{owner}: in_seq must hold at least one sequence with "
-            f"multi_sequence=True, got shape {tuple(in_seq.shape)}"
-        )
-    if target_seq.shape[:-1] != in_seq.shape[:-1]:
-        raise ValueError(
-            f"{owner}: target_seq must have the same leading shape as in_seq "
-            f"{tuple(in_seq.shape[:-1])}, got {tuple(target_seq.shape[:-1])}"
-        )
-    check_last_dim("in_seq", in_seq, model.in_dim, owner, "features (in_dim)")
-    check_last_dim("target_seq", target_seq, model.out_dim, owner, "features (out_dim)")
-    length = in_seq.shape[-2]
-    spinup = check_spinup(spinup, length, owner, f"the sequence length ({length})")
-    check_initial_state(owner, model, initial_res_state, in_seq.shape[0], multi)
-    check_beta(beta, owner)
-    warn_zero_beta(beta, owner, in_seq)
-    noise = training_noise(owner, input_noise, state_noise, noise_seed, model.dtype)
-    beta, keep = jnp.asarray(beta, model.dtype), bool(return_states)
-
-    def train(init, show):
-        return _train(
-            model, in_seq, target_seq, init, beta, spinup, multi, keep, show, noise
-        )
-
-    return run_training(model, in_seq, initial_res_state, multi, progress, train)
+    opts = options(owner, model.dtype, return_states, progress, input_noise,
+                   state_noise, noise_seed)  # fmt: skip
+    return fit(model, problem, solver, opts)

@@ -105,6 +105,7 @@ __all__ = [
     "ridge_solve_target",
     "esn_run_target",
     "esn_fit_target",
+    "esn_run_linear_target",
     "esn_forecast_target",
     "cluster_forecast_target",
     "nvrtc_library",
@@ -121,6 +122,7 @@ _STATS_TARGETS = _pair("stats_update")
 _ESN_TARGETS = _pair("esn_run")
 _FORECAST_TARGETS = _pair("esn_forecast")
 _FIT_TARGETS = _pair("esn_fit")
+_LINEAR_RUN_TARGETS = _pair("esn_run_linear")
 _SOLVE_TARGETS = _pair("ridge_solve")
 _QUANTILE_TARGETS = _pair("column_quantiles")
 _CLUSTER_TARGETS = _pair("esn_forecast_cluster")  # CUDA platform
@@ -418,6 +420,7 @@ def target_names() -> tuple[str, ...]:
         _ESN_TARGETS,
         _FORECAST_TARGETS,
         _FIT_TARGETS,
+        _LINEAR_RUN_TARGETS,
         _SOLVE_TARGETS,
         _QUANTILE_TARGETS,
         _CLUSTER_TARGETS,
@@ -433,6 +436,12 @@ def ffi_target(dtype) -> str | None:
 def esn_run_target(dtype) -> str | None:
     """FFI target of the fused ESN run over a block of steps, or None."""
     return _target(_ESN_TARGETS, dtype)
+
+
+def esn_run_linear_target(dtype) -> str | None:
+    """FFI target of the ESN run driven by a linear embedding, the drive
+    computed inside the run as the fused fit computes it, or None."""
+    return _target(_LINEAR_RUN_TARGETS, dtype)
 
 
 def esn_forecast_target(dtype) -> str | None:

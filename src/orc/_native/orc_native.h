@@ -61,6 +61,8 @@ void SetNvrtcPath(const char* path);
   X(orc_esn_run_f64, OrcEsnRunF64)                                          \
   X(orc_esn_fit_f32, OrcEsnFitF32)                                          \
   X(orc_esn_fit_f64, OrcEsnFitF64)                                          \
+  X(orc_esn_run_linear_f32, OrcEsnRunLinearF32)                             \
+  X(orc_esn_run_linear_f64, OrcEsnRunLinearF64)                             \
   X(orc_esn_forecast_f32, OrcEsnForecastF32)                                \
   X(orc_esn_forecast_f64, OrcEsnForecastF64)                                \
   X(orc_column_quantiles_f32, OrcColumnQuantilesF32)                        \

@@ -87,7 +87,7 @@ from jaxtyping import Array, Float
 
 from .._compose import check_model
 from .._random import seed_field
-from .._strategy import compiled, method
+from .._strategy import compiled, method, model_hash
 from .._validation import (
     check_data,
     check_dtype,
@@ -95,6 +95,7 @@ from .._validation import (
     check_int,
     check_rank,
     check_spinup,
+    set_field_defaults,
     warn_if_untrained,
 )
 from ..drivers import DriverBase, check_state, drive_sequence
@@ -252,6 +253,9 @@ class RCClassifierBase(eqx.Module):
         several (``None`` otherwise).
     """
 
+    # a model as a static argument of jax.jit: an error that says what to do
+    __hash__ = model_hash
+
     driver: DriverBase
     readout: ReadoutBase
     embedding: EmbedBase
@@ -291,6 +295,7 @@ class RCClassifierBase(eqx.Module):
         input_lags: tuple[int, ...] = (),
     ) -> None:
         name = type(self).__name__
+        set_field_defaults(self)  # the unfitted fields (None) are stored too
         _check_state_repr(state_repr, name)
         if not isinstance(input_differences, bool):
             raise TypeError(

@@ -26,7 +26,7 @@ from jaxtyping import Array, Float
 from .. import _errors
 from .._compose import check_model
 from .._random import seed_field
-from .._strategy import compiled, method
+from .._strategy import compiled, method, model_hash
 from .._validation import (
     check_data,
     check_dtype,
@@ -77,6 +77,9 @@ class RCControllerBase(eqx.Module):
         Weights of tracking error, control magnitude and control increments.
     seed : int, default 0
     """
+
+    # a model as a static argument of jax.jit: an error that says what to do
+    __hash__ = model_hash
 
     driver: DriverBase
     readout: ReadoutBase

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-import jax.numpy as jnp
+import equinox as eqx
 from jaxtyping import Array
 
-from .._strategy import compiled
-from .._training import (
-    check_training_args,
-    checked_training_values,
-    run_training,
-    teacher_forced_fit,
-    teacher_forced_sequences,
+from .._fit import (
+    AbstractTeacherForcing,
+    check_model_type,
+    fit,
+    next_sample_forcing,
+    options,
+    ridge,
+    start_states,
+    teacher_forcing_arguments,
 )
-from .._validation import check_data, check_last_dim, check_rank
 from .base import RCControllerBase
 from .models import ESNController
 
@@ -24,47 +25,35 @@ __all__ = ["train_RCController", "train_ESNController"]
 Model = TypeVar("Model", bound=RCControllerBase)
 
 
-@compiled
-def _train(
-    model,
-    train_seq,
-    control_seq,
-    target_seq,
-    init,
-    beta,
-    spinup,
-    batch_size,
-    multi,
-    return_states=True,
-    progress=False,
-):
-    tot_seq, extra, targets = teacher_forced_sequences(
-        "train_RCController",
-        model.dtype,
-        train_seq,
-        target_seq,
-        control_seq=control_seq,
-    )
-    init, beta = checked_training_values("train_RCController", init, beta)
-    tot_control = extra["control_seq"]
+class Controlling(AbstractTeacherForcing):
+    """A controller's teacher-forced problem: the state after
+    ``(train_seq[t], control_seq[t])`` is regressed onto the next sample (or
+    ``target_seq[t]``). Built by :func:`train_RCController`."""
 
-    def force(inputs, state):
+    owner: str = eqx.field(static=True)
+    train_seq: Array
+    control_seq: Array
+    target_seq: Array | None
+    init: Array
+    spinup: int = eqx.field(static=True)
+    multi: bool = eqx.field(static=True)
+
+    @property
+    def rows(self):
+        return self.train_seq
+
+    def forcing(self, model, noise):
+        seq, extra, targets = next_sample_forcing(
+            self.owner,
+            model.dtype,
+            self.train_seq,
+            self.target_seq,
+            control_seq=self.control_seq,
+        )
+        return (seq, extra["control_seq"]), targets
+
+    def force(self, model, inputs, state):
         return model.force(inputs[0], inputs[1], state)
-
-    readout, states = teacher_forced_fit(
-        model.readout,
-        force,
-        (tot_seq, tot_control),
-        targets,
-        init,
-        beta,
-        spinup=spinup,
-        multi_sequence=multi,
-        keep_states=return_states,
-        batch_size=batch_size,
-        progress=progress,
-    )
-    return model.set_readout(readout), states
 
 
 def train_RCController(
@@ -110,42 +99,18 @@ def train_RCController(
     ``target_seq`` is given; a leading trajectory axis with ``multi_sequence``).
     """
     owner = "train_RCController"
-    if not isinstance(model, RCControllerBase):
-        raise TypeError(
-            f"{owner}: model must be an RCControllerBase, got {type(model).__name__}"
-        )
+    check_model_type(owner, model, RCControllerBase)
     if force_kwargs:
         raise TypeError(f"{owner}: unexpected keyword arguments {sorted(force_kwargs)}")
-    multi = bool(multi_sequence)
-    train_seq, target_seq, spinup = check_training_args(
-        owner,
-        model,
-        train_seq,
-        target_seq,
-        spinup,
-        initial_res_state,
-        beta,
-        batch_size,
-        multi,
-    )
-    what = "(n_traj, seq_len, control_dim)" if multi else "(seq_len, control_dim)"
-    control_seq = check_data("control_seq", control_seq, owner, model.dtype)
-    control_seq = check_rank("control_seq", control_seq, train_seq.ndim, owner, what)
-    if control_seq.shape[:-1] != train_seq.shape[:-1]:
-        raise ValueError(
-            f"{owner}: control_seq must have the same length as train_seq "
-            f"{tuple(train_seq.shape[:-1])}, got {tuple(control_seq.shape[:-1])}"
-        )
-    check_last_dim(
-        "control_seq", control_seq, model.control_dim, owner, "columns (control_dim)"
-    )
-    beta, keep = jnp.asarray(beta, model.dtype), bool(return_states)
-
-    def train(init, show):
-        args = (model, train_seq, control_seq, target_seq, init, beta, spinup)
-        return _train(*args, batch_size, multi, keep, show)
-
-    return run_training(model, train_seq, initial_res_state, multi, progress, train)
+    seq, target, spinup, extra = teacher_forcing_arguments(
+        owner, model, train_seq, target_seq, spinup, multi_sequence,
+        control_seq=(control_seq, model.control_dim, "control_dim"),
+    )  # fmt: skip
+    init = start_states(owner, model, initial_res_state, seq)
+    problem = Controlling(owner=owner, train_seq=seq, control_seq=extra["control_seq"],
+                          target_seq=target, init=init, spinup=spinup, multi=seq.ndim == 3)  # fmt: skip
+    solver = ridge(owner, beta, model.dtype, batch_size=batch_size, data=(seq,))
+    return fit(model, problem, solver, options(owner, model.dtype, return_states, progress))  # fmt: skip
 
 
 def train_ESNController(
@@ -159,17 +124,8 @@ def train_ESNController(
     multi_sequence: bool = False,
 ) -> tuple[ESNController, Array]:
     """:func:`train_RCController` for an :class:`ESNController` (type-checked)."""
-    if not isinstance(model, ESNController):
-        raise TypeError(
-            f"train_ESNController: model must be an ESNController, got {type(model).__name__}"
-        )
+    check_model_type("train_ESNController", model, ESNController)
     return train_RCController(
-        model,
-        train_seq,
-        control_seq,
-        target_seq,
-        spinup,
-        initial_res_state,
-        beta,
+        model, train_seq, control_seq, target_seq, spinup, initial_res_state, beta,
         multi_sequence=multi_sequence,
-    )
+    )  # fmt: skip

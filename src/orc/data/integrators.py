@@ -6,8 +6,12 @@ state; all of them are integrated by one shared diffrax routine. The defaults
 ``diffrax.PIDController(rtol=1e-7, atol=1e-9)``, first step ``dt0=dt``,
 ``max_steps=None`` and output saved on the grid ``jnp.arange(0, tN, dt)``. Any of
 them can be replaced through ``**diffeqsolve_kwargs``, which are passed on to
-``diffrax.diffeqsolve``. The Kuramoto-Sivashinsky PDE has its own fixed-step
-spectral solver (:func:`KS_1D`).
+``diffrax.diffeqsolve``. ``max_steps=None`` (given or not) bounds an adaptive
+solve at ``4096 + 256 * ceil(tN / dt)`` steps (these systems take at most ~90
+per ``dt = 1``), so that a trajectory that blows up or a NaN parameter ends in
+diffrax's "maximum number of solver steps" error instead of a solve that never
+returns; pass a larger ``max_steps`` for a longer one. The Kuramoto-Sivashinsky
+PDE has its own fixed-step spectral solver (:func:`KS_1D`).
 
 Conventions:
 
@@ -47,7 +51,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from orc._validation import check_float, check_int, default_float_dtype
+from orc._validation import (
+    check_float,
+    check_int,
+    default_float_dtype,
+    ode_max_steps,
+)
 from orc.data._ks import ks_etdrk4
 
 __all__ = [
@@ -170,7 +179,14 @@ def _solve(
     )
     if "dt0" not in solve_kwargs:
         solve_kwargs["dt0"] = jnp.asarray(dt, dtype=dtype)
-    solve_kwargs.setdefault("max_steps", None)
+    # max_steps=None bounds an adaptive solve (orc._validation.ode_max_steps):
+    # one whose vector field turns NaN (a NaN parameter, a blow-up) would
+    # retry its step forever; reaching the bound raises diffrax's error
+    controller = solve_kwargs["stepsize_controller"]
+    adaptive = not isinstance(controller, (diffrax.ConstantStepSize, diffrax.StepTo))
+    solve_kwargs["max_steps"] = ode_max_steps(
+        solve_kwargs.get("max_steps"), math.ceil(tN / dt), adaptive
+    )
     t0 = jnp.zeros((), dtype=dtype)
     t1 = jnp.asarray(tN, dtype=dtype)
     return _diffeqsolve(vector_field, y0, args, t0, t1, solve_kwargs)
@@ -273,7 +289,8 @@ def lorenz63(
         **diffeqsolve_kwargs: passed to ``diffrax.diffeqsolve``; they replace the
             defaults ``solver=Tsit5()``, ``saveat=SaveAt(ts=arange(0, tN, dt))``,
             ``stepsize_controller=PIDController(rtol=1e-7, atol=1e-9)``,
-            ``dt0=dt``, ``max_steps=None``.
+            ``dt0=dt``, ``max_steps=None`` (a bound of ``4096 + 256 *
+            ceil(tN / dt)`` steps; see the module doc).
 
     Returns:
         ``(us, ts)``: states ``(Nt, 3)`` and times ``(Nt,)``, ``Nt = len(arange(0,

@@ -27,13 +27,17 @@ from .._bank import declares
 from .._compose import check_model
 from .._divergence import report_divergence
 from .._random import seed_field
-from .._strategy import compiled, method
+from .._strategy import compiled, method, model_hash
 from .._validation import (
+    ODE_STEPS_MIN,
+    ODE_STEPS_PER_INTERVAL,
     check_data,
     check_dtype,
     check_finite,
+    check_finite_rows,
     check_rank,
     check_static_int,
+    ode_max_steps,
     warn_if_untrained,
 )
 from ..drivers import (
@@ -86,6 +90,9 @@ class RCForecasterBase(eqx.Module):
     forecast_from_IC(fcast_len, spinup_data) -> ``(fcast_len, out_dim)``
     set_readout(readout), set_embedding(embedding) -> new model
     """
+
+    # a model as a static argument of jax.jit: an error that says what to do
+    __hash__ = model_hash
 
     driver: DriverBase
     readout: ReadoutBase
@@ -346,8 +353,22 @@ class CRCForecasterBase(RCForecasterBase):
     Extra parameters: ``solver`` (default ``diffrax.Tsit5()``),
     ``stepsize_controller`` (default ``PIDController(rtol=1e-3, atol=1e-6, icoeff=1)``),
     ``adjoint`` (default ``RecursiveCheckpointAdjoint()``) and ``max_steps``
-    (default ``None``: unbounded and fast, but reverse-mode differentiation then
-    needs a finite ``max_steps`` or ``BacksolveAdjoint``).
+    (default ``None``), the most solver steps (accepted and rejected) one
+    solve may take. ``None`` bounds an adaptive solve at ``4096 + 256`` steps
+    per sample interval it spans (:func:`orc._validation.ode_max_steps`; a
+    solve at ``time_const * dt = 50`` takes up to ~60 per interval) and
+    leaves a fixed-step one (``ConstantStepSize``, ``StepTo``) unbounded, its
+    step count being set by the grid. A solve that reaches its bound raises
+    an error saying what to change instead of running on (an adaptive solver
+    retries a non-finite vector field forever). With the default adjoint a
+    bounded solve is reverse-mode differentiable; ``DirectAdjoint`` costs
+    time in proportion to the bound, so give it a ``max_steps`` of its own.
+
+    Non-finite inputs (``in_seq``, ``spinup_data``, the state) are refused
+    before the solve: the program integrates zeros in their place and the
+    error naming the argument is raised when the call returns;
+    :meth:`forecast_from_IC` refuses concrete warm-up data before anything
+    runs, naming the first bad row.
     """
 
     # Static: solver configuration is Python data (floats, functions), so the
@@ -383,6 +404,19 @@ class CRCForecasterBase(RCForecasterBase):
         self.max_steps = max_steps
 
     def _solve(self, vector_field, t0, ts, dt0, y0, args=None):
+        """``y`` at the times ``ts`` (``(n,)``) of ``dy/dt = vector_field(t, y,
+        args)`` from ``y(t0) = y0``: ``(n, *y0.shape)``.
+
+        At most ``max_steps`` solver steps (:func:`orc._validation.ode_max_steps`
+        when it is ``None``, from the ``n`` sample intervals). A solve that
+        fails (its bound reached, or another failure diffrax reports) is an
+        error of the calling entry point (:func:`orc._errors.check`), returned
+        with its result rather than raised from a host callback of diffrax's.
+        """
+        adaptive = not isinstance(
+            self.stepsize_controller, (diffrax.ConstantStepSize, diffrax.StepTo)
+        )
+        max_steps = ode_max_steps(self.max_steps, ts.shape[0], adaptive)
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(vector_field),
             self.solver,
@@ -394,9 +428,35 @@ class CRCForecasterBase(RCForecasterBase):
             saveat=diffrax.SaveAt(ts=ts),
             stepsize_controller=self.stepsize_controller,
             adjoint=self.adjoint,
-            max_steps=self.max_steps,
+            max_steps=max_steps,
+            throw=False,
         )
-        return sol.ys
+        owner = type(self).__name__
+        bound = (
+            f"max_steps={max_steps}"
+            if self.max_steps is not None
+            else f"{max_steps} steps (the bound for max_steps=None: {ODE_STEPS_MIN} "
+            f"+ {ODE_STEPS_PER_INTERVAL} per sample interval, {ts.shape[0]} here)"
+        )
+        ys = _errors.check(
+            sol.ys,
+            sol.result == diffrax.RESULTS.max_steps_reached,
+            f"{owner}: the reservoir's ODE solve stopped at {bound} before the "
+            "last sample time. Its vector field is not finite (NaN or inf in the "
+            "data, the state or the model's weights) or the reservoir is stiff "
+            "(time_const * dt large). Check the data and the weights for NaN/inf, "
+            f"raise max_steps ({owner}(..., max_steps=...)), lower time_const, or "
+            "use a solver for stiff problems (e.g. solver=diffrax.Kvaerno5()).",
+        )
+        return _errors.check(
+            ys,
+            ~diffrax.is_okay(sol.result),
+            f"{owner}: the reservoir's ODE solve failed (diffrax reports no "
+            "success: e.g. the step fell below the stepsize_controller's dtmin, "
+            "or an implicit solver's root find failed). Check the data, the state "
+            "and the model's weights for NaN/inf, loosen the controller's "
+            "tolerances or choose another solver.",
+        )
 
     def _dt0(self, t0, t1, dt):
         """``dt0`` of a solve over ``[t0, t1]`` on samples spaced ``dt``.
@@ -434,8 +494,10 @@ class CRCForecasterBase(RCForecasterBase):
     def force(self, in_seq: Array, res_state: Array, ts: Array) -> Array:  # type: ignore[override]
         """Teacher-force along the interpolated input; states at ``ts + dt``."""
         in_seq = _check_sequence(self, in_seq, "in_seq").astype(self.dtype)
-        _check_state(self, res_state)
+        res_state = jnp.asarray(_check_state(self, res_state), self.dtype)
         ts = self._check_ts(ts, in_seq.shape[0], "ts")
+        in_seq = self._finite(in_seq, "in_seq")
+        res_state = self._finite(res_state, "res_state")
         coeffs = diffrax.backward_hermite_coefficients(ts, in_seq)
         interp = diffrax.CubicInterpolation(ts, coeffs)
 
@@ -444,9 +506,14 @@ class CRCForecasterBase(RCForecasterBase):
 
         dt = ts[1] - ts[0]
         dt0 = self._dt0(ts[0], ts[-1] + dt, dt)
-        return self._solve(
-            field, ts[0], ts + dt, dt0, jnp.asarray(res_state, self.dtype)
-        )
+        return self._solve(field, ts[0], ts + dt, dt0, res_state)
+
+    def _finite(self, x, name):
+        """``x`` checked for NaN/inf (:func:`check_finite`, under ``name``); the
+        program goes on with zeros in its place when it fails, so that the ODE
+        solve it feeds ends (a non-finite vector field makes an adaptive solver
+        retry forever) and the error is raised when the call returns."""
+        return check_finite(x, name, type(self).__name__, replace=jnp.zeros_like(x))
 
     def __call__(self, in_seq: Array, res_state: Array, ts: Array) -> Array:  # type: ignore[override]
         return self.force(in_seq, res_state, ts)
@@ -470,12 +537,8 @@ class CRCForecasterBase(RCForecasterBase):
     def _forecast_ts(self, ts: Array, res_state: Array) -> Array:
         ts = check_rank("ts", ts, 1, type(self).__name__, "(fcast_len,)")
         ts = self._check_ts(ts, ts.shape[0], "ts")
-        res_state = check_finite(
-            jnp.asarray(_check_state(self, res_state), self.dtype),
-            "res_state",
-            type(self).__name__,
-        )
-        return self._autonomous(ts, res_state)
+        res_state = jnp.asarray(_check_state(self, res_state), self.dtype)
+        return self._autonomous(ts, self._finite(res_state, "res_state"))
 
     @method
     def forecast_from_IC(  # type: ignore[override]
@@ -483,6 +546,8 @@ class CRCForecasterBase(RCForecasterBase):
     ) -> Array:
         """Warm up on ``spinup_data`` (times ``spinup_ts``, default spaced like ``ts``), then forecast."""
         _strategy.to_host_soon([spinup_data])  # read by report_divergence
+        # concrete warm-up data with NaN/inf: refused now, naming its first bad row
+        check_finite_rows(spinup_data, "spinup_data", type(self).__name__)
         out = self._forecast_from_IC_ts(ts, spinup_data, spinup_ts)
         warn_if_untrained(self, f"{type(self).__name__}.forecast_from_IC")
         return report_divergence(
@@ -496,6 +561,7 @@ class CRCForecasterBase(RCForecasterBase):
         ts = check_rank("ts", ts, 1, type(self).__name__, "(fcast_len,)")
         ts = self._check_ts(ts, ts.shape[0], "ts")
         spinup_data = _check_sequence(self, spinup_data, "spinup_data")
+        spinup_data = self._finite(spinup_data.astype(self.dtype), "spinup_data")
         if spinup_ts is None:
             spinup_ts = jnp.arange(spinup_data.shape[0], dtype=self.dtype) * (
                 ts[1] - ts[0]

@@ -31,15 +31,11 @@ from jaxtyping import Array, Float
 
 from .. import _strategy
 from .._divergence import BLOWUP_DATA, report_divergence
-from .._ridge import sequence_stats, solve
-from .._strategy import compiled, method
-from .._training import (
-    check_training_args,
-    teacher_forced_sequences,
-    training_noise,
-)
+from .._fit import next_sample_forcing, ridge, teacher_forcing_arguments
+from .._ridge import sequence_stats
+from .._strategy import compiled, method, model_hash
+from .._training import training_noise
 from .._validation import (
-    check_beta,
     check_data,
     check_dtype,
     check_finite,
@@ -283,6 +279,9 @@ class NVARForecaster(eqx.Module):
     >>> nvar, W = train_NVARForecaster(nvar, U[:400], beta=2.5e-6, input_noise=0)
     >>> U_pred = nvar.forecast(100, W[-1])       # predicts U[400:500]
     """
+
+    # a model as a static argument of jax.jit: an error that says what to do
+    __hash__ = model_hash
 
     wout: Array
     data_dim: int = eqx.field(static=True)
@@ -702,19 +701,17 @@ def _train(
     model,
     train_seq,
     target_seq,
-    beta,
+    solver,
     spinup,
     multi,
     return_states,
-    intercept,
     noise,
     standardize,
     relative_noise=False,
 ):
-    forcing, _, targets = teacher_forced_sequences(
+    forcing, _, targets = next_sample_forcing(
         "train_NVARForecaster", model.dtype, train_seq, target_seq
     )
-    beta = check_beta(beta, "train_NVARForecaster")
     w = model.window
     if not multi:
         forcing, targets = forcing[None], targets[None]
@@ -750,7 +747,7 @@ def _train(
         return model._rows(flat, block)
 
     stats = sequence_stats(jnp.asarray(rows), y, feats, lambda v: v)
-    wout = solve(stats, beta, intercept=intercept)
+    wout = solver.weights(stats)
     if standardize:
         wout = _raw_weights(model, wout, mu, sigma)
     wout = wout.astype(model.dtype)
@@ -915,15 +912,10 @@ def train_NVARForecaster(
             f"(delay window {model.window} for k={model.k}, s={model.s}; "
             f"spinup={spinup}) and at least one training pair must remain"
         )
-    train_seq, target_seq, spinup = check_training_args(
-        owner, model, train_seq, target_seq, spinup, None, beta, None, multi
+    train_seq, target_seq, spinup, _ = teacher_forcing_arguments(
+        owner, model, train_seq, target_seq, spinup, multi
     )
-    for name, flag in (
-        ("penalize_constant", penalize_constant),
-        ("standardize", standardize),
-    ):
-        if not isinstance(flag, (bool, np.bool_)):
-            raise TypeError(f"{owner}: {name} must be a bool, got {flag!r}")
+    solver = _solver(owner, model, beta, penalize_constant, standardize, train_seq)
     relative = isinstance(input_noise, str)
     if relative and input_noise != "auto":
         raise ValueError(
@@ -938,23 +930,35 @@ def train_NVARForecaster(
             or _traced(train_seq, beta)
         ):
             chosen, _ = _select(
-                owner, model, train_seq, beta, spinup, AUTO_NOISE_CANDIDATES,
-                noise_seed, penalize_constant, standardize,
+                owner, model, train_seq, solver, spinup, AUTO_NOISE_CANDIDATES,
+                noise_seed, standardize,
             )  # fmt: skip
             input_noise = AUTO_NOISE_FRACTION if chosen is None else chosen
     return _train(
         model,
         train_seq,
         target_seq,
-        jnp.asarray(beta, model.dtype),
+        solver,
         spinup,
         multi,
         bool(return_states),
-        model.constant and not penalize_constant,
         training_noise(owner, input_noise, 0.0, noise_seed, model.dtype),
         bool(standardize),
         relative,
     )
+
+
+def _solver(owner, model, beta, penalize_constant, standardize, seq):
+    """The checked flags and the ridge solver of an NVAR fit (the constant
+    feature's weight unpenalised unless ``penalize_constant``)."""
+    for name, flag in (
+        ("penalize_constant", penalize_constant),
+        ("standardize", standardize),
+    ):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{owner}: {name} must be a bool, got {flag!r}")
+    intercept = model.constant and not penalize_constant
+    return ridge(owner, beta, model.dtype, intercept=intercept, data=(seq,))
 
 
 def _traced(*values) -> bool:
@@ -1046,7 +1050,8 @@ def select_input_noise(
     if model.s is None:
         model = model.with_stride(nvar_stride(seq))
     spinup = check_int("spinup", spinup, owner, minimum=0)
-    check_training_args(owner, model, seq, None, spinup, None, beta, None, False)
+    teacher_forcing_arguments(owner, model, seq, None, spinup, False)
+    solver = _solver(owner, model, beta, penalize_constant, standardize, seq)
     try:
         candidates = tuple(
             check_float("candidates", c, owner, low=0.0) for c in candidates
@@ -1059,15 +1064,11 @@ def select_input_noise(
     if not candidates:
         raise ValueError(f"{owner}: candidates must not be empty")
     return _select(
-        owner, model, seq, beta, spinup, candidates, noise_seed,
-        penalize_constant, standardize,
-    )  # fmt: skip
+        owner, model, seq, solver, spinup, candidates, noise_seed, standardize
+    )
 
 
-def _select(
-    owner, model, seq, beta, spinup, candidates, noise_seed, penalize_constant,
-    standardize,
-):  # fmt: skip
+def _select(owner, model, seq, solver, spinup, candidates, noise_seed, standardize):
     seq = np.asarray(seq)
     n, w = seq.shape[0], model.window
     n_val = int(n * VALIDATION_FRACTION)
@@ -1089,11 +1090,10 @@ def _select(
             model,
             jnp.asarray(fit, model.dtype),
             None,
-            jnp.asarray(beta, model.dtype),
+            solver,
             spinup,
             False,
             False,
-            model.constant and not penalize_constant,
             training_noise(owner, fraction, 0.0, noise_seed, model.dtype),
             bool(standardize),
             True,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import equinox as eqx
 import jax
@@ -12,14 +12,15 @@ import numpy as np
 from jaxtyping import Array
 
 from .._errors import warn_at_caller
-from .._strategy import compiled
-from .._training import (
-    check_training_args,
-    checked_training_values,
-    run_training,
-    teacher_forced_fit,
-    teacher_forced_sequences,
-    training_noise,
+from .._fit import (
+    AbstractTeacherForcing,
+    check_model_type,
+    fit,
+    next_sample_forcing,
+    options,
+    ridge,
+    start_states,
+    teacher_forcing_arguments,
 )
 from .base import RCForecasterBase
 from .models import (
@@ -42,55 +43,48 @@ __all__ = [
 Model = TypeVar("Model", bound=RCForecasterBase)
 
 
-@compiled
-def _train(
-    model,
-    train_seq,
-    target_seq,
-    init,
-    beta,
-    force_kwargs,
-    spinup,
-    batch_size,
-    multi,
-    return_states=True,
-    progress=False,
-    noise=None,
-):
-    tot_seq, _, targets = teacher_forced_sequences(
-        "train_RCForecaster", model.dtype, train_seq, target_seq
-    )
-    init, beta = checked_training_values("train_RCForecaster", init, beta)
-    if noise is not None:
-        tot_seq = noise.perturb(tot_seq)
+class Forecasting(AbstractTeacherForcing):
+    """A forecaster's teacher-forced problem: the state after ``train_seq[t]``
+    is regressed onto the next sample (or ``target_seq[t]``); ``force_kwargs``
+    are per-sample arguments of ``model.force`` (``ts`` of a continuous
+    model). Built by :func:`train_RCForecaster`."""
 
-    def force(inputs, state):
-        seq, kw = inputs
-        return model.force(seq, state, **kw)
+    owner: str = eqx.field(static=True)
+    train_seq: Array
+    target_seq: Array | None
+    force_kwargs: dict
+    init: Array
+    spinup: int = eqx.field(static=True)
+    multi: bool = eqx.field(static=True)
 
-    def force_stats(inputs, state, stats, prepared_targets, start, stop):
-        seq, kw = inputs
-        if kw:
+    check_fit: ClassVar[bool] = True
+
+    @property
+    def rows(self):
+        return self.train_seq
+
+    def forcing(self, model, noise):
+        seq, _, targets = next_sample_forcing(
+            self.owner, model.dtype, self.train_seq, self.target_seq
+        )
+        if noise is not None:
+            seq = noise.perturb(seq)
+        return (seq, self.force_kwargs), targets
+
+    def force(self, model, inputs, state):
+        seq, kwargs = inputs
+        return model.force(seq, state, **kwargs)
+
+    def force_stats(self, model):
+        if self.force_kwargs:
             return None
-        return model._force_stats(seq, state, stats, prepared_targets, start, stop)
 
-    fitted, states = teacher_forced_fit(
-        model.readout,
-        force,
-        (tot_seq, force_kwargs),
-        targets,
-        init,
-        beta,
-        spinup=spinup,
-        multi_sequence=multi,
-        keep_states=return_states,
-        batch_size=batch_size,
-        progress=progress,
-        features=None if noise is None else noise.features(model.readout),
-        force_stats=force_stats,
-        check_fit=True,
-    )
-    return model.set_readout(fitted), states
+        def fused(inputs, state, stats, prepared_targets, start, stop):
+            return model._force_stats(
+                inputs[0], state, stats, prepared_targets, start, stop
+            )
+
+        return fused
 
 
 def train_RCForecaster(
@@ -188,35 +182,20 @@ def train_RCForecaster(
     >>> esn, R = train_RCForecaster(ESNForecaster(3, 500), U_train, spinup=100)
     """
     owner = "train_RCForecaster"
-    if not isinstance(model, RCForecasterBase):
-        raise TypeError(
-            f"{owner}: model must be an RCForecasterBase, got {type(model).__name__}"
-        )
-    multi = bool(multi_sequence)
-    train_seq, target_seq, spinup = check_training_args(
-        owner,
-        model,
-        train_seq,
-        target_seq,
-        spinup,
-        initial_res_state,
-        beta,
-        batch_size,
-        multi,
+    check_model_type(owner, model, RCForecasterBase)
+    seq, target, spinup, _ = teacher_forcing_arguments(
+        owner, model, train_seq, target_seq, spinup, multi_sequence
     )
-    force_kwargs = _check_force_kwargs(
-        owner, model, force_kwargs, train_seq, target_seq is not None, multi
-    )
-    model = _sampled_time_const(model, force_kwargs.get("ts"))
-    _warn_time_const(owner, model, force_kwargs.get("ts"))
-    noise = training_noise(owner, input_noise, state_noise, noise_seed, model.dtype)
-    beta, keep = jnp.asarray(beta, model.dtype), bool(return_states)
-
-    def train(init, show):
-        args = (model, train_seq, target_seq, init, beta, force_kwargs, spinup)
-        return _train(*args, batch_size, multi, keep, show, noise, backend=backend)
-
-    return run_training(model, train_seq, initial_res_state, multi, progress, train)
+    init = start_states(owner, model, initial_res_state, seq)
+    kwargs = _check_force_kwargs(owner, model, force_kwargs, seq, target is not None)
+    model = _sampled_time_const(model, kwargs.get("ts"))
+    _warn_time_const(owner, model, kwargs.get("ts"))
+    problem = Forecasting(owner=owner, train_seq=seq, target_seq=target, force_kwargs=kwargs,
+                          init=init, spinup=spinup, multi=seq.ndim == 3)  # fmt: skip
+    solver = ridge(owner, beta, model.dtype, batch_size=batch_size, data=(seq,))
+    opts = options(owner, model.dtype, return_states, progress, input_noise,
+                   state_noise, noise_seed, backend)  # fmt: skip
+    return fit(model, problem, solver, opts)
 
 
 def _sampled_time_const(model, ts):
@@ -282,7 +261,20 @@ def _warn_time_const(owner, model, ts) -> None:
         )
 
 
-def _check_force_kwargs(owner, model, force_kwargs, train_seq, has_target, multi):
+def _check_t_train(owner, t_train, train_seq, has_target):
+    """``t_train``: one time per sample of ``train_seq`` (one more with a
+    ``target_seq``, the time of its appended last row)."""
+    t_train = jnp.asarray(t_train)
+    lead = tuple(jnp.shape(train_seq))[:-1]
+    expected = lead[:-1] + (lead[-1] + 1,) if has_target else lead
+    if tuple(t_train.shape) != expected:
+        raise ValueError(
+            f"{owner}: t_train must have shape {expected}, got {tuple(t_train.shape)}"
+        )
+    return t_train
+
+
+def _check_force_kwargs(owner, model, force_kwargs, train_seq, has_target):
     """Extra ``force`` arguments must be accepted by ``model.force`` and be
     per-sample arrays (e.g. ``ts``), since training forces the sequence in blocks."""
     params = inspect.signature(type(model).force).parameters
@@ -326,13 +318,6 @@ def _options(owner, options):
     return options
 
 
-def _typed(model, cls, owner):
-    if not isinstance(model, cls):
-        raise TypeError(
-            f"{owner}: model must be a {cls.__name__}, got {type(model).__name__}"
-        )
-
-
 def train_ESNForecaster(
     model: ESNForecaster,
     train_seq: Array,
@@ -349,18 +334,12 @@ def train_ESNForecaster(
     ``options``: the keyword-only extras of :func:`train_RCForecaster`
     (``return_states``, ``progress``, ``input_noise``, ``state_noise``, ``noise_seed``).
     """
-    _typed(model, ESNForecaster, "train_ESNForecaster")
+    check_model_type("train_ESNForecaster", model, ESNForecaster)
     return train_RCForecaster(
-        model,
-        train_seq,
-        target_seq,
-        spinup,
-        initial_res_state,
-        beta,
-        batch_size,
+        model, train_seq, target_seq, spinup, initial_res_state, beta, batch_size,
         multi_sequence,
         **_options("train_ESNForecaster", options),
-    )
+    )  # fmt: skip
 
 
 def train_CESNForecaster(
@@ -383,28 +362,14 @@ def train_CESNForecaster(
     :func:`train_ESNForecaster`.
     """
     owner = "train_CESNForecaster"
-    _typed(model, CESNForecaster, owner)
-    t_train = jnp.asarray(t_train)
-    train_shape = tuple(jnp.shape(train_seq))[:-1]
-    expected = (
-        train_shape if target_seq is None else train_shape[:-1] + (train_shape[-1] + 1,)
-    )
-    if tuple(t_train.shape) != expected:
-        raise ValueError(
-            f"{owner}: t_train must have shape {expected}, got {tuple(t_train.shape)}"
-        )
+    check_model_type(owner, model, CESNForecaster)
+    t_train = _check_t_train(owner, t_train, train_seq, target_seq is not None)
     return train_RCForecaster(
-        model,
-        train_seq,
-        target_seq,
-        spinup,
-        initial_res_state,
-        beta,
-        batch_size,
+        model, train_seq, target_seq, spinup, initial_res_state, beta, batch_size,
         multi_sequence,
         ts=t_train,
         **_options("train_CESNForecaster", options),
-    )
+    )  # fmt: skip
 
 
 def train_EnsembleESNForecaster(
@@ -422,15 +387,9 @@ def train_EnsembleESNForecaster(
 
     ``options``: as for :func:`train_ESNForecaster`.
     """
-    _typed(model, EnsembleESNForecaster, "train_EnsembleESNForecaster")
+    check_model_type("train_EnsembleESNForecaster", model, EnsembleESNForecaster)
     return train_RCForecaster(
-        model,
-        train_seq,
-        target_seq,
-        spinup,
-        initial_res_state,
-        beta,
-        batch_size,
+        model, train_seq, target_seq, spinup, initial_res_state, beta, batch_size,
         multi_sequence,
         **_options("train_EnsembleESNForecaster", options),
-    )
+    )  # fmt: skip

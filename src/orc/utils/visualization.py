@@ -1,15 +1,20 @@
 """Plotting helpers for reservoir-computing experiments.
 
-Every function here draws into a new (or a given) matplotlib figure and returns the
-:class:`matplotlib.figure.Figure`, so the caller decides whether to show it, save it
-(``fig.savefig("forecast.png")``) or close it. Nothing here selects a backend or
-touches matplotlib's global settings; figures use constrained layout per figure.
+Every function here draws into a new (or a given) matplotlib figure made through
+:mod:`matplotlib.pyplot`, which leaves it the current figure (``plt.gcf()``), so the
+caller decides whether to show it, save it or close it. The new plots return the
+:class:`matplotlib.figure.Figure`; ORC 0.4's two return ``None`` as ORC's do (a
+Jupyter cell that ends with the call shows the figure once, not twice): use
+``plt.gcf()`` after them (``plt.gcf().savefig("series.png")``). Nothing here selects
+a backend or touches matplotlib's global settings; figures use constrained layout per
+figure.
 
 Inputs may be NumPy or JAX arrays; they are copied to NumPy before plotting, so the
 functions also work under ``jax_numpy_dtype_promotion="strict"``.
 
 The first two functions, :func:`plot_time_series` and :func:`imshow_1D_spatiotemp`,
-keep the call signature of ORC 0.4 so existing scripts keep working. The others
+keep the call signature, return value (``None``) and resolution (the image at 200
+dpi) of ORC 0.4 so existing scripts and notebooks show the same. The others
 (:func:`plot_attractor`, :func:`plot_forecast`, :func:`plot_spatiotemporal_forecast`,
 :func:`plot_confusion_matrix`) are new, as is the plain :func:`confusion_matrix`.
 """
@@ -35,6 +40,8 @@ __all__ = [
 ]
 
 LYAPUNOV_X_LABEL = r"Lyapunov times $\Lambda t$"
+IMSHOW_DPI = 200
+"""Resolution of :func:`imshow_1D_spatiotemp`'s figure (ORC 0.4's)."""
 
 _TRUTH_STYLE = {"color": "black", "linestyle": "-", "linewidth": 1.6}
 _FORECAST_STYLE = {"color": "tab:red", "linestyle": "--", "linewidth": 1.6}
@@ -147,7 +154,7 @@ def plot_time_series(
     x_label=r"$t$",
     title=None,
     **plot_kwargs,
-) -> Figure:
+) -> None:
     """Draw one or several multivariate time series, one panel per state variable.
 
     All panels share the time axis. Several series (for example a reference
@@ -173,7 +180,8 @@ def plot_time_series(
             (``linewidth`` defaults to 2).
 
     Returns:
-        The new :class:`matplotlib.figure.Figure` with ``d`` axes.
+        ``None``, as in ORC 0.4: the new figure (``d`` axes) is pyplot's current
+        figure, ``plt.gcf()``.
 
     Raises:
         TypeError: ``U_lst``, ``t``, a list argument or ``t_lim`` has the wrong type
@@ -182,9 +190,9 @@ def plot_time_series(
 
     Example:
         >>> U = np.random.randn(500, 3)
-        >>> fig = plot_time_series([U, U + 0.1], time_series_labels=["truth", "pred"],
-        ...                        state_var_names=["x", "y", "z"])
-        >>> fig.savefig("series.png")
+        >>> plot_time_series([U, U + 0.1], time_series_labels=["truth", "pred"],
+        ...                  state_var_names=["x", "y", "z"])
+        >>> plt.gcf().savefig("series.png")
     """
     if isinstance(U_lst, list | tuple):
         if len(U_lst) == 0 or not all(_is_array(U) and U.ndim == 2 for U in U_lst):
@@ -253,12 +261,12 @@ def plot_time_series(
     axs[-1].set_xlabel(x_label)
     if title is not None:
         axs[0].set_title(title, fontsize=14)
-    return fig
+    return None
 
 
 def imshow_1D_spatiotemp(
     U, tN, domain=(0, 1), figsize=(20, 6), title=None, x_label=r"$t$", **imshow_kwargs
-) -> Figure:
+) -> None:
     """Show a field on a 1-D spatial domain as a time-space image.
 
     Time runs along the horizontal axis from 0 to ``tN``, space along the vertical
@@ -275,8 +283,11 @@ def imshow_1D_spatiotemp(
             ``aspect="auto"``, ``origin="lower"``, ``cmap="RdGy"`` and the extent
             given by ``tN`` and ``domain``.
 
+    The figure is drawn at 200 dpi, as ORC 0.4 draws it.
+
     Returns:
-        The new :class:`matplotlib.figure.Figure` (image axes plus colour bar axes).
+        ``None``, as in ORC 0.4: the new figure (image axes plus colour bar axes)
+        is pyplot's current figure, ``plt.gcf()``.
 
     Raises:
         TypeError: ``U`` is not a 2-D array, ``tN`` is not a number, or ``domain``
@@ -285,7 +296,7 @@ def imshow_1D_spatiotemp(
     Example:
         >>> x = np.linspace(0, 22, 64)
         >>> U = np.sin(x[None, :] - 0.5 * np.arange(200)[:, None] * 0.1)
-        >>> fig = imshow_1D_spatiotemp(U, tN=20.0, domain=(0, 22))
+        >>> imshow_1D_spatiotemp(U, tN=20.0, domain=(0, 22))
     """
     if not _is_array(U) or U.ndim != 2:
         raise TypeError("U must be a 2-D NumPy or JAX array of shape (T, Nx).")
@@ -304,14 +315,14 @@ def imshow_1D_spatiotemp(
         "extent", [0.0, float(tN), float(domain[0]), float(domain[1])]
     )
 
-    fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+    fig, ax = plt.subplots(figsize=figsize, dpi=IMSHOW_DPI, layout="constrained")
     im = ax.imshow(U.T, **imshow_kwargs)
     ax.set_xlabel(x_label)
     ax.set_ylabel(r"$x$")
     if title is not None:
         ax.set_title(title)
     fig.colorbar(im, ax=ax, pad=0.01, label=r"$u$")
-    return fig
+    return None
 
 
 # --------------------------------------------------------------------------------------
