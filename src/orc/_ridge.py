@@ -71,9 +71,45 @@ __all__ = [
     "RESULTS",
     "IllConditionedRidgeWarning",
     "DEFAULT_BLOCK",
+    "STATS_GROUP",
+    "GRAM_KERNEL_MIN_FEATURES",
+    "SOLVE_PANEL",
 ]
 
 DEFAULT_BLOCK = 2048
+
+#: Rows per group of the ridge statistics on CPU. :func:`stats_update` folds
+#: rows ``start:stop`` into the sums in consecutive groups of this many rows
+#: counted from ``start`` (the last one may be shorter): each group's
+#: products are computed whole, by a call whose sums do not depend on the
+#: number of threads, and added to the sums in order. So the statistics are
+#: the same bits on any number of CPUs, and a range split at multiples of
+#: ``STATS_GROUP`` from its start gives the same bits as the range in one
+#: call (the two state modes of a training fold the same groups,
+#: :func:`orc._training.teacher_forced_stats`). It is the native Gram
+#: kernel's block of steps (``kGramKc`` in ``kernels.cc``, which groups a
+#: call's rows so itself), and XLA's CPU products (Eigen's contraction) never
+#: split a contraction of at most 320 terms, on one thread or many (measured
+#: with jax 0.10.2: 384 rows already sum in another order on two threads than
+#: on one).
+STATS_GROUP = 256
+
+#: From this many features on, the native statistics update and the fused
+#: training fit (``esn_fit``) use orc's own Gram kernel, which groups the rows
+#: by ``STATS_GROUP`` itself (``kGramMinFeatures`` in ``kernels.cc``). Below
+#: it they call BLAS over whatever rows they are given (the fused fit in
+#: blocks of 512 rows and two column panels), so :func:`stats_update` calls
+#: the native update once per group there, and a training does not take the
+#: fused fit.
+GRAM_KERNEL_MIN_FEATURES = 64
+
+#: Panel width of the Cholesky factorisation and the triangular solves of the
+#: XLA solve on CPU (:func:`_cholesky_panels`, :func:`_cho_solve_panels`):
+#: LAPACK's ``potrf`` and ``trsm`` in OpenBLAS split their sums by their
+#: thread count from about 300 rows on, while a factorisation of a 64 x 64
+#: block, a triangular solve with a 64 x 64 factor and products over 64 terms
+#: give the same bits on one thread or many.
+SOLVE_PANEL = 64
 
 
 class RESULTS(eqx.Enumeration):
@@ -224,10 +260,49 @@ def _rows(a: Array, start: int, stop: int) -> Array:
 
 
 def _stats_update_xla(g, c, x, y, start, stop):
+    """The update as two XLA products over all the rows (off CPU)."""
     xs, ys = _rows(x, start, stop), _rows(y, start, stop)
     return g + _gram_xla(xs), c + jnp.einsum(
         "...tf,...to->...fo", xs, ys, precision="highest"
     )
+
+
+def _over_groups(update, carry, start: int, stop: int):
+    """``update(carry, offset, size)`` over rows ``start:stop`` in groups of
+    ``STATS_GROUP`` rows counted from ``start``, in order (the groups of
+    equal size in one loop)."""
+    n_full, tail = divmod(stop - start, STATS_GROUP)
+    if n_full == 1:
+        carry = update(carry, start, STATS_GROUP)
+    elif n_full > 1:
+        carry = jax.lax.fori_loop(
+            0,
+            n_full,
+            lambda i, cr: update(cr, start + i * STATS_GROUP, STATS_GROUP),
+            carry,
+        )
+    if tail:
+        carry = update(carry, start + n_full * STATS_GROUP, tail)
+    return carry
+
+
+def _stats_update_grouped(g, c, x, y, start, stop):
+    """The update by XLA on CPU, group by group (see ``STATS_GROUP``): each
+    group's Gram and cross products are one product, the Gram of the rows
+    ``[X | Y]`` (a product with a small output dimension, such as ``X^T Y``
+    alone, is split over the contraction by Eigen's threads)."""
+    f = x.shape[-1]
+
+    def group(gc, offset, size):
+        xs = jax.lax.dynamic_slice_in_dim(x, offset, size, axis=0)
+        ys = jax.lax.dynamic_slice_in_dim(y, offset, size, axis=0)
+        z = jnp.concatenate([xs, ys], axis=-1)
+        if z.ndim == 3:  # (rows, C, F + O) -> (C, rows, F + O)
+            z = jnp.moveaxis(z, 1, 0)
+        d = _gram_xla(z)
+        return gc[0] + d[..., :f, :f], gc[1] + d[..., :f, f:]
+
+    return _over_groups(group, (g, c), start, stop)
 
 
 def _stats_update_host(g, c, x, y, start, stop):
@@ -245,13 +320,19 @@ def _stats_update_host(g, c, x, y, start, stop):
         syrk = scipy.linalg.blas.get_blas_funcs("syrk", (x,))
         for b in np.ndindex(*g.shape[:-3]):
             for ci in range(g.shape[-3]):
-                xi, gi = x[b][start:stop, ci], g[b][ci]
-                # gi.T is gi seen column-major, whose lower triangle is its
-                # upper one; syrk updates it in place (overwrite_c).
-                out = syrk(1.0, xi.T, beta=1.0, c=gi.T, trans=0, lower=1, overwrite_c=1)
-                if not np.shares_memory(out, gi):  # f2py had to copy: write back
-                    gi[...] = out.T
-                c[b][ci] += xi.T @ y[b][start:stop, ci]
+                gi = g[b][ci]
+                # one BLAS call per group of rows (see STATS_GROUP)
+                for lo in range(start, stop, STATS_GROUP):
+                    hi = min(lo + STATS_GROUP, stop)
+                    xi = x[b][lo:hi, ci]
+                    # gi.T is gi seen column-major, whose lower triangle is its
+                    # upper one; syrk updates it in place (overwrite_c).
+                    out = syrk(
+                        1.0, xi.T, beta=1.0, c=gi.T, trans=0, lower=1, overwrite_c=1
+                    )
+                    if not np.shares_memory(out, gi):  # f2py copied: write back
+                        gi[...] = out.T
+                    c[b][ci] += xi.T @ y[b][lo:hi, ci]
         if not chunked:
             g, c = g[..., 0, :, :], c[..., 0, :, :]
         return g, c
@@ -264,9 +345,11 @@ def _stats_update_host(g, c, x, y, start, stop):
 
 
 def _stats_update_native(g, c, x, y, start, stop, target):
-    """The same update as one XLA FFI call into SciPy's BLAS (see
-    :mod:`orc._native`): no hand-over to Python, no copies of the rows, and
-    the results alias ``g`` and ``c``."""
+    """The same update as one XLA FFI call into orc's Gram kernel or SciPy's
+    BLAS (see :mod:`orc._native`): no hand-over to Python, no copies of the
+    rows, and the results alias ``g`` and ``c``. The Gram kernel (from
+    ``GRAM_KERNEL_MIN_FEATURES`` features on) groups the rows by
+    ``STATS_GROUP`` itself; below it each group of rows is one call."""
     call = jax.ffi.ffi_call(
         target,
         (
@@ -276,31 +359,38 @@ def _stats_update_native(g, c, x, y, start, stop, target):
         vmap_method="broadcast_all",
         input_output_aliases={0: 0, 1: 1},
     )
-    return call(
-        g,
-        c,
-        x,
-        y,
-        start=np.int64(start),
-        stop=np.int64(stop),
-        chunked=np.int64(x.ndim == 3),
-    )
+    chunked = np.int64(x.ndim == 3)
+    if x.shape[-1] >= GRAM_KERNEL_MIN_FEATURES:
+        return call(
+            g, c, x, y, start=np.int64(start), stop=np.int64(stop), chunked=chunked
+        )
+
+    def group(gc, offset, size):
+        xs = jax.lax.dynamic_slice_in_dim(x, offset, size, axis=0)
+        ys = jax.lax.dynamic_slice_in_dim(y, offset, size, axis=0)
+        return call(
+            *gc, xs, ys, start=np.int64(0), stop=np.int64(size), chunked=chunked
+        )
+
+    return _over_groups(group, (g, c), start, stop)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(4, 5))
-def _stats_update_cpu(g, c, x, y, start, stop):
-    # backend "xla": XLA's products; "native": the FFI kernel, or SciPy's BLAS
-    # through a host callback where the kernels could not be built
-    if not _strategy.native():
-        return _stats_update_xla(g, c, x, y, start, stop)
-    native = _native.stats_update_target(g.dtype)
-    if native is not None and x.dtype == y.dtype == g.dtype == c.dtype:
-        return _stats_update_native(g, c, x, y, start, stop, native)
+@functools.partial(jax.custom_jvp, nondiff_argnums=(4, 5, 6))
+def _stats_update_cpu(g, c, x, y, start, stop, native):
+    # backend "xla" (native False): XLA's products; "native": the FFI kernel,
+    # or SciPy's BLAS through a host callback where the kernels could not be
+    # built. The backend is an argument, never read here: a trace of this
+    # function cached under one backend must not serve the other.
+    if not native:
+        return _stats_update_grouped(g, c, x, y, start, stop)
+    target = _native.stats_update_target(g.dtype)
+    if target is not None and x.dtype == y.dtype == g.dtype == c.dtype:
+        return _stats_update_native(g, c, x, y, start, stop, target)
     return _stats_update_host(g, c, x, y, start, stop)
 
 
 @_stats_update_cpu.defjvp
-def _stats_update_cpu_jvp(start, stop, primals, tangents):
+def _stats_update_cpu_jvp(start, stop, native, primals, tangents):
     (g, c, x, y), (dg, dc, dx, dy) = primals, tangents
     xs, ys = _rows(x, start, stop), _rows(y, start, stop)
     dxs, dys = _rows(dx, start, stop), _rows(dy, start, stop)
@@ -308,7 +398,7 @@ def _stats_update_cpu_jvp(start, stop, primals, tangents):
     dcross = jnp.einsum(
         "...tf,...to->...fo", dxs, ys, precision="highest"
     ) + jnp.einsum("...tf,...to->...fo", xs, dys, precision="highest")
-    return _stats_update_cpu(g, c, x, y, start, stop), (
+    return _stats_update_cpu(g, c, x, y, start, stop, native), (
         dg + d + jnp.swapaxes(d, -1, -2),
         dc + dcross,
     )
@@ -326,9 +416,18 @@ def stats_update(
 
     Only the upper triangle of the Gram is meaningful afterwards (the CPU path
     leaves the lower one stale); use :func:`symmetric` before reading it
-    whole. On CPU the update is BLAS ``syrk`` and ``gemm`` run in place on the
-    sums, reading the rows where they are (a slice of a stored history is
-    never copied out); elsewhere it is XLA's. Derivatives go through XLA.
+    whole. On CPU the update runs in place on the sums, reading the rows
+    where they are (a slice of a stored history is never copied out): orc's
+    Gram kernel or BLAS ``syrk`` and ``gemm`` with the native backend, XLA's
+    products with ``"xla"``; elsewhere it is XLA's. Derivatives go through
+    XLA.
+
+    On CPU the rows are folded in groups of ``STATS_GROUP`` counted from
+    ``start``, each group's products added in order: the result is the same
+    bits on any number of threads, and splitting ``start:stop`` at a multiple
+    of ``STATS_GROUP`` from ``start`` into two calls gives the same bits as
+    one call. (Off CPU the rows of a call are one product, and in the
+    float32 QR form of the statistics one QR fold.)
     """
     stop = feats.shape[0] if stop is None else int(stop)
     start = int(start)
@@ -355,12 +454,13 @@ def stats_update(
         feats = feats[start:stop].astype(stats.gram.dtype)
         targets, start, stop = targets[start:stop], 0, stop - start
     targets = targets.astype(feats.dtype)
+    native = _strategy.native()
     gram, cross = jax.lax.platform_dependent(
         stats.gram,
         stats.cross,
         feats,
         targets,
-        cpu=lambda *a: _stats_update_cpu(*a, start, stop),
+        cpu=lambda *a: _stats_update_cpu(*a, start, stop, native),
         default=lambda *a: _stats_update_xla(*a, start, stop),
     )
     return RidgeStats(
@@ -554,21 +654,26 @@ def _shifted_solve(gram: Array, cross: Array, beta) -> Array:
     return jax.scipy.linalg.cho_solve((factor, True), cross)
 
 
-@jax.custom_jvp
-def _min_norm(gram: Array, cross: Array, beta) -> Array:
+@functools.partial(jax.custom_jvp, nondiff_argnums=(3,))
+def _min_norm(gram: Array, cross: Array, beta, native: bool) -> Array:
     # The fallback rarely runs, but a branch of lax.cond reserves its memory
     # whether taken or not: XLA's eigh would double the solve's footprint on
     # CPU (61 -> 122 MiB at 2000 features), so with the native backend it
     # runs in numpy on the host, only when needed; off CPU it is the shifted
     # Cholesky solve (_shifted_solve), which needs no eigen-solver workspace.
-    on_cpu = _min_norm_host if _strategy.native() else _min_norm_xla
+    # (`native`, the backend, is an argument: see _stats_update_cpu.)
+    on_cpu = _min_norm_host if native else _min_norm_xla
     return jax.lax.platform_dependent(
-        gram, cross, beta, cpu=on_cpu, default=_shifted_solve
+        gram,
+        cross,
+        beta,
+        cpu=lambda *a: on_cpu(*a),
+        default=lambda *a: _shifted_solve(*a),
     )
 
 
 @_min_norm.defjvp
-def _min_norm_jvp(primals, tangents):
+def _min_norm_jvp(native, primals, tangents):
     def on_cpu(*args):
         return jax.jvp(_min_norm_xla, args[:3], args[3:])
 
@@ -580,27 +685,98 @@ def _min_norm_jvp(primals, tangents):
     )
 
 
-def _solve_xla_status(gram: Array, cross: Array, beta) -> tuple[Array, Array]:
+def _panels(n: int) -> list[tuple[int, int]]:
+    """The panels ``(start, stop)`` of ``SOLVE_PANEL`` rows (the last one
+    shorter) of an ``n x n`` factor."""
+    return [(j, min(j + SOLVE_PANEL, n)) for j in range(0, n, SOLVE_PANEL)]
+
+
+def _cholesky_panels(a: Array) -> Array:
+    """Lower Cholesky factor of the symmetric ``a`` ``(n, n)`` (its lower
+    triangle is read; NaN where it fails), right-looking by panels of
+    ``SOLVE_PANEL`` columns: each diagonal block factorised by LAPACK, the
+    panel below it by a triangular solve with that block (``L21^T =
+    L11^{-1} A21^T``), the rest updated by one product over the panel's
+    columns. Each of these calls gives the same bits on one thread or many,
+    so the factor does too (LAPACK's ``potrf`` of the whole matrix does not,
+    see ``SOLVE_PANEL``). A failed block makes every later one NaN."""
+    n = a.shape[-1]
+    if n <= SOLVE_PANEL:
+        return _cholesky(a)
+    factor = jnp.zeros_like(a)
+    rest = a
+    for j, e in _panels(n):
+        b = e - j
+        l11 = _cholesky(rest[:b, :b])
+        factor = factor.at[j:e, j:e].set(l11)
+        if e == n:
+            break
+        l21t = jax.lax.linalg.triangular_solve(
+            l11, rest[b:, :b].T, left_side=True, lower=True
+        )
+        factor = factor.at[e:, j:e].set(l21t.T)
+        rest = rest[b:, b:] - jnp.matmul(l21t.T, l21t, precision="highest")
+    return factor
+
+
+def _cho_solve_panels(factor: Array, rhs: Array) -> Array:
+    """``(L L^T)^{-1} rhs`` for the lower ``factor`` ``(n, n)`` of
+    :func:`_cholesky_panels` and ``rhs`` ``(n, O)``: forward and back
+    substitution by panels of ``SOLVE_PANEL`` rows (a triangular solve with
+    each diagonal block, the rows after it, or before it, updated by a
+    product over the panel's rows), so the solution is the same bits on any
+    number of threads."""
+    n = factor.shape[-1]
+    if n <= SOLVE_PANEL:
+        return jax.scipy.linalg.cho_solve((factor, True), rhs)
+    for j, e in _panels(n):  # L z = rhs
+        zj = jax.lax.linalg.triangular_solve(
+            factor[j:e, j:e], rhs[j:e], left_side=True, lower=True
+        )
+        rhs = rhs.at[j:e].set(zj)
+        if e < n:
+            update = jnp.matmul(factor[e:, j:e], zj, precision="highest")
+            rhs = rhs.at[e:].add(-update)
+    for j, e in reversed(_panels(n)):  # L^T x = z
+        xj = jax.lax.linalg.triangular_solve(
+            factor[j:e, j:e], rhs[j:e], left_side=True, lower=True, transpose_a=True
+        )
+        rhs = rhs.at[j:e].set(xj)
+        if j > 0:
+            update = jnp.matmul(factor[j:e, :j].T, xj, precision="highest")
+            rhs = rhs.at[:j].add(-update)
+    return rhs
+
+
+def _solve_xla_status(
+    gram: Array, cross: Array, beta, *, panels: bool = False, native: bool = False
+) -> tuple[Array, Array]:
     """``(G + beta I)^{-1} cross`` (``(F, O)``) by XLA's Cholesky, with the
     minimum-norm fallback; returns the solution and the status of the
-    branch taken (0 Cholesky, 1 fallback, as the native kernel's)."""
+    branch taken (0 Cholesky, 1 fallback, as the native kernel's). With
+    ``panels`` (on CPU) the factorisation and the substitutions run by
+    panels (:func:`_cholesky_panels`): the same bits on any number of
+    threads. ``native``: the backend, for the fallback's choice of path."""
     n = gram.shape[0]
     lhs = symmetric(gram) + beta * jnp.eye(n, dtype=gram.dtype)
+    cholesky = _cholesky_panels if panels else _cholesky
 
     def by_cholesky(factor):
+        if panels:
+            return _cho_solve_panels(factor, cross), jnp.int32(0)
         return jax.scipy.linalg.cho_solve((factor, True), cross), jnp.int32(0)
 
     def by_eigh(_):
-        return _min_norm(gram, cross, beta), jnp.int32(1)
+        return _min_norm(gram, cross, beta, native), jnp.int32(1)
 
-    factor = _cholesky(lhs)
+    factor = cholesky(lhs)
     # the branch decides the status: no extra pass over the Gram
     return jax.lax.cond(jnp.all(jnp.isfinite(factor)), by_cholesky, by_eigh, factor)
 
 
-def _solve_xla(gram: Array, cross: Array, beta) -> Array:
+def _solve_xla(gram: Array, cross: Array, beta, *, panels: bool = False) -> Array:
     """:func:`_solve_xla_status`'s solution alone."""
-    return _solve_xla_status(gram, cross, beta)[0]
+    return _solve_xla_status(gram, cross, beta, panels=panels)[0]
 
 
 def _solve_native(gram, cross, beta, target) -> tuple[Array, Array]:
@@ -628,28 +804,34 @@ def _over_stack(fn, gram):
     return fn
 
 
-@jax.custom_jvp
-def _solve_cpu(gram: Array, cross: Array, beta) -> tuple[Array, Array]:
-    native = _native.ridge_solve_target(gram.dtype) if _strategy.native() else None
-    if native is not None and cross.dtype == gram.dtype:
-        return _solve_native(gram, cross, jnp.asarray(beta, gram.dtype), native)
-    return _over_stack(_solve_default, gram)(gram, cross, beta)
+@functools.partial(jax.custom_jvp, nondiff_argnums=(3,))
+def _solve_cpu(gram: Array, cross: Array, beta, native: bool) -> tuple[Array, Array]:
+    # `native`, the backend, is an argument (see _stats_update_cpu): this
+    # function is a branch of platform_dependent, whose traces are cached.
+    target = _native.ridge_solve_target(gram.dtype) if native else None
+    if target is not None and cross.dtype == gram.dtype:
+        return _solve_native(gram, cross, jnp.asarray(beta, gram.dtype), target)
+    one = functools.partial(_solve_default, panels=True, native=native)
+    return _over_stack(one, gram)(gram, cross, beta)
 
 
 @_solve_cpu.defjvp
-def _solve_cpu_jvp(primals, tangents):
-    out = _solve_cpu(*primals)
-    _, dx = jax.jvp(_over_stack(_solve_xla, primals[0]), primals, tangents)
+def _solve_cpu_jvp(native, primals, tangents):
+    out = _solve_cpu(*primals, native)
+    one = functools.partial(_solve_xla, panels=True)
+    _, dx = jax.jvp(_over_stack(one, primals[0]), primals, tangents)
     return out, (dx, np.zeros(out[1].shape, jax.dtypes.float0))
 
 
-def _solve_default(gram, cross, beta) -> tuple[Array, Array]:
+def _solve_default(
+    gram, cross, beta, *, panels: bool = False, native: bool = False
+) -> tuple[Array, Array]:
     """:func:`_solve_xla_status` with the native kernel's status: -1
     (non-finite input) where the statistics or ``beta`` are not finite."""
     finite = (
         jnp.all(jnp.isfinite(gram)) & jnp.all(jnp.isfinite(cross)) & jnp.isfinite(beta)
     )
-    x, status = _solve_xla_status(gram, cross, beta)
+    x, status = _solve_xla_status(gram, cross, beta, panels=panels, native=native)
     return x, jnp.where(finite, status, -1).astype(jnp.int32)
 
 
@@ -661,11 +843,12 @@ def _solve_one(gram: Float[Array, "... F F"], cross: Float[Array, "... F O"], be
     it is, and a stack of one must not be squeezed to ``(F, F)`` first (XLA
     then copies the Gram before the in-place solve: 32 MB at 2000 features).
     """
+    native = _strategy.native()
     x, status = jax.lax.platform_dependent(
         gram,
         cross,
         beta,
-        cpu=_solve_cpu,
+        cpu=lambda g, c, b: _solve_cpu(g, c, b, native),
         default=lambda g, c, b: _over_stack(_solve_default, g)(g, c, b),
     )
     return jnp.swapaxes(x, -1, -2), jnp.max(_severity(status))

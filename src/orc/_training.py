@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -10,7 +12,15 @@ from jaxtyping import Array
 from . import _errors, _progress
 from ._bank import declares
 from ._random import flat_draw, jax_key
-from ._ridge import RidgeStats, fit_nrmse, sequence_stats, solve, stats_update
+from ._ridge import (
+    GRAM_KERNEL_MIN_FEATURES,
+    STATS_GROUP,
+    RidgeStats,
+    fit_nrmse,
+    sequence_stats,
+    solve,
+    stats_update,
+)
 from ._validation import (
     POOR_FIT_NRMSE,
     PoorFitWarning,
@@ -115,11 +125,18 @@ def teacher_forced_stats(
     the reservoir runs over the whole sequence into the returned history
     first, and the statistics are then taken from it: in one update that
     reads the stored rows in place when the features are the states
-    themselves, else block by block; otherwise each block's features are folded into the statistics while the
-    block is fresh, and memory is that of the statistics plus one block
-    whatever ``T_in`` (streaming training). With ``progress`` each
-    finished block reports ``progress_offset + steps done`` to
-    :func:`orc._progress.tick` (between blocks, never per step).
+    themselves, else block by block; otherwise each block's features are
+    folded into the statistics while the block is fresh, and memory is that
+    of the statistics plus one block whatever ``T_in`` (streaming training).
+    With ``progress`` each finished block reports ``progress_offset + steps
+    done`` to :func:`orc._progress.tick` (between blocks, never per step).
+
+    Both modes give the same bits (on CPU, where the update groups rows by
+    :data:`orc._ridge.STATS_GROUP`): the fitted rows are folded in the same
+    groups counted from ``spinup``, in order, whichever blocks they arrive
+    in (a group cut by the end of a block is carried over, see
+    :class:`_Fold`), and the features are computed on the same blocks of
+    ``STREAM_BLOCK`` rows in both modes.
 
     ``features(states_block, inputs_block, offset) -> features_block`` replaces
     the default regression features ``readout.prepare_train(states_block)``
@@ -131,9 +148,11 @@ def teacher_forced_stats(
     sequence that returns the states together with ``stats`` plus rows
     ``start:stop`` of them (orc._matrix.esn_run_stats: the reservoir run and
     the Gram update overlapped on two cores). It is used when the history is
-    kept, the features are the states themselves and no progress is shown
-    (it reports nothing between blocks); ``None`` from it means it does not
-    apply.
+    kept, the features are the states themselves, at least
+    :data:`orc._ridge.GRAM_KERNEL_MIN_FEATURES` of them (below that the fused
+    kernel sums in other blocks than :func:`orc._ridge.stats_update`, and
+    overlaps nothing) and no progress is shown (it reports nothing between
+    blocks); ``None`` from it means it does not apply.
 
     Returns ``(stats, last_state, states or None)``.
     """
@@ -143,7 +162,6 @@ def teacher_forced_stats(
     stream_block = int(min(block_size or STREAM_BLOCK, t_in))
     pad = jnp.zeros((t_in - t_out,) + targets.shape[1:], targets.dtype)
     targets = jnp.concatenate([targets, pad], axis=0)
-    valid = (jnp.arange(t_in) >= spinup) & (jnp.arange(t_in) < t_out)
 
     default_features = features is None
     if features is None:
@@ -164,29 +182,26 @@ def teacher_forced_stats(
         else None
     )
 
-    def run(carry, offset, size, mode, phase):
-        # mode (static): "all" rows enter the fit, "mask" some do (multiply by
-        # the validity mask), "skip" none do (no Gram at all). phase (static):
-        # "force" runs the reservoir into the history, "fit" reads the states
-        # back from it, "both" forces and fits the block while it is fresh.
-        state, stats, history = carry
-        u, y, keep = jax.tree.map(
+    def run(carry, offset, size, plan, phase):
+        # plan (static): how the block's rows fold into the statistics
+        # (_Fold; None: no row of it enters the fit). phase (static): "force"
+        # runs the reservoir into the history, "fit" reads the states back
+        # from it, "both" forces and fits the block while it is fresh.
+        state, stats, history, pending = carry
+        u, y = jax.tree.map(
             lambda a: jax.lax.dynamic_slice_in_dim(a, offset, size, axis=0),
-            (inputs, targets, valid),
+            (inputs, targets),
         )
         if phase == "fit":
             states = jax.lax.dynamic_slice_in_dim(history, offset, size, axis=0)
         else:
             states = force(u, state)
-        if mode != "skip" and phase != "force":
-            feats = features(states, u, offset)
-            if mode == "mask":
-                feats = feats * keep.reshape((-1,) + (1,) * (feats.ndim - 1)).astype(
-                    feats.dtype
-                )
-            stats = stats_update(stats, feats, readout.prepare_target(y))
+        if plan is not None and phase != "force":
+            stats, pending = plan.fold(
+                stats, pending, features(states, u, offset), readout.prepare_target(y)
+            )
         if phase == "fit":
-            return state, stats, history
+            return state, stats, history, pending
         if history is not None:
             history = jax.lax.dynamic_update_slice_in_dim(
                 history, states, offset, axis=0
@@ -196,33 +211,43 @@ def teacher_forced_stats(
             jax.debug.callback(
                 _progress.tick, progress_offset + offset + size, states[-1].ravel()[0]
             )
-        return states[-1], stats, history
-
-    def mode(start, stop, phase):
-        if phase == "force" or stop <= spinup or start >= t_out:
-            return "skip"
-        return "all" if start >= spinup and stop <= t_out else "mask"
+        return states[-1], stats, history, pending
 
     def sweep(carry, block, phase):
         n_full, tail = divmod(t_in, block)
         if tail == 1 and n_full:  # no one-sample block (continuous models need two)
             n_full, tail = n_full - 1, block + 1
-        # Consecutive full blocks of the same mode run in one loop; typically
-        # one unmasked loop (the copy of each block that masking makes is
-        # saved) and a masked last block.
-        modes = [mode(i * block, (i + 1) * block, phase) for i in range(n_full)]
+        spans = [(i * block, block) for i in range(n_full)]
+        if tail:
+            spans.append((n_full * block, tail))
+        plans, carried = [], 0
+        for start, size in spans:
+            plan = None
+            if phase != "force":
+                plan, carried = _Fold.plan(start, start + size, spinup, t_out, carried)
+            plans.append(plan)
+        # rows of an unfinished group carried between blocks (see _Fold)
+        pending = None
+        if any(p is not None and (p.pending or p.hi > p.mid) for p in plans):
+            pending = (
+                jnp.zeros((STATS_GROUP,) + f_shape.shape[1:], stats.gram.dtype),
+                jnp.zeros((STATS_GROUP,) + y_shape.shape[1:], stats.gram.dtype),
+            )
+        carry = (*carry, pending)
+        # Consecutive full blocks with the same plan run in one loop;
+        # typically one loop and a first and last block of their own.
         i = 0
         while i < n_full:
             j = i
-            while j < n_full and modes[j] == modes[i]:
+            while j < n_full and plans[j] == plans[i]:
                 j += 1
             if j - i == 1:
-                carry = run(carry, i * block, block, modes[i], phase)
+                carry = run(carry, i * block, block, plans[i], phase)
             else:
                 carry = jax.lax.fori_loop(
                     i,
                     j,
-                    lambda k, c, m=modes[i]: run(c, k * block, block, m, phase),
+                    lambda k, c, p=plans[i]: run(c, k * block, block, p, phase),
                     carry,
                 )
             i = j
@@ -234,14 +259,17 @@ def teacher_forced_stats(
             # two (a CESN's training on 3999 rows: 3.9 -> 3.1 s to trace and
             # compile; the extra rows cost less than 1024 steps).
             start = t_in - block
-            _, stats_, history_ = carry
+            _, stats_, history_, pending_ = carry
             carry = run(
-                (history_[start - 1], stats_, history_), start, block, "skip", phase
+                (history_[start - 1], stats_, history_, pending_),
+                start,
+                block,
+                None,
+                phase,
             )
         elif tail:
-            start = n_full * block
-            carry = run(carry, start, tail, mode(start, start + tail, phase), phase)
-        return carry
+            carry = run(carry, n_full * block, tail, plans[-1], phase)
+        return carry[:3]
 
     # The fused pass is one call that cannot report between blocks, so a run
     # with a progress bar takes the blocked path below.
@@ -253,7 +281,12 @@ def teacher_forced_stats(
         and declares(readout, "linear")
         and readout.states_are_features()
     )
-    fusable = keep_states and states_are_features and not progress
+    fusable = (
+        keep_states
+        and states_are_features
+        and not progress
+        and f_shape.shape[-1] >= GRAM_KERNEL_MIN_FEATURES
+    )
     if fusable and force_stats is not None and spinup < t_out:
         fused = force_stats(
             inputs, init, stats, readout.prepare_target(targets), spinup, t_out
@@ -275,7 +308,8 @@ def teacher_forced_stats(
             # The features are the states themselves: the statistics of every
             # fitted row in one update that reads them where they are stored
             # (prepare_train only reshapes to the bank; no block slices copied
-            # out of the history).
+            # out of the history). It folds the rows in groups counted from
+            # spinup, as the streaming blocks below do.
             if spinup < t_out:
                 stats = stats_update(
                     stats,
@@ -286,13 +320,102 @@ def teacher_forced_stats(
                 )
             carry = (state, stats, history)
         else:
-            carry = sweep(carry, block, "fit")
+            # the features of the blocks streaming training computes (the
+            # same offsets, hence the same state noise) and folds
+            carry = sweep(carry, stream_block, "fit")
     else:
         # Streaming: blocks of STREAM_BLOCK rows, each run and then folded in
         # while fresh, so memory stays one block whatever the length.
         carry = sweep(carry, stream_block, "both")
     state, stats, history = carry
     return stats, state, history
+
+
+class _Fold(NamedTuple):
+    """How the fitted rows of one block fold into the ridge statistics.
+
+    The fitted rows ``spinup:t_out`` are folded in groups of
+    :data:`orc._ridge.STATS_GROUP` rows counted from ``spinup`` (the last
+    one shorter), the groups in order, whatever blocks the rows arrive in, so
+    that every way of cutting the rows into blocks (a stored history read in
+    one update, streaming blocks) folds the same groups: the same bits (see
+    :func:`orc._ridge.stats_update`). Indices are relative to the block's
+    first row: ``pending`` rows of an unfinished group come in from earlier
+    blocks (held in a buffer of one group); the block's rows ``lo:lo + head``
+    complete it, and with ``close`` that group is folded (``pending + head``
+    rows, a whole group or the last one); rows ``lo + head:mid`` are folded in
+    place, and rows ``mid:hi`` (fewer than a group, more rows to come) go to
+    the buffer for the next block. Without ``close`` the block ended inside
+    the group: its rows join the buffer.
+    """
+
+    pending: int
+    head: int
+    close: bool
+    lo: int
+    mid: int
+    hi: int
+
+    @staticmethod
+    def plan(b0: int, b1: int, spinup: int, t_out: int, pending: int):
+        """The plan of block ``b0:b1`` with ``pending`` rows of a group
+        carried in, and the number of rows it carries out: ``(plan or None,
+        carried)``."""
+        f0, f1 = max(b0, spinup), min(b1, t_out)
+        if f0 >= f1:  # no fitted row (before spinup, or after t_out)
+            return None, pending
+        head = min(STATS_GROUP - pending, f1 - f0) if pending else 0
+        a = f0 + head
+        close = bool(pending) and (pending + head == STATS_GROUP or a == t_out)
+        if pending and not close:  # the block ends inside the group
+            return _Fold(pending, head, False, f0 - b0, a - b0, a - b0), pending + head
+        if f1 == t_out:  # the last rows: fold them all, the last group included
+            mid = f1
+        else:
+            mid = a + (f1 - a) // STATS_GROUP * STATS_GROUP
+        return _Fold(pending, head, close, f0 - b0, mid - b0, f1 - b0), f1 - mid
+
+    def fold(self, stats, pending, feats, targets):
+        """``stats`` plus this block's share of the fitted rows of ``feats``
+        and ``targets`` (the block's features and prepared targets), and the
+        buffer of the unfinished group after it."""
+        a = self.lo + self.head
+        if self.pending and self.close:
+            rows = jnp.concatenate(
+                [
+                    pending[0][: self.pending],
+                    feats[self.lo : a].astype(pending[0].dtype),
+                ]
+            )
+            ys = jnp.concatenate(
+                [
+                    pending[1][: self.pending],
+                    targets[self.lo : a].astype(pending[1].dtype),
+                ]
+            )
+            stats = stats_update(stats, rows, ys)
+        elif self.head:
+            pending = (
+                pending[0]
+                .at[self.pending : self.pending + self.head]
+                .set(feats[self.lo : a].astype(pending[0].dtype)),
+                pending[1]
+                .at[self.pending : self.pending + self.head]
+                .set(targets[self.lo : a].astype(pending[1].dtype)),
+            )
+        if self.mid > a:
+            stats = stats_update(stats, feats, targets, a, self.mid)
+        if self.hi > self.mid:
+            n = self.hi - self.mid
+            pending = (
+                pending[0]
+                .at[:n]
+                .set(feats[self.mid : self.hi].astype(pending[0].dtype)),
+                pending[1]
+                .at[:n]
+                .set(targets[self.mid : self.hi].astype(pending[1].dtype)),
+            )
+        return stats, pending
 
 
 def _head(inputs):

@@ -315,7 +315,7 @@ def check_esn_arguments(
     check_int("res_dim", res_dim, owner, minimum=1)
     check_float("Wr_density", Wr_density, owner, low=0.0, high=1.0, low_open=True)
     check_float("Wr_spectral_radius", Wr_spectral_radius, owner, low=0.0, low_open=True)
-    check_float("embedding_scaling", embedding_scaling, owner)
+    check_float("embedding_scaling", embedding_scaling, owner, low=0.0)
     check_float("bias", bias, owner)
     if leak_rate is not None and np.ndim(leak_rate) == 0:
         check_float("leak_rate", leak_rate, owner, low=0.0, high=1.0, low_open=True)

@@ -292,14 +292,38 @@ def _esn_preactivation(W: ReservoirMatrix, proj, state, bias):
     return jnp.tanh(W.matvec(state) + proj + bias)
 
 
-def _check_esn_update(owner, leak, mode, time_const) -> None:
+def _check_esn_update(owner, leak, mode, time_const, bank_shape=None) -> None:
+    """The ESN update's invariants, one check for a constructor's arguments
+    and for the fields of a built or loaded driver (its ``__check_init__``,
+    which :func:`orc.load` runs): ``mode`` ``"discrete"`` or
+    ``"continuous"``, every leak rate in (0, 1], ``time_const`` > 0.
+
+    ``leak``: a number, or one rate per node, checked here when
+    ``bank_shape`` ``(chunks, res_dim)`` is given (a constructor's per-node
+    rates are checked by :func:`_leak_field`). Traced values (a driver built
+    under ``jax.jit``/``vmap``) pass.
+    """
     if mode not in ("discrete", "continuous"):
         raise ValueError(
             f"{owner}: mode must be 'discrete' or 'continuous', got {mode!r}"
         )
-    if np.ndim(leak) == 0:  # per-node leak rates: checked by _leak_field
+    if np.ndim(leak) == 0:
         check_float("leak", leak, owner, low=0.0, high=1.0, low_open=True)
+    elif bank_shape is not None:
+        check_leak_rates("leak", leak, owner, bank_shape[1], bank_shape[0])
     check_float("time_const", time_const, owner, low=0.0, low_open=True)
+
+
+def _check_reservoir_values(owner, spectral_radius, bias) -> None:
+    """The sparse reservoirs' value invariants, one check for a constructor's
+    arguments and for a built or loaded driver's fields: ``spectral_radius``
+    > 0 (``None``: a given matrix not scaled to one) and a scalar ``bias``
+    finite (one per node, from given matrices: finite, as every leaf
+    :func:`orc.load` reads). Traced values pass."""
+    if spectral_radius is not None:
+        check_float("spectral_radius", spectral_radius, owner, low=0.0, low_open=True)
+    if np.ndim(bias) == 0:
+        check_float("bias", bias, owner)
 
 
 def _leak_field(owner: str, leak, bank_shape: tuple[int, int], dtype) -> Array:
@@ -368,6 +392,7 @@ class _SparseReservoirDriver(DriverBase):
         check_leaf(name, "bias", self.bias, bias_shape, self.dtype)
         if self.spectral_radius is not None or not given:
             check_leaf(name, "spectral_radius", self.spectral_radius, (), self.dtype)
+        _check_reservoir_values(name, self.spectral_radius, self.bias)
 
     @property
     def state_shape(self) -> tuple[int, ...]:
@@ -405,11 +430,10 @@ class _SparseReservoirDriver(DriverBase):
         self.construction = check_construction(construction, name)
         self.single = chunks is None
         self.chunks = 1 if chunks is None else chunks
-        check_float("spectral_radius", spectral_radius, name, low=0.0, low_open=True)
+        _check_reservoir_values(name, spectral_radius, bias)
         self.density = check_float(
             "density", density, name, low=0.0, high=1.0, low_open=True
         )
-        check_float("bias", bias, name)
         self.bias = _scalar(bias, self.dtype)
         self.spectral_radius = _scalar(spectral_radius, self.dtype)
         self.wr = _reservoir_matrix(
@@ -512,13 +536,10 @@ class _ESNDriverCore(_SparseReservoirDriver):
 
     def __check_init__(self):
         name = type(self).__name__
-        if self.mode not in ("discrete", "continuous"):
-            raise ValueError(
-                f"{name}: mode must be 'discrete' or 'continuous', got {self.mode!r}"
-            )
         leak_shape = () if np.ndim(self.leak) == 0 else self.bank_shape
         check_leaf(name, "leak", self.leak, leak_shape, self.dtype)
         check_leaf(name, "time_const", self.time_const, (), self.dtype)
+        _check_esn_update(name, self.leak, self.mode, self.time_const, self.bank_shape)
 
     def _init(self, *, leak, mode, time_const, **reservoir):
         _check_esn_update(type(self).__name__, leak, mode, time_const)

@@ -132,6 +132,14 @@ def _take_windows(in_state: Array, window: np.ndarray) -> Array:
     return in_state[..., window]
 
 
+def _check_scaling(owner: str, scaling) -> None:
+    """The linear embeddings' value invariant, one check for a constructor's
+    argument and for a built or loaded embedding's field: ``scaling``, the
+    bound of the uniform draw ``W_in ~ U(-scaling, scaling)``, is finite and
+    >= 0. Traced values pass."""
+    check_float("scaling", scaling, owner, low=0.0)
+
+
 # ORC's linear embedding signatures, in pieces (orc._signatures)
 _SIZES = ("in_dim", "res_dim", "scaling")
 _BUILD = ("*", "seed", "construction")
@@ -176,6 +184,7 @@ class _LinearEmbeddingCore(EmbedBase):
         check_leaf(name, "win", self.win, shape, self.dtype)
         if self.scaling is not None:
             check_leaf(name, "scaling", self.scaling, (), self.dtype)
+            _check_scaling(name, self.scaling)
 
     @property
     def out_shape(self) -> tuple[int, ...]:
@@ -212,7 +221,7 @@ class _LinearEmbeddingCore(EmbedBase):
             raise ValueError(
                 f"{name}: chunks ({self.chunks}) must evenly divide in_dim ({self.in_dim})"
             )
-        check_float("scaling", scaling, name)
+        _check_scaling(name, scaling)
         self.chunk_size = self.in_dim if ensemble else self.in_dim // self.chunks
         width = self.chunk_size + (0 if ensemble else 2 * self.locality)
         self.scaling = jnp.asarray(scaling, self.dtype)

@@ -1223,10 +1223,15 @@ def _check_module(obj, where: str) -> None:
 
 
 class _Decoder:
-    def __init__(self, leaves, allow: dict, version: int):
+    """Rebuilds the stored tree from ``leaves``; ``nonfinite``: the numbers
+    of the leaves holding NaN or inf, refused naming the field that holds
+    them."""
+
+    def __init__(self, leaves, allow: dict, version: int, nonfinite=frozenset()):
         self.leaves = leaves
         self.allow = allow
         self.version = version
+        self.nonfinite = nonfinite
 
     def __call__(self, node, where: str, depth: int = 0):
         if depth > _MAX_DEPTH:
@@ -1246,6 +1251,11 @@ class _Decoder:
         if kind == "leaf":
             if not (_is_int(value) and 0 <= value < len(self.leaves)):
                 raise ModelFileError(f"{where}: leaf number {value!r} out of range")
+            if value in self.nonfinite:
+                raise ModelFileError(
+                    f"{where} (leaf {value}) holds NaN or inf; no model orc trains "
+                    "has non-finite weights"
+                )
             return self.leaves[value]
         if kind == "float":
             if value not in ("nan", "inf", "-inf"):
@@ -1462,22 +1472,26 @@ def load(path, cls: type | None = None, return_extras: bool = False, allow=()):
     try:
         leaves = _read_leaves(payload, header["leaves"])
         extra_leaves = set(header["extras"].values())
-        for i, a in enumerate(leaves):
-            # checked in numpy on the host: a jnp check would compile two
-            # small programs per leaf shape at every load
-            if (
-                i not in extra_leaves
-                and jnp.issubdtype(a.dtype, jnp.inexact)
-                and not np.all(np.isfinite(a))
-            ):
-                raise ModelFileError(
-                    f"leaf {i} {tuple(a.shape)} holds NaN or inf; no model orc "
-                    "trains has non-finite weights"
-                )
+        # checked in numpy on the host (a jnp check would compile two small
+        # programs per leaf shape at every load); refused where the tree
+        # names the field (_Decoder), or here for a leaf it does not use
+        nonfinite = frozenset(
+            i
+            for i, a in enumerate(leaves)
+            if i not in extra_leaves
+            and jnp.issubdtype(a.dtype, jnp.inexact)
+            and not np.all(np.isfinite(a))
+        )
         arrays = [jnp.asarray(a) for a in leaves]
-        model = _Decoder(arrays, allowed, header["format_version"])(
+        model = _Decoder(arrays, allowed, header["format_version"], nonfinite)(
             header["tree"], "model"
         )
+        if nonfinite:
+            i = min(nonfinite)
+            raise ModelFileError(
+                f"leaf {i} {tuple(leaves[i].shape)} holds NaN or inf; no model orc "
+                "trains has non-finite weights"
+            )
         if type(model) is not model_cls:
             raise ModelFileError(
                 "header field 'model_class' and the stored structure disagree on the "

@@ -29,11 +29,13 @@ right.
 from __future__ import annotations
 
 import abc
+import math
 from collections.abc import Callable, Sequence
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array
 
 from ._bank import as_view, lead_axes, to_bank
@@ -158,6 +160,42 @@ def _outputs_per_chunk(owner: str, out_dim: int, chunks: int, ensemble: bool) ->
     return out_dim // chunks
 
 
+def wout_bound(dtype) -> float:
+    """The largest sum of ``|wout|`` over one output's weights that a readout
+    may hold: ``sqrt`` of the dtype's largest finite value (1.3e154 in
+    float64, 1.8e19 in float32). A reservoir's features lie in [-1, 1]
+    (``tanh`` states and their squares), so an output is at most that sum
+    in magnitude, and below the bound the output and its square (every
+    error metric, the divergence check) are finite numbers of the dtype.
+    Ridge training on data of that dtype stays far below it; weights above
+    it come from an edited file or model, not from training."""
+    return math.sqrt(float(np.finfo(dtype).max))
+
+
+def check_wout_values(owner: str, wout, dtype) -> None:
+    """The readouts' value invariant, one check for a built readout and for
+    one :func:`orc.load` rebuilds (its ``__check_init__``): ``wout``
+    ``(chunks, n_out, n_features)`` is finite and every output's sum of
+    ``|wout|`` is at most :func:`wout_bound`. Traced values (a readout built
+    under ``jax.jit``/``vmap``) pass."""
+    if isinstance(wout, jax.core.Tracer):
+        return
+    w = np.asarray(wout)
+    if w.size == 0:
+        return
+    bound = wout_bound(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        sums = np.abs(w).sum(axis=-1)
+    bad = ~(sums <= bound)  # NaN and inf sums are bad too
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"{owner}: wout must be finite with each output's sum of |weights| at "
+            f"most {bound:.3g} (sqrt of the largest {np.dtype(dtype)}), got "
+            f"{sums[idx]:.3g} at index {idx} (chunk, output)"
+        )
+
+
 class _LinearReadoutCore(ReadoutBase):
     """Shared implementation: per-chunk features, per-chunk matrix, combine."""
 
@@ -181,6 +219,7 @@ class _LinearReadoutCore(ReadoutBase):
         per_chunk = _outputs_per_chunk(name, self.out_dim, self.chunks, self.ensemble)
         shape = (self.chunks, per_chunk, self.res_dim)
         check_leaf(name, "wout", self.wout, shape, self.dtype)
+        check_wout_values(name, self.wout, self.dtype)
 
     @property
     def state_shape(self) -> tuple[int, ...]:

@@ -25,6 +25,24 @@ _CESN = ("data_dim", "res_dim", "time_const", *ESN_MODEL, "seed")
 _OPTIONS = ("quadratic", "periodic", "use_sparse_eigs")
 
 
+def check_driver_mode(model, mode: str) -> None:
+    """An ESN forecaster's time mode and its driver's agree: a discrete model
+    (stepped sample by sample) holds drivers in ``"discrete"`` mode, a
+    continuous one (integrated by diffrax) in ``"continuous"`` mode; for a
+    stacked driver, every layer. Part of the models' ``__check_init__``, so
+    the same check decides for a built model and for one :func:`orc.load`
+    rebuilds."""
+    driver = model.driver
+    for i, layer in enumerate(getattr(driver, "layers", (driver,))):
+        have = getattr(layer, "mode", mode)
+        if have != mode:
+            where = f"driver.layers[{i}].mode" if layer is not driver else "driver.mode"
+            raise ValueError(
+                f"{type(model).__name__}: {where} must be {mode!r} (the model is "
+                f"{mode} in time), got {have!r}"
+            )
+
+
 def _build(model, data_dim, hyper: dict, *, layout: str, mode="discrete", **base):
     """Fill ``model``, an ESN forecaster, from its constructor's arguments:
     the components of ``layout`` from ``hyper``, then the base class's
@@ -90,6 +108,7 @@ class ESNForecaster(RCForecasterBase):
 
     def __check_init__(self):
         check_esn_sizes(self)
+        check_driver_mode(self, "discrete")
 
     capabilities = frozenset({"pipeline_forcing"})
 
@@ -158,6 +177,7 @@ class CESNForecaster(CRCForecasterBase):
 
     def __check_init__(self):
         check_esn_sizes(self)
+        check_driver_mode(self, "continuous")
 
     @orc_signature(
         *_CESN,
@@ -204,6 +224,7 @@ class EnsembleESNForecaster(RCForecasterBase):
 
     def __check_init__(self):
         check_esn_sizes(self)
+        check_driver_mode(self, "discrete")
 
     capabilities = frozenset({"pipeline_forcing"})
 
@@ -249,6 +270,7 @@ class DeepESNForecaster(RCForecasterBase):
 
     def __check_init__(self):
         check_esn_sizes(self)
+        check_driver_mode(self, "discrete")
         if self.n_layers != len(self.driver.layers):
             raise ValueError(
                 f"DeepESNForecaster: n_layers ({self.n_layers!r}) must equal the "

@@ -741,7 +741,12 @@ def _train(
         flat = (flat - mu) / sigma
         y = (y - mu) / sigma
     if model.target == "increment":
-        y = y - flat[rows]
+        # flat[rows] as slices, not a gather: XLA's CPU fusion of a gather with
+        # the noise draw gave other last bits when split across threads (the
+        # weights then depended on the CPUs the process may use)
+        last = first + rows.size // n_traj
+        current = flat.reshape(n_traj, t_in, flat.shape[-1])[:, first:last]
+        y = y - current.reshape(rows.size, flat.shape[-1])
 
     def feats(block):
         return model._rows(flat, block)

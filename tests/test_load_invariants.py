@@ -1,0 +1,238 @@
+"""A model file holds only what a constructor allows (issue 47 item 6).
+
+Files edited as an attacker would (checksums fixed up, tests/test_io_safety.py's
+``forge``) with values no constructor accepts: leak rates outside (0, 1],
+a negative time constant, embedding scaling or spectral radius, a
+continuous-mode driver in a discrete forecaster, readout weights scaled by
+1e300 or NaN. ``orc.load`` refuses each with a ``ModelFileError`` naming the
+field, and the constructors refuse the same values with the same words: one
+check decides for both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import orc
+from _helpers import run_cli
+from orc._validation import from_fields
+from orc.drivers import ParallelESNDriver
+from orc.embeddings import ParallelLinearEmbedding
+from orc.forecaster import CESNForecaster, ESNForecaster
+from orc.io import ModelFileError
+from test_io_safety import U, forge, leaf_number, npy_payload, npy_records, split
+
+N = 20
+
+
+@pytest.fixture(scope="module")
+def esn():
+    model, _ = orc.forecaster.train_RCForecaster(ESNForecaster(3, N, seed=1), U)
+    return model
+
+
+def _fields(module) -> dict:
+    return {f.name: getattr(module, f.name) for f in dataclasses.fields(module)}
+
+
+def _edit_leaf(tmp_path, model, field, edit, name="m.orc"):
+    """Save ``model``, replace the leaf at ``field`` (a path of field names)
+    by ``edit(stored array)`` and forge the file's checksums; its path."""
+    path = orc.save(tmp_path / name, model)
+    header, payload, _ = split(path.read_bytes())
+    i = leaf_number(header, *field)
+    arrays = npy_records(payload, len(header["leaves"]))
+    arrays[i] = np.asarray(edit(arrays[i].copy()), arrays[i].dtype)
+    path.write_bytes(forge(header, npy_payload(arrays)))
+    return path
+
+
+def _load_error(path) -> str:
+    with pytest.raises(ModelFileError) as info:
+        orc.load(path)
+    return str(info.value)
+
+
+def _ctor_error(fn, exc=ValueError) -> str:
+    with pytest.raises(exc) as info:
+        fn()
+    return str(info.value)
+
+
+@pytest.mark.parametrize("leak", [0.0, 5.0, -0.5])
+def test_leak_outside_0_1_is_refused(tmp_path, esn, leak):
+    path = _edit_leaf(
+        tmp_path, esn, ("driver", "leak"), lambda a: np.full_like(a, leak)
+    )
+    loaded = _load_error(path)
+    built = _ctor_error(
+        lambda: ParallelESNDriver(chunks=1, res_dim=N, leak=leak, seed=0)
+    )
+    assert built == f"ParallelESNDriver: leak must lie in (0.0, 1.0], got {leak}"
+    assert loaded.endswith(f"model.driver (ParallelESNDriver): {built}"), loaded
+
+
+def test_per_node_leak_rates_are_checked_per_node(tmp_path):
+    rates = np.linspace(0.2, 1.0, N)
+    model = ESNForecaster(3, N, leak_rate=rates, seed=0)
+    path = _edit_leaf(
+        tmp_path, model, ("driver", "leak"), lambda a: a.__setitem__((0, 7), 0.0) or a
+    )
+    loaded = _load_error(path)
+    bad = rates.copy()[None]
+    bad[0, 7] = 0.0
+    built = _ctor_error(
+        lambda: ParallelESNDriver(chunks=1, res_dim=N, leak=bad, seed=0)
+    )
+    assert "leak must lie in (0, 1] for every node, got 0.0 at index (0, 7)" in built
+    assert loaded.endswith(f"model.driver (ParallelESNDriver): {built}"), loaded
+    # the unedited per-node model loads bit for bit
+    ok = orc.save(tmp_path / "ok.orc", model)
+    assert np.array_equal(orc.load(ok).driver.leak, model.driver.leak)
+
+
+def test_negative_time_const_is_refused(tmp_path):
+    model = CESNForecaster(3, N, time_const=50.0, seed=0)
+    path = _edit_leaf(
+        tmp_path, model, ("driver", "time_const"), lambda a: -50.0 + 0 * a
+    )
+    loaded = _load_error(path)
+    built = _ctor_error(
+        lambda: ParallelESNDriver(
+            chunks=1, res_dim=N, mode="continuous", time_const=-50.0, seed=0
+        )
+    )
+    assert built == "ParallelESNDriver: time_const must lie in (0.0, inf), got -50.0"
+    assert loaded.endswith(f"model.driver (ParallelESNDriver): {built}"), loaded
+    model_words = _ctor_error(lambda: CESNForecaster(3, N, time_const=-50.0))
+    assert model_words.endswith("time_const must lie in (0.0, inf), got -50.0")
+
+
+def test_negative_spectral_radius_is_refused(tmp_path, esn):
+    path = _edit_leaf(
+        tmp_path, esn, ("driver", "spectral_radius"), lambda a: -3.0 + 0 * a
+    )
+    loaded = _load_error(path)
+    built = _ctor_error(
+        lambda: ParallelESNDriver(chunks=1, res_dim=N, spectral_radius=-3.0, seed=0)
+    )
+    assert (
+        built == "ParallelESNDriver: spectral_radius must lie in (0.0, inf), got -3.0"
+    )
+    assert loaded.endswith(f"model.driver (ParallelESNDriver): {built}"), loaded
+
+
+def test_negative_embedding_scaling_is_refused(tmp_path, esn):
+    path = _edit_leaf(tmp_path, esn, ("embedding", "scaling"), lambda a: -1.0 + 0 * a)
+    loaded = _load_error(path)
+    built = _ctor_error(lambda: ParallelLinearEmbedding(3, N, -1.0, chunks=1, seed=0))
+    assert built == "ParallelLinearEmbedding: scaling must lie in [0.0, inf), got -1.0"
+    assert loaded.endswith(f"model.embedding (ParallelLinearEmbedding): {built}"), (
+        loaded
+    )
+    # the models' own argument says the same under its public name
+    words = _ctor_error(lambda: ESNForecaster(3, N, embedding_scaling=-1.0))
+    assert words == "ESNForecaster: embedding_scaling must lie in [0.0, inf), got -1.0"
+    # zero input scaling (a reservoir the input does not drive) stays legal
+    assert float(ESNForecaster(3, N, embedding_scaling=0.0).embedding.scaling) == 0.0
+
+
+@pytest.mark.parametrize(
+    "cls, stored, expected",
+    [
+        (ESNForecaster, "continuous", "discrete"),
+        (CESNForecaster, "discrete", "continuous"),
+    ],
+)
+def test_driver_mode_must_match_the_model(tmp_path, cls, stored, expected):
+    model = cls(3, N, seed=0)
+    path = orc.save(tmp_path / "m.orc", model)
+    header, payload, _ = split(path.read_bytes())
+    header["tree"]["fields"]["driver"]["fields"]["mode"] = stored
+    path.write_bytes(forge(header, payload))
+    loaded = _load_error(path)
+    # the same invalid value given to a constructor: the model made from
+    # its fields with the other driver (orc._validation.from_fields)
+    other = ParallelESNDriver(
+        chunks=1, res_dim=N, mode=stored, seed=0, spectral_radius=0.8, density=0.02
+    )
+    fields = dict(_fields(model), driver=other)
+    built = _ctor_error(lambda: from_fields(cls, fields))
+    assert built == (
+        f"{cls.__name__}: driver.mode must be {expected!r} (the model is "
+        f"{expected} in time), got {stored!r}"
+    )
+    assert loaded.endswith(f"model ({cls.__name__}): {built}"), loaded
+
+
+def test_readout_weights_beyond_the_bound_are_refused(tmp_path, esn):
+    path = _edit_leaf(tmp_path, esn, ("readout", "wout"), lambda a: a * 1e300)
+    loaded = _load_error(path)
+    bound = math.sqrt(np.finfo(np.float64).max)
+    huge = esn.readout.wout * 1e300
+    built = _ctor_error(
+        lambda: from_fields(type(esn.readout), dict(_fields(esn.readout), wout=huge))
+    )
+    sums = np.abs(np.asarray(huge)).sum(-1)
+    first = tuple(int(i) for i in np.argwhere(sums > bound)[0])
+    assert built == (
+        "ParallelLinearReadout: wout must be finite with each output's sum of "
+        f"|weights| at most {bound:.3g} (sqrt of the largest float64), got "
+        f"{sums[first]:.3g} at index {first} (chunk, output)"
+    )
+    assert loaded.endswith(f"model.readout (ParallelLinearReadout): {built}"), loaded
+    # below the bound a file loads as written: the bound refuses weights
+    # whose outputs cannot be squared, not merely large ones
+    path = _edit_leaf(tmp_path, esn, ("readout", "wout"), lambda a: a * 1e100, "b.orc")
+    assert np.array_equal(orc.load(path).readout.wout, esn.readout.wout * 1e100)
+
+
+def test_non_finite_leaves_name_their_field(tmp_path, esn):
+    def poison(a):
+        a[0, 1, 2] = np.nan
+        return a
+
+    path = _edit_leaf(tmp_path, esn, ("readout", "wout"), poison)
+    assert "model.readout.wout (leaf 6) holds NaN or inf" in _load_error(path)
+    built = _ctor_error(
+        lambda: from_fields(
+            type(esn.readout),
+            dict(_fields(esn.readout), wout=esn.readout.wout.at[0, 1, 2].set(jnp.nan)),
+        )
+    )
+    assert "wout must be finite" in built and "got nan at index (0, 1)" in built
+
+
+def test_cli_refuses_the_edited_model(tmp_path, esn):
+    _edit_leaf(tmp_path, esn, ("readout", "wout"), lambda a: a * 1e300)
+    out = tmp_path / "f.csv"
+    run = run_cli("forecast", "m.orc", "--steps", "5", "--out", out, cwd=tmp_path)
+    assert run.returncode != 0
+    assert "wout must be finite" in run.stderr
+    assert not out.exists()
+
+
+def test_traced_hyperparameters_still_build():
+    # a population built under vmap (construction="jax") and a model built
+    # inside jit with a traced leak rate: values under tracing pass the
+    # checks (they cannot be read), the shapes are still checked
+    @eqx.filter_vmap
+    def population(seed, leak):
+        return ESNForecaster(3, N, leak_rate=leak, seed=seed, construction="jax")
+
+    pop = population(jnp.arange(3), jnp.asarray([0.2, 0.5, 0.9]))
+    assert pop.driver.leak.shape == (3,)
+    np.testing.assert_array_equal(pop.driver.leak, [0.2, 0.5, 0.9])
+
+    @jax.jit
+    def leak_of(a):
+        return ESNForecaster(3, N, leak_rate=a, construction="jax").driver.leak
+
+    assert float(leak_of(0.3)) == 0.3
