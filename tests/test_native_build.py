@@ -68,7 +68,7 @@ def test_no_compiler_or_writable_home_needed_at_run_time(tmp_path):
         "import numpy as np, jax.numpy as jnp, orc\n"
         "from orc import _native\n"
         "assert _native.native_available(), _native.native_config()\n"
-        "m = orc.forecaster.ESNForecaster(3, 60, seed=0)\n"
+        "m = orc.forecaster.ESNForecaster(3, 80, seed=0)  # >= GRAM_KERNEL_MIN_FEATURES\n"
         "U = jnp.asarray(np.random.default_rng(0).normal(size=(200, 3)))\n"
         "m, R = orc.forecaster.train_RCForecaster(m, U)\n"
         "print(float(jnp.abs(m.readout.wout).sum()))\n"
@@ -88,7 +88,7 @@ _PROGRAM = """
 import hashlib, jax, numpy as np, jax.numpy as jnp
 jax.config.update('jax_enable_x64', True)
 import orc
-m = orc.forecaster.ESNForecaster(3, 60, seed=0)
+m = orc.forecaster.ESNForecaster(3, 80, seed=0)  # >= GRAM_KERNEL_MIN_FEATURES
 U = jnp.asarray(np.random.default_rng(0).normal(size=(200, 3)))
 train = jax.jit(lambda m, U: orc.forecaster.train_RCForecaster(m, U)[0].readout.wout)
 text = train.lower(m, U).as_text()

@@ -14,7 +14,7 @@ from _helpers import assert_fallback_solution
 from orc import drivers, embeddings, readouts
 from orc._matrix import distinct_columns, nonzeros_per_row
 from orc._ridge import RidgeStats, sequence_stats, solve, stats_update, symmetric
-from orc._training import fit_readout, teacher_forced_fit
+from orc._training import fit_readout, teacher_forced_statistics
 from orc.utils import max_eig_arnoldi
 from orc.utils.regressions import ridge_regression
 
@@ -104,18 +104,18 @@ def test_chunked_and_multi_sequence_fit_match_numpy():
     multi_states = RNG.standard_normal((3, 150, N))
     multi_targets = RNG.standard_normal((3, 150, O))
     lro = readouts.LinearReadout(O, N)
-    mfit, _ = teacher_forced_fit(
+    mstats, _ = teacher_forced_statistics(
         lro,
         lambda u, r: u,
         jnp.asarray(multi_states),
         jnp.asarray(multi_targets),
         jnp.zeros((3, N)),
-        1e-3,
         spinup=20,
         multi_sequence=True,
         keep_states=False,
         block_size=64,
     )
+    mfit = lro.set_wout(solve(mstats, jnp.asarray(1e-3, mstats.gram.dtype)))
     X = multi_states[:, 20:].reshape(-1, N)
     Y = multi_targets[:, 20:].reshape(-1, O)
     np.testing.assert_allclose(

@@ -64,7 +64,7 @@ def fit_readout(
 
     ``states`` ``(T, *state)`` and raw ``targets`` ``(T, out_dim)``; rows
     ``spinup:`` are used. (Teacher-forced training accumulates while it forces
-    instead, see :func:`teacher_forced_fit`.)
+    instead, see :func:`teacher_forced_statistics`.)
     """
     stats = sequence_stats(
         states,
