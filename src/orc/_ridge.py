@@ -106,9 +106,11 @@ GRAM_KERNEL_MIN_FEATURES = 64
 #: Panel width of the Cholesky factorisation and the triangular solves of the
 #: XLA solve on CPU (:func:`_cholesky_panels`, :func:`_cho_solve_panels`):
 #: LAPACK's ``potrf`` and ``trsm`` in OpenBLAS split their sums by their
-#: thread count from about 300 rows on, while a factorisation of a 64 x 64
-#: block, a triangular solve with a 64 x 64 factor and products over 64 terms
-#: give the same bits on one thread or many.
+#: thread count from 128 rows on (measured: 96 not), while a factorisation
+#: of a 64 x 64 block, a triangular solve with a 64 x 64 factor and products
+#: over 64 terms (also with an output of a few columns, which Eigen splits
+#: over the contraction from 128 terms on) give the same bits on one thread
+#: or many.
 SOLVE_PANEL = 64
 
 
@@ -685,38 +687,90 @@ def _min_norm_jvp(native, primals, tangents):
     )
 
 
-def _panels(n: int) -> list[tuple[int, int]]:
-    """The panels ``(start, stop)`` of ``SOLVE_PANEL`` rows (the last one
-    shorter) of an ``n x n`` factor."""
-    return [(j, min(j + SOLVE_PANEL, n)) for j in range(0, n, SOLVE_PANEL)]
+#: Columns per block column of :func:`_cholesky_panels`: the trailing
+#: matrix is updated once per block column, by one product over its columns
+#: (at most 320 terms keep their order on any number of threads, see
+#: ``STATS_GROUP``), its ``SOLVE_PANEL``-wide panels factorised inside it.
+CHOLESKY_BLOCK = 4 * SOLVE_PANEL
+#: Rows per stage of :func:`_cholesky_panels` (a multiple of
+#: ``CHOLESKY_BLOCK``): the trailing matrix shrinks between stages (static
+#: shapes) and keeps its shape within one (a loop over block columns).
+CHOLESKY_STAGE = 2 * CHOLESKY_BLOCK
+
+
+def _padded(a: Array, n: int) -> Array:
+    """``a`` ``(m, m)`` as the leading block of an ``(n, n)`` matrix with
+    the identity after it (its factor: ``a``'s, and the identity)."""
+    m = a.shape[-1]
+    if n == m:
+        return a
+    out = jnp.eye(n, dtype=a.dtype)
+    return out.at[:m, :m].set(a)
 
 
 def _cholesky_panels(a: Array) -> Array:
     """Lower Cholesky factor of the symmetric ``a`` ``(n, n)`` (its lower
-    triangle is read; NaN where it fails), right-looking by panels of
-    ``SOLVE_PANEL`` columns: each diagonal block factorised by LAPACK, the
-    panel below it by a triangular solve with that block (``L21^T =
-    L11^{-1} A21^T``), the rest updated by one product over the panel's
-    columns. Each of these calls gives the same bits on one thread or many,
-    so the factor does too (LAPACK's ``potrf`` of the whole matrix does not,
-    see ``SOLVE_PANEL``). A failed block makes every later one NaN."""
+    triangle is read; NaN where it fails), by block columns of
+    ``CHOLESKY_BLOCK`` columns, right-looking: in each, panels of
+    ``SOLVE_PANEL`` columns, each diagonal block factorised by LAPACK, the
+    panel below it by a triangular solve with that block (``L21^T = L11^{-1}
+    A21^T``) and the block column's next columns updated by a product over
+    the panel's; then the trailing matrix updated by one product over the
+    block column's columns. Each of these calls gives the same bits on one
+    thread or many, so the factor does too (LAPACK's ``potrf`` of the whole
+    matrix does not, see ``SOLVE_PANEL``). A failed block makes every later
+    one NaN.
+
+    The block columns run in a loop over a trailing matrix of fixed shape
+    (the rows above the block column masked out), which shrinks by
+    ``CHOLESKY_STAGE`` rows between stages: a few compiled loop bodies
+    instead of one program per panel (7 s to compile at 2000 features)."""
     n = a.shape[-1]
     if n <= SOLVE_PANEL:
         return _cholesky(a)
-    factor = jnp.zeros_like(a)
-    rest = a
-    for j, e in _panels(n):
-        b = e - j
-        l11 = _cholesky(rest[:b, :b])
-        factor = factor.at[j:e, j:e].set(l11)
-        if e == n:
-            break
-        l21t = jax.lax.linalg.triangular_solve(
-            l11, rest[b:, :b].T, left_side=True, lower=True
-        )
-        factor = factor.at[e:, j:e].set(l21t.T)
-        rest = rest[b:, b:] - jnp.matmul(l21t.T, l21t, precision="highest")
-    return factor
+    p, w = SOLVE_PANEL, CHOLESKY_BLOCK
+    size = -(-n // w) * w
+    rest = _padded(a, size)
+    factor = jnp.zeros_like(rest)
+    for top in range(0, size, CHOLESKY_STAGE):
+        m = size - top
+        width = min(CHOLESKY_STAGE, m)
+        rows = jnp.arange(m)[:, None]
+
+        def block_column(kb, carry, m=m, rows=rows):
+            rest, cols = carry
+            ob = kb * w
+
+            def panel(q, bl):  # bl: (the block column, its factor columns)
+                blk, lblk = bl
+                o = ob + q * p
+                l11 = _cholesky(jax.lax.dynamic_slice(blk, (o, q * p), (p, p)))
+                col = jax.lax.dynamic_slice(blk, (0, q * p), (m, p))
+                l21t = jax.lax.linalg.triangular_solve(
+                    l11, col.T, left_side=True, lower=True
+                )
+                l21 = jnp.where(rows >= o + p, l21t.T, 0)
+                diag = jax.lax.dynamic_update_slice(jnp.zeros_like(l21), l11, (o, 0))
+                lblk = jax.lax.dynamic_update_slice(lblk, l21 + diag, (0, q * p))
+                # the block column's next columns (rows ob + (q + 1) p on of l21)
+                right = jax.lax.dynamic_slice(l21, (ob, 0), (w, p))
+                update = jnp.matmul(l21, right.T, precision="highest")
+                return blk - update, lblk
+
+            blk = jax.lax.dynamic_slice(rest, (0, ob), (m, w))
+            _, lblk = jax.lax.fori_loop(
+                0, w // p, panel, (blk, jnp.zeros((m, w), rest.dtype))
+            )
+            cols = jax.lax.dynamic_update_slice(cols, lblk, (0, ob))
+            below = jnp.where(rows >= ob + w, lblk, 0)
+            rest = rest - jnp.matmul(below, below.T, precision="highest")
+            return rest, cols
+
+        cols = jnp.zeros((m, width), rest.dtype)
+        rest, cols = jax.lax.fori_loop(0, width // w, block_column, (rest, cols))
+        factor = factor.at[top:, top : top + width].set(cols)
+        rest = rest[width:, width:]
+    return factor[:n, :n]
 
 
 def _cho_solve_panels(factor: Array, rhs: Array) -> Array:
@@ -725,27 +779,49 @@ def _cho_solve_panels(factor: Array, rhs: Array) -> Array:
     substitution by panels of ``SOLVE_PANEL`` rows (a triangular solve with
     each diagonal block, the rows after it, or before it, updated by a
     product over the panel's rows), so the solution is the same bits on any
-    number of threads."""
+    number of threads. One loop each, over arrays of fixed shape."""
     n = factor.shape[-1]
     if n <= SOLVE_PANEL:
         return jax.scipy.linalg.cho_solve((factor, True), rhs)
-    for j, e in _panels(n):  # L z = rhs
-        zj = jax.lax.linalg.triangular_solve(
-            factor[j:e, j:e], rhs[j:e], left_side=True, lower=True
+    p = SOLVE_PANEL
+    size = -(-n // p) * p
+    factor = _padded(factor, size)
+    rhs = jnp.concatenate([rhs, jnp.zeros((size - n,) + rhs.shape[1:], rhs.dtype)])
+    rows = jnp.arange(size)[:, None]
+    o_cols = rhs.shape[-1]
+
+    def forward(k, r):  # L z = rhs
+        o = k * p
+        lkk = jax.lax.dynamic_slice(factor, (o, o), (p, p))
+        z = jax.lax.linalg.triangular_solve(
+            lkk,
+            jax.lax.dynamic_slice(r, (o, 0), (p, o_cols)),
+            left_side=True,
+            lower=True,
         )
-        rhs = rhs.at[j:e].set(zj)
-        if e < n:
-            update = jnp.matmul(factor[e:, j:e], zj, precision="highest")
-            rhs = rhs.at[e:].add(-update)
-    for j, e in reversed(_panels(n)):  # L^T x = z
-        xj = jax.lax.linalg.triangular_solve(
-            factor[j:e, j:e], rhs[j:e], left_side=True, lower=True, transpose_a=True
+        r = jax.lax.dynamic_update_slice(r, z, (o, 0))
+        col = jax.lax.dynamic_slice(factor, (0, o), (size, p))
+        update = jnp.matmul(col, z, precision="highest")
+        return jnp.where(rows >= o + p, r - update, r)
+
+    def backward(i, r):  # L^T x = z
+        o = (size // p - 1 - i) * p
+        lkk = jax.lax.dynamic_slice(factor, (o, o), (p, p))
+        x = jax.lax.linalg.triangular_solve(
+            lkk,
+            jax.lax.dynamic_slice(r, (o, 0), (p, o_cols)),
+            left_side=True,
+            lower=True,
+            transpose_a=True,
         )
-        rhs = rhs.at[j:e].set(xj)
-        if j > 0:
-            update = jnp.matmul(factor[j:e, :j].T, xj, precision="highest")
-            rhs = rhs.at[:j].add(-update)
-    return rhs
+        r = jax.lax.dynamic_update_slice(r, x, (o, 0))
+        row = jax.lax.dynamic_slice(factor, (o, 0), (p, size))
+        update = jnp.matmul(row.T, x, precision="highest")
+        return jnp.where(rows < o, r - update, r)
+
+    r = jax.lax.fori_loop(0, size // p, forward, rhs)
+    r = jax.lax.fori_loop(0, size // p, backward, r)
+    return r[:n]
 
 
 def _solve_xla_status(
