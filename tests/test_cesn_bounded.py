@@ -149,7 +149,12 @@ for row in (-1, 0, 120):
     )
     for row in (-1, 0, 120):
         assert found[f"train {row}"][0] == "EquinoxRuntimeError"
-        assert "train_seq contains NaN or inf values." in found[f"train {row}"][1]
+        # the same words as the eager refusal, the first bad row included
+        where = f"(first at row {row % 200})"  # U: 200 rows
+        assert (
+            f"train_seq contains NaN or inf values {where}."
+            in (found[f"train {row}"][1])
+        )
 
 
 def test_nonfinite_warm_up_data_and_states_end_with_their_error():
@@ -164,11 +169,20 @@ outcome("force", lambda: model.force(bad(U[:60], -1), r0, t[:60]))
 """
     )
     assert found["warm-up"][0] == "EquinoxRuntimeError"
-    assert "spinup_data contains NaN or inf values." in found["warm-up"][1]
+    assert (
+        "spinup_data contains NaN or inf values (first at row 59)."
+        in (found["warm-up"][1])
+    )
     assert found["state"][0] == "EquinoxRuntimeError"
-    assert "CESNForecaster: res_state contains NaN or inf values." in found["state"][1]
+    assert (
+        "CESNForecaster: res_state contains NaN or inf values (first at row 0)."
+        in found["state"][1]
+    )
     assert found["force"][0] == "EquinoxRuntimeError"
-    assert "CESNForecaster: in_seq contains NaN or inf values." in found["force"][1]
+    assert (
+        "CESNForecaster: in_seq contains NaN or inf values (first at row 59)."
+        in found["force"][1]
+    )
 
 
 # --------------------------------------------------------------------------- #

@@ -302,12 +302,6 @@ KNOWN_FAILURES: dict[str, Known] = {
         "train_seq holding 1.8e308: 'ridge regression: the linear-algebra routine "
         "failed ... (the statistics may be too large for the floating-point type)', "
         "train_seq not named", "trainers"),
-    "force/predict/warm-up take non-finite data": Known(
-        r"(ESN|EnsembleESN|NVAR)Forecaster\.(force|predict|forecast_from_IC)",
-        "accepted bad input silently", "", "5",
-        "a NaN/inf in in_seq: NaN states or outputs, no error; an inf in the "
-        "first warm-up row of forecast_from_IC: absorbed by tanh, no error",
-        "methods"),
     "methods: str data reaches JAX": Known(
         r"(ESN|EnsembleESN|NVAR)Forecaster\.(force|predict)", "error not naming .*",
         _JAX_REFUSES, "11", "a str array as in_seq/res_state: JAX's 'Error "
@@ -345,9 +339,6 @@ KNOWN_FAILURES: dict[str, Known] = {
         r"ESNClassifier\.classify", "valid input refused", "spinup must be an int", "11",
         "classify(seq, spinup=np.int64(10)): 'spinup must be an int, got "
         "JitTracer(int64[])' (the trainers take NumPy ints)", "others"),
-    "regressor predict takes non-finite data": Known(
-        r"ESNRegressor\.predict", "accepted bad input silently", "", "5",
-        "a NaN/inf in res_state (or in_seq): NaN outputs, no error", "others"),
     "classify/predict: str data reaches JAX": Known(
         r"ESN(Classifier\.classify|Regressor\.predict)", "error not naming .*",
         _JAX_REFUSES, "11", "a str array as in_seq/res_state: JAX's message, no "

@@ -54,6 +54,7 @@ from jax.extend.core import get_opaque_trace_state
 
 __all__ = [
     "Errors",
+    "IndexedMessages",
     "check",
     "check_index",
     "warn",
@@ -106,6 +107,85 @@ def warn_at_caller(msg: str, category: type[Warning]) -> None:
         # `python -c` or exec has not (its loader raises ImportError)
         module_globals=None if filename.startswith("<") else module_globals,
     )
+
+
+class IndexedMessages(Sequence[str]):
+    """The messages ``fmt.format(*np.unravel_index(i, shape))`` for ``i`` in
+    ``range(prod(shape))``, made only when one is read.
+
+    A check whose message names a position found at run time (the first row
+    of the data that holds NaN) has one message per position; this sequence
+    holds them all at the cost of one, so the position is named under any
+    ``jax.jit`` as it is eagerly, whatever the data's length. Hashable and
+    comparable by ``(fmt, shape)`` (static metadata of a program)."""
+
+    __slots__ = ("fmt", "shape")
+
+    def __init__(self, fmt: str, shape: Sequence[int]):
+        self.fmt = fmt
+        self.shape = tuple(int(n) for n in shape)
+
+    def __len__(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(len(self))))
+        i = int(i)
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        return self.fmt.format(*(int(j) for j in np.unravel_index(i, self.shape)))
+
+    def __eq__(self, other):
+        return isinstance(other, IndexedMessages) and (self.fmt, self.shape) == (
+            other.fmt,
+            other.shape,
+        )
+
+    def __hash__(self):
+        return hash((IndexedMessages, self.fmt, self.shape))
+
+    def __repr__(self):
+        return f"IndexedMessages({self.fmt!r}, {self.shape})"
+
+
+class _Chain(Sequence[str]):
+    """The messages of several checks end to end, unmade (hashable)."""
+
+    __slots__ = ("parts", "_starts")
+
+    def __init__(self, parts):
+        self.parts = tuple(parts)
+        self._starts = np.cumsum([0] + [len(p) for p in self.parts])
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(len(self))))
+        i = int(i)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        k = int(np.searchsorted(self._starts, i, side="right")) - 1
+        return self.parts[k][i - int(self._starts[k])]
+
+    def __eq__(self, other):
+        return isinstance(other, _Chain) and self.parts == other.parts
+
+    def __hash__(self):
+        return hash((_Chain, self.parts))
+
+
+def _messages(msgs: Sequence[str]):
+    """``msgs`` as static, hashable data: an :class:`IndexedMessages` as it is,
+    another sequence as a tuple."""
+    return msgs if isinstance(msgs, IndexedMessages) else tuple(msgs)
 
 
 class Errors:
@@ -171,13 +251,23 @@ jax.tree_util.register_pytree_node(Errors, _flatten, _unflatten)
 def _serialize_entries(entries) -> bytes:
     import json
 
-    return json.dumps([[k, list(m), c] for k, m, c in entries]).encode()
+    def messages(m):
+        if isinstance(m, IndexedMessages):
+            return {"fmt": m.fmt, "shape": list(m.shape)}
+        return list(m)
+
+    return json.dumps([[k, messages(m), c] for k, m, c in entries]).encode()
 
 
 def _deserialize_entries(data: bytes):
     import json
 
-    return tuple((k, tuple(m), c) for k, m, c in json.loads(data.decode()))
+    def messages(m):
+        if isinstance(m, dict):
+            return IndexedMessages(m["fmt"], m["shape"])
+        return tuple(m)
+
+    return tuple((k, messages(m), c) for k, m, c in json.loads(data.decode()))
 
 
 jax.export.register_pytree_node_serialization(
@@ -189,10 +279,13 @@ jax.export.register_pytree_node_serialization(
 
 
 class _Ledger:
-    """The checks of the program being traced at ``state``."""
+    """The checks of the program being traced at ``state``. ``in_loop``: the
+    program is an entry point called inside a loop or branch body of another
+    orc program being traced (:func:`in_program_loop`)."""
 
-    def __init__(self):
+    def __init__(self, in_loop: bool = False):
         self.state = get_opaque_trace_state()
+        self.in_loop = in_loop
         self.codes: list = []
         self.entries: list = []
 
@@ -219,6 +312,24 @@ def _current_ledger() -> _Ledger | None:
     return ledger if ledger is not None and ledger.is_current() else None
 
 
+def in_program_loop() -> bool:
+    """Whether the caller is traced inside a loop or branch body of an orc
+    program (an orc program is being traced, not at the level where its
+    checks become codes): an entry point called there (a model's ``force``
+    run block by block by training) gets its arguments from orc's own code,
+    which checked what the user gave it at its top level."""
+    ledger = _ledger.get()
+    return ledger is not None and not ledger.is_current()
+
+
+def called_in_program_loop() -> bool:
+    """Whether the entry point being traced was called inside a loop or
+    branch body of another orc program (see :func:`in_program_loop`; set by
+    :func:`orc._strategy.compiled` when the call was traced)."""
+    ledger = _current_ledger()
+    return ledger is not None and ledger.in_loop
+
+
 def _scalar(pred):
     pred = jnp.asarray(pred)
     return pred if pred.ndim == 0 else jnp.any(pred)
@@ -238,13 +349,15 @@ def check(x, pred, msg: str, *, replace=None):
 
 def check_index(x, pred, index, msgs: Sequence[str], *, replace=None):
     """``x``, with the error ``msgs[index]`` if ``pred`` is true (``replace``
-    as in :func:`check`)."""
+    as in :func:`check`). ``msgs`` may be an :class:`IndexedMessages` (one
+    message per position, made only when it is raised)."""
+    msgs = _messages(msgs)
     ledger = _current_ledger()
     if ledger is None:  # eqx.error_if stops the program itself
-        return eqx.branched_error_if(x, _scalar(pred), index, tuple(msgs))
+        return eqx.branched_error_if(x, _scalar(pred), index, msgs)
     fired = _scalar(pred)
     code = jnp.where(fired, jnp.asarray(index, jnp.int32), -1)
-    ledger.add(code, [(ERROR, tuple(msgs), None)])
+    ledger.add(code, [(ERROR, msgs, None)])
     if replace is not None:
         x = jax.tree.map(lambda a, b: jnp.where(fired, b, a), x, replace)
     return x
@@ -295,7 +408,14 @@ def _warn_callback(fired, *, msg: str, category: str) -> None:
 def collect(fn: Callable, *args, **kwargs):
     """``(fn(*args, **kwargs), Errors)``: ``fn`` run with its checks recorded
     as codes (see the module doc)."""
-    ledger = _Ledger()
+    return collect_in(False, fn, args, kwargs)
+
+
+def collect_in(in_loop: bool, fn: Callable, args, kwargs):
+    """:func:`collect` of ``fn(*args, **kwargs)`` for an entry point called
+    inside a loop of another orc program or not (``in_loop``, see
+    :func:`called_in_program_loop`)."""
+    ledger = _Ledger(in_loop)
     token = _ledger.set(ledger)
     try:
         out = fn(*args, **kwargs)
@@ -322,7 +442,8 @@ def report(out, errors: Errors):
 
 def _thread(out, errors: Errors):
     codes = errors.codes
-    msgs: list[str] = []
+    parts: list = []  # the errors' messages, end to end (unmade: _Chain)
+    offset = 0
     pred, index = jnp.zeros((), bool), jnp.zeros((), jnp.int32)
     for j, (kind, entry_msgs, category) in enumerate(errors.entries):
         code = codes[..., j]
@@ -330,15 +451,16 @@ def _thread(out, errors: Errors):
             _warn_callback(code >= 0, msg=entry_msgs[0], category=category)
             continue
         hit = jnp.any(code >= 0)
-        first = jnp.max(jnp.where(code >= 0, code, 0)) + len(msgs)
+        first = jnp.max(jnp.where(code >= 0, code, 0)) + offset
         index = jnp.where(pred | ~hit, index, first)
         pred = pred | hit
-        msgs.extend(entry_msgs)
-    if not msgs:
+        parts.append(entry_msgs)
+        offset += len(entry_msgs)
+    if not parts:
         return out
     if not any(eqx.is_array(leaf) for leaf in jax.tree_util.tree_leaves(out)):
         raise TypeError("orc: a checked entry point must return at least one array")
-    return eqx.branched_error_if(out, pred, index, tuple(msgs))
+    return eqx.branched_error_if(out, pred, index, _Chain(parts))
 
 
 def capture_errors(fn: Callable) -> Callable:

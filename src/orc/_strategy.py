@@ -177,10 +177,10 @@ def compiled(fn=None, *, host_results: bool = False):
         return functools.partial(compiled, host_results=host_results)
 
     def run(static, arrays):
-        structure, marked, backend = static
+        structure, marked, backend, in_loop = static
         args, kwargs = _join(structure, marked, arrays)
         with use_backend(backend), full_precision():
-            out = _errors.collect(fn, *args, **kwargs)
+            out = _errors.collect_in(in_loop, fn, args, kwargs)
         out_structure, out_marked, out_arrays = _split(out)
         return out_arrays, _Static((out_structure, out_marked))
 
@@ -188,7 +188,12 @@ def compiled(fn=None, *, host_results: bool = False):
 
     def call(*args, backend: str | None = None, **kwargs):
         structure, marked, arrays = _split((args, kwargs))
-        out_arrays, static = jitted((structure, marked, resolve(backend)), arrays)
+        # inside a loop of another orc program: the program differs (its
+        # checks of the caller's data are left out, orc._validation.check_input)
+        in_loop = _errors.in_program_loop()
+        out_arrays, static = jitted(
+            (structure, marked, resolve(backend), in_loop), arrays
+        )
         if host_results:
             to_host_soon(out_arrays)
         return _errors.report(*_join(*static.value, out_arrays))

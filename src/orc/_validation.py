@@ -30,6 +30,7 @@ __all__ = [
     "check_static_int",
     "check_finite",
     "check_finite_rows",
+    "check_input_finite",
     "ode_max_steps",
     "default_float_dtype",
     "check_leaf",
@@ -235,15 +236,71 @@ def _nonfinite_message(owner: str, name: str, hint: str, where: str = "") -> str
     return msg + " " + hint if hint else msg
 
 
+def _lead_axes(ndim: int) -> int:
+    """How many leading axes name where a NaN/inf is: none for a scalar, the
+    index of 1-D data, trajectory and row of 3-D data ``(n_traj, seq_len,
+    features)``, else the row (the first axis)."""
+    return 0 if ndim == 0 else 2 if ndim == 3 else 1
+
+
+def _nonfinite_messages(owner: str, name: str, hint: str, shape):
+    """The messages of :func:`check_finite` for data of ``shape``, one per
+    position its leading axes name (:func:`_lead_axes`), as an
+    :class:`orc._errors.IndexedMessages`; ``None`` for a scalar."""
+    lead = _lead_axes(len(shape))
+    if lead == 0:
+        return None
+    if lead == 2:
+        where = " (first at trajectory {0}, row {1})"
+    else:
+        where = " (first at index {0})" if len(shape) == 1 else " (first at row {0})"
+    # the words of _nonfinite_message, braces of the names and hint escaped
+    fmt = _nonfinite_message(
+        *(t.replace("{", "{{").replace("}", "}}") for t in (owner, name, hint)),
+        where,
+    )
+    return _errors.IndexedMessages(fmt, tuple(shape[:lead]))
+
+
 def check_finite(x, name: str, owner: str, hint: str = "", *, replace=None):
     """Raise at run time (also under jit) if ``x`` contains NaN or inf.
+
+    The message names where the first bad value is, as
+    :func:`check_finite_rows` does for concrete data (the same words, eager
+    or under any ``jax.jit``): its row for 2-D data ``(seq_len, features)``,
+    trajectory and row for 3-D ``(n_traj, seq_len, features)``, index for
+    1-D.
 
     ``replace``: a finite value of ``x``'s shape that the program goes on
     with when the check fails (see :func:`orc._errors.check`), for data that
     would make what follows run forever (an adaptive ODE solve retrying a
     non-finite vector field)."""
-    msg = _nonfinite_message(owner, name, hint)
-    return _errors.check(x, ~jnp.all(jnp.isfinite(x)), msg, replace=replace)
+    x = jnp.asarray(x)
+    msgs = _nonfinite_messages(owner, name, hint, x.shape)
+    bad = ~jnp.isfinite(x)
+    if msgs is None:
+        msg = _nonfinite_message(owner, name, hint)
+        return _errors.check(x, jnp.any(bad), msg, replace=replace)
+    if x.size == 0:  # nothing to refuse
+        return x
+    per_position = jnp.any(bad.reshape(msgs.shape + (-1,)), axis=-1).reshape(-1)
+    index = jnp.argmax(per_position)  # the first bad position
+    return _errors.check_index(x, jnp.any(per_position), index, msgs, replace=replace)
+
+
+def check_input_finite(x, name: str, owner: str, hint: str = "", *, replace=None):
+    """:func:`check_finite` of data a public entry point (``force``,
+    ``predict``, ``forecast_from_IC``) was given by its caller.
+
+    Left out where the entry point is traced inside a loop or branch body of
+    another orc program (:func:`orc._errors.called_in_program_loop`: training
+    forces the reservoir block by block with ``model.force``): there the
+    data is that program's own, checked at its top level where the user gave
+    it, and a check in a loop body could not become one of its codes (it
+    would be a host callback in the program)."""
+    if _errors.called_in_program_loop():
+        return jnp.asarray(x)
+    return check_finite(x, name, owner, hint, replace=replace)
 
 
 def check_finite_rows(x, name: str, owner: str, hint: str = "") -> None:
@@ -251,12 +308,12 @@ def check_finite_rows(x, name: str, owner: str, hint: str = "") -> None:
 
     ``x`` (a NumPy or JAX array, or a list) is looked at on the host; the
     error (:class:`equinox.EquinoxRuntimeError`, what :func:`check_finite`
-    raises when the program returns) has :func:`check_finite`'s message
-    plus where the first bad value is: its row for 2-D data ``(seq_len,
-    features)``, trajectory and row for 3-D ``(n_traj, seq_len, features)``,
-    index for 1-D. Traced values (a call under ``jax.jit``) and values that
-    are not real numbers pass through: :func:`check_finite` and
-    :func:`check_data` report them.
+    raises when the program returns) has :func:`check_finite`'s message,
+    which says where the first bad value is: its row for 2-D data
+    ``(seq_len, features)``, trajectory and row for 3-D ``(n_traj,
+    seq_len, features)``, index for 1-D. Traced values (a call under
+    ``jax.jit``) and values that are not real numbers pass through:
+    :func:`check_finite` and :func:`check_data` report them.
     """
     if _is_traced(x):
         return
@@ -266,14 +323,11 @@ def check_finite_rows(x, name: str, owner: str, hint: str = "") -> None:
         return
     if not np.issubdtype(a.dtype, np.floating) or np.isfinite(a).all():
         return
-    first = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])
-    if a.ndim == 1:
-        where = f" (first at index {first[0]})"
-    elif a.ndim == 3:
-        where = f" (first at trajectory {first[0]}, row {first[1]})"
-    else:
-        where = f" (first at row {first[0]})"
-    raise eqx.EquinoxRuntimeError(_nonfinite_message(owner, name, hint, where))
+    msgs = _nonfinite_messages(owner, name, hint, a.shape)
+    if msgs is None:
+        raise eqx.EquinoxRuntimeError(_nonfinite_message(owner, name, hint))
+    first = np.argwhere(~np.isfinite(a))[0][: len(msgs.shape)]
+    raise eqx.EquinoxRuntimeError(msgs[int(np.ravel_multi_index(first, msgs.shape))])
 
 
 #: Step limit of an adaptive ODE solve when none is given (``max_steps=None``):

@@ -45,6 +45,7 @@ from ._strategy import compiled, model_hash
 from ._validation import (
     check_data,
     check_dtype,
+    check_input_finite,
     check_int,
     check_leaf,
     check_rank,
@@ -88,6 +89,9 @@ class RCRegressorBase(eqx.Module):
     -------
     force(in_seq, res_state=None) -> states ``(seq_len, *state_shape)``
     predict(in_seq, res_state=None) -> outputs ``(seq_len, out_dim)``
+
+    Both raise on NaN or inf in ``in_seq`` or ``res_state`` (also under
+    ``jax.jit``), naming the argument and the first bad row.
     """
 
     # a model as a static argument of jax.jit: an error that says what to do
@@ -162,7 +166,11 @@ class RCRegressorBase(eqx.Module):
         if res_state is None:
             res_state = self.driver.default_state()
         res_state = check_state("res_state", res_state, owner, self.driver, self.dtype)
-        return in_seq.astype(self.dtype), jnp.asarray(res_state, self.dtype)
+        in_seq = check_input_finite(in_seq.astype(self.dtype), name, owner)
+        res_state = check_input_finite(
+            jnp.asarray(res_state, self.dtype), "res_state", owner
+        )
+        return in_seq, res_state
 
     def _run(self, in_seq, res_state):
         return drive_sequence(self.driver, self.embedding, in_seq, res_state)

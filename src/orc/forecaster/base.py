@@ -35,6 +35,7 @@ from .._validation import (
     check_dtype,
     check_finite,
     check_finite_rows,
+    check_input_finite,
     check_rank,
     check_static_int,
     ode_max_steps,
@@ -156,13 +157,18 @@ class RCForecasterBase(eqx.Module):
         """Teacher-force the reservoir with ``in_seq`` from ``res_state``.
 
         Returns the state after each input, ``(seq_len, *state_shape)``
-        (``(seq_len, chunks, res_dim)`` for the ESN forecasters).
+        (``(seq_len, chunks, res_dim)`` for the ESN forecasters). NaN or inf
+        in ``in_seq`` or ``res_state`` raises (also under ``jax.jit``), naming
+        the argument and the first bad row.
         """
+        owner = type(self).__name__
         in_seq = _check_sequence(self, in_seq, "in_seq")
         _check_state(self, res_state)
-        return self._advance_seq(
-            in_seq.astype(self.dtype), jnp.asarray(res_state, self.dtype)
+        in_seq = check_input_finite(in_seq.astype(self.dtype), "in_seq", owner)
+        res_state = check_input_finite(
+            jnp.asarray(res_state, self.dtype), "res_state", owner
         )
+        return self._advance_seq(in_seq, res_state)
 
     def __call__(self, in_seq: Array, res_state: Array) -> Array:
         """Same as :meth:`force`."""
@@ -298,7 +304,8 @@ class RCForecasterBase(eqx.Module):
         """Warm up on ``spinup_data`` from the default state, then forecast.
 
         ``out[0]`` predicts the sample right after ``spinup_data``.
-        ``backend`` as for :meth:`forecast`.
+        ``backend`` as for :meth:`forecast`. NaN or inf in ``spinup_data``
+        raises (also under ``jax.jit``), naming its first bad row.
         """
         fcast_len = check_static_int(
             "fcast_len", fcast_len, type(self).__name__, minimum=1
@@ -314,6 +321,9 @@ class RCForecasterBase(eqx.Module):
 
     @compiled(host_results=True)  # read by report_divergence
     def _forecast_from_IC(self, fcast_len: int, spinup_data: Array) -> Array:
+        spinup_data = check_input_finite(
+            spinup_data.astype(self.dtype), "spinup_data", type(self).__name__
+        )
         states = self.force(spinup_data, self.driver.default_state())
         return self._closed_loop(fcast_len, states[-1])
 
@@ -513,7 +523,9 @@ class CRCForecasterBase(RCForecasterBase):
         program goes on with zeros in its place when it fails, so that the ODE
         solve it feeds ends (a non-finite vector field makes an adaptive solver
         retry forever) and the error is raised when the call returns."""
-        return check_finite(x, name, type(self).__name__, replace=jnp.zeros_like(x))
+        return check_input_finite(
+            x, name, type(self).__name__, replace=jnp.zeros_like(x)
+        )
 
     def __call__(self, in_seq: Array, res_state: Array, ts: Array) -> Array:  # type: ignore[override]
         return self.force(in_seq, res_state, ts)

@@ -40,6 +40,7 @@ from .._validation import (
     check_dtype,
     check_finite,
     check_float,
+    check_input_finite,
     check_int,
     check_rank,
     check_static_int,
@@ -520,9 +521,11 @@ class NVARForecaster(eqx.Module):
         Returns
         -------
         Array
-            ``(seq_len - window + 1, data_dim)``.
+            ``(seq_len - window + 1, data_dim)``. NaN or inf in ``in_seq``
+            raises (also under ``jax.jit``), naming its first bad row.
         """
         seq = self._check_seq(in_seq, "in_seq", self.window)
+        seq = check_input_finite(seq, "in_seq", type(self).__name__)
         feats = self._rows(seq, jnp.arange(self.window - 1, seq.shape[0]))
         return self._next(feats, seq[self.window - 1 :])
 

@@ -1,0 +1,289 @@
+"""NaN/inf inputs are refused by every public entry point (issue 47 item 5).
+
+``force``, ``predict``, ``forecast`` (its state) and ``forecast_from_IC``
+(its warm-up data) of every forecaster family, and a regressor's ``force``
+and ``predict``, refuse data holding NaN or inf with one message, the same
+eagerly and under ``eqx.filter_jit``: it names the model, the argument and
+the first bad row (the position is found by the compiled program, so it is
+known under the user's ``jit`` too). Before, ``forecast_from_IC`` returned
+all NaN and blamed the model with a ``DivergenceWarning`` (nothing under
+``jit``), ``force``/``predict`` returned NaN rows silently, and a CESN's
+``force`` absorbed a NaN row into finite states.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import orc
+from orc import _errors
+from orc._validation import check_finite, check_finite_rows
+from orc.forecaster import (
+    CESNForecaster,
+    DeepESNForecaster,
+    EnsembleESNForecaster,
+    ESNForecaster,
+    NVARForecaster,
+    train_RCForecaster,
+)
+from orc.regression import ESNRegressor
+
+SEQ_LEN = 30
+BAD_ROWS = (13, 21)  # the first of two bad rows is the one named
+TS = jnp.arange(SEQ_LEN, dtype=jnp.float64) * 0.01
+
+FAMILIES = {
+    "esn": lambda: ESNForecaster(3, 20, seed=0),
+    "parallel": lambda: ESNForecaster(3, 20, chunks=3, locality=1, seed=0),
+    "ensemble": lambda: EnsembleESNForecaster(3, 20, chunks=2, seed=0),
+    "deep": lambda: DeepESNForecaster(3, 20, n_layers=2, seed=0),
+    "cesn": lambda: CESNForecaster(3, 20, seed=0),
+    "regressor": lambda: ESNRegressor(3, 2, 20, seed=0),
+    "nvar": lambda: NVARForecaster(3, k=2, s=1, order=2),
+}
+
+
+def _data(bad_value=np.nan):
+    t = np.arange(SEQ_LEN) * 0.1
+    u = np.stack([np.sin(t), np.cos(2 * t), np.sin(3 * t + 1)], axis=1)
+    for row, col in zip(BAD_ROWS, (2, 0), strict=True):
+        u[row, col] = bad_value
+    return jnp.asarray(u)
+
+
+def _bad_state(model):
+    """The default state with one NaN in its last row (chunk), or at node 7
+    of a state without a chunk axis: ``(state, where)``."""
+    r0 = model.driver.default_state()
+    if r0.ndim == 1:
+        return r0.at[7].set(jnp.nan), "(first at index 7)"
+    last = r0.shape[0] - 1
+    return r0.at[last, 5].set(jnp.inf), f"(first at row {last})"
+
+
+def _calls(family):
+    """``{entry point: (function of (model, arg), bad arg, argument name,
+    where)}``: the function calls the entry point with the bad argument."""
+    model = FAMILIES[family]()
+    owner = type(model).__name__
+    u = _data()
+    row = f"(first at row {BAD_ROWS[0]})"
+    clean = jnp.asarray(np.nan_to_num(np.asarray(u)))
+    if family == "nvar":  # no reservoir state; its forecasts read a window
+        return owner, {
+            "predict": (lambda m, x: m.predict(x), u, "in_seq", row),
+        }
+    if family == "regressor":
+        r0 = model.driver.default_state()
+        return owner, {
+            "force": (lambda m, x: m.force(x), u, "in_seq", row),
+            "predict": (lambda m, x: m.predict(x), u, "in_seq", row),
+            "force state": (
+                lambda m, r: m.force(clean, r),
+                r0.at[4].set(jnp.nan),
+                "res_state",
+                "(first at index 4)",
+            ),
+        }
+    r0 = model.driver.default_state()
+    state, state_where = _bad_state(model)
+    if family == "cesn":
+        return owner, {
+            "force": (lambda m, x: m.force(x, r0, TS), u, "in_seq", row),
+            "force state": (
+                lambda m, r: m.force(clean, r, TS),
+                state,
+                "res_state",
+                state_where,
+            ),
+            "predict": (lambda m, x: m.predict(x, r0, TS), u, "in_seq", row),
+            "forecast": (
+                lambda m, r: m.forecast(TS[:10], r),
+                state,
+                "res_state",
+                state_where,
+            ),
+            "forecast_from_IC": (
+                lambda m, x: m.forecast_from_IC(TS[:10], x),
+                u,
+                "spinup_data",
+                row,
+            ),
+        }
+    return owner, {
+        "force": (lambda m, x: m.force(x, r0), u, "in_seq", row),
+        "force state": (
+            lambda m, r: m.force(clean, r),
+            state,
+            "res_state",
+            state_where,
+        ),
+        "predict": (lambda m, x: m.predict(x, r0), u, "in_seq", row),
+        "predict state": (
+            lambda m, r: m.predict(clean, r),
+            state,
+            "res_state",
+            state_where,
+        ),
+        "forecast": (lambda m, r: m.forecast(10, r), state, "res_state", state_where),
+        "forecast_from_IC": (
+            lambda m, x: m.forecast_from_IC(10, x),
+            u,
+            "spinup_data",
+            row,
+        ),
+    }
+
+
+CASES = [
+    (family, entry)
+    for family in FAMILIES
+    for entry in _calls(family)[1]  # noqa: B023 (built once, at collection)
+]
+
+
+@pytest.mark.parametrize("mode", ["eager", "filter_jit"])
+@pytest.mark.parametrize(("family", "entry"), CASES)
+def test_nonfinite_input_is_refused_naming_the_argument_and_first_bad_row(
+    family, entry, mode
+):
+    owner, calls = _calls(family)
+    fn, bad, name, where = calls[entry]
+    model = FAMILIES[family]()
+    expected = f"{owner}: {name} contains NaN or inf values {where}."
+    call = fn if mode == "eager" else eqx.filter_jit(fn)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(eqx.EquinoxRuntimeError) as err:
+            jax.block_until_ready(call(model, bad))
+    if mode == "eager":
+        assert str(err.value) == expected
+    else:  # equinox adds the stack around the same message
+        assert f"EquinoxRuntimeError: {expected}\n" in str(err.value)
+    # the model is not blamed for the data
+    assert not [
+        w for w in caught if issubclass(w.category, orc.forecaster.DivergenceWarning)
+    ]
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_finite_input_still_runs(family):
+    _, calls = _calls(family)
+    model = FAMILIES[family]()
+    u = jnp.asarray(np.nan_to_num(np.asarray(_data())))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # untrained: zero outputs, warned
+        for entry in {"force", "predict"} & set(calls):
+            out = calls[entry][0](model, u)
+            assert np.isfinite(np.asarray(out)).all(), entry
+
+
+def test_a_trained_forecast_from_nan_warm_up_is_refused_not_blamed_on_the_model():
+    # the issue's case: a trained model, one NaN in the warm-up data
+    t = np.arange(600) * 0.05
+    u = jnp.asarray(np.stack([np.sin(t), np.cos(t), np.sin(2 * t)], axis=1))
+    model, _ = train_RCForecaster(ESNForecaster(3, 50, seed=0), u[:500])
+    warm = u[500:540].at[17, 1].set(jnp.nan)
+    expected = (
+        "ESNForecaster: spinup_data contains NaN or inf values (first at row 17)."
+    )
+    for call in (model.forecast_from_IC, eqx.filter_jit(model.forecast_from_IC)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no DivergenceWarning first
+            with pytest.raises(eqx.EquinoxRuntimeError, match=r"\(first at row 17\)"):
+                call(10, warm)
+    with pytest.raises(eqx.EquinoxRuntimeError) as err:
+        model.forecast_from_IC(10, warm)
+    assert str(err.value) == expected
+
+
+def test_cesn_force_refuses_a_nan_row_instead_of_absorbing_it():
+    # the adaptive solve used to step over the bad sample and return finite
+    # states (off by up to 3.7e-3)
+    model = CESNForecaster(3, 20, seed=0)
+    u = _data()
+    r0 = model.driver.default_state()
+    with pytest.raises(eqx.EquinoxRuntimeError) as err:
+        model.force(u, r0, TS)
+    assert str(err.value) == (
+        f"CESNForecaster: in_seq contains NaN or inf values (first at row {BAD_ROWS[0]})."
+    )
+
+
+def test_inf_is_refused_as_nan_is():
+    model = ESNForecaster(3, 20, seed=0)
+    r0 = model.driver.default_state()
+    with pytest.raises(eqx.EquinoxRuntimeError, match=r"in_seq .* \(first at row 13\)"):
+        model.force(_data(-np.inf), r0)
+
+
+def test_training_keeps_its_checks_out_of_the_reservoir_loop():
+    # force's own check is left out where training runs it block by block
+    # (the front checked the data): the program holds no host callback, and
+    # the error is the trainer's, naming the training data
+    model = ESNForecaster(3, 20, seed=0)
+    u = _data()
+    with orc.use_backend("xla"):
+        text = jax.jit(orc.capture_errors(train_RCForecaster)).lower(model, u).as_text()
+        assert "callback" not in text
+        with pytest.raises(eqx.EquinoxRuntimeError) as err:
+            eqx.filter_jit(train_RCForecaster)(model, u)
+    assert (
+        "train_RCForecaster: train_seq contains NaN or inf values (first at row 13)"
+        in (str(err.value))
+    )
+
+
+def test_the_row_is_named_under_jit_for_long_data():
+    # one message per row, made only when raised: no cap on the length
+    n = 200_000
+    x = jnp.zeros((n, 2)).at[n - 3, 1].set(jnp.nan)
+    f = jax.jit(lambda x: check_finite(x, "x", "f", "Hint {braces} kept."))
+    with pytest.raises(Exception) as err:  # noqa: PT011 (jax.jit: JaxRuntimeError)
+        jax.block_until_ready(f(x))
+    assert (
+        f"f: x contains NaN or inf values (first at row {n - 3}). Hint {{braces}} kept."
+        in (str(err.value))
+    )
+
+
+@pytest.mark.parametrize(
+    ("shape", "bad", "where"),
+    [
+        ((5,), (3,), "(first at index 3)"),
+        ((6, 2), (4, 1), "(first at row 4)"),
+        ((3, 4, 2), (2, 1, 0), "(first at trajectory 2, row 1)"),
+        ((), (), ""),
+    ],
+)
+def test_eager_and_compiled_checks_have_the_same_words(shape, bad, where):
+    x = np.ones(shape)
+    x[bad] = np.nan
+    expected = "f: x contains NaN or inf values" + (f" {where}" if where else "") + "."
+    with pytest.raises(eqx.EquinoxRuntimeError) as eager:
+        check_finite_rows(x, "x", "f")
+    assert str(eager.value) == expected
+    fn = orc.capture_errors(lambda x: check_finite(x, "x", "f"))
+    _, errors = jax.jit(fn)(jnp.asarray(x))
+    assert [msg for _, msg, _ in errors.found()] == [expected]
+
+
+def test_indexed_messages_survive_serialisation():
+    msgs = _errors.IndexedMessages("row {0}, col {1}", (3, 4))
+    assert len(msgs) == 12 and msgs[5] == "row 1, col 1" and msgs[-1] == "row 2, col 3"
+    with pytest.raises(IndexError):
+        msgs[12]
+    entries = (("error", msgs, None), ("warning", ("w",), "builtins.UserWarning"))
+    back = _errors._deserialize_entries(_errors._serialize_entries(entries))
+    assert back == entries
+    assert json.loads(_errors._serialize_entries(entries))[0][1] == {
+        "fmt": "row {0}, col {1}",
+        "shape": [3, 4],
+    }
