@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for tools that read c
         online,
         readouts,
         regression,
+        tune,
         utils,
     )
     from ._config import show_config
@@ -89,6 +90,7 @@ _SUBMODULES = (
     "online",
     "readouts",
     "regression",
+    "tune",
     "utils",
 )
 _NAMES = {
@@ -177,6 +179,7 @@ __all__ = [
     "save",
     "readouts",
     "regression",
+    "tune",
     "utils",
     "use_backend",
     "show_config",

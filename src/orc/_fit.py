@@ -504,7 +504,14 @@ def options(
     return Options(keep, progress, noise, backend)
 
 
-def fit(model, problem: AbstractTeacherForcing, solver: AbstractRidgeSolver, opts):
+def fit(
+    model,
+    problem: AbstractTeacherForcing,
+    solver: AbstractRidgeSolver,
+    opts,
+    *,
+    throw: bool = True,
+):
     """Train ``model`` on ``problem`` with ``solver``: one compiled program
     (per model structure, shapes and options) that forces the reservoir,
     accumulates the statistics and solves. Returns ``(model, states)``: the
@@ -513,7 +520,12 @@ def fit(model, problem: AbstractTeacherForcing, solver: AbstractRidgeSolver, opt
     With a population solver (:class:`RidgePath`) the reservoir runs once
     and ``model`` is a stack of models, one per ridge strength (every leaf
     with a leading axis of that length; ``jax.tree.map(lambda x: x[i],
-    model)`` is the ``i``-th), for ``eqx.filter_vmap`` over their forecasts."""
+    model)`` is the ``i``-th), for ``eqx.filter_vmap`` over their forecasts.
+
+    ``throw=False`` (lineax's convention) returns ``(model, states,
+    result)`` instead: how the solve went as a :class:`RESULTS` value (one
+    per strength for a population solver), nothing raised or warned for it,
+    so that a search over many candidates scores a failed solve as data."""
     steps = int(np.prod(problem.rows.shape[:-1]))
 
     def run(show):
@@ -524,6 +536,7 @@ def fit(model, problem: AbstractTeacherForcing, solver: AbstractRidgeSolver, opt
             opts.keep_states,
             show,
             opts.noise,
+            throw,
             backend=opts.backend,
         )
 
@@ -531,7 +544,7 @@ def fit(model, problem: AbstractTeacherForcing, solver: AbstractRidgeSolver, opt
 
 
 @compiled
-def _fit(model, problem, solver, keep, show, noise):
+def _fit(model, problem, solver, keep, show, noise, throw=True):
     inputs, targets = problem.forcing(model, noise)
     init = check_finite(
         problem.init,
@@ -553,6 +566,12 @@ def _fit(model, problem, solver, keep, show, noise):
         features=problem.features(model, noise),
         force_stats=problem.force_stats(model),
     )
+    if not throw:
+        w, result = solver.compute(stats)
+        if solver.population:
+            w_models = eqx.filter_vmap(problem.solution, in_axes=(None, 0))(model, w)
+            return w_models, states, result
+        return problem.solution(model, w), states, result
     w = solver.weights(stats)
     if solver.population:  # one model per strength, stacked
         return eqx.filter_vmap(problem.solution, in_axes=(None, 0))(model, w), states

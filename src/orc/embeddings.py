@@ -225,16 +225,18 @@ class _LinearEmbeddingCore(EmbedBase):
         self.chunk_size = self.in_dim if ensemble else self.in_dim // self.chunks
         width = self.chunk_size + (0 if ensemble else 2 * self.locality)
         self.scaling = jnp.asarray(scaling, self.dtype)
-        scale = float(scaling)
         shape = (self.chunks, self.res_dim, width)
-        if construction == "jax":  # traceable (orc._construct)
-            win = uniform_input_matrix(prng_key(seed, name), shape, scale, self.dtype)
-        elif construction == "orc04":  # ORC 0.4's exact draw (orc._orc04)
+        if construction == "jax":  # traceable (orc._construct), scaling too
+            key = prng_key(seed, name)
+            win = uniform_input_matrix(key, shape, self.scaling, self.dtype)
+        elif construction == "orc04":
+            scale = float(scaling)  # ORC 0.4's exact draw (orc._orc04)
             from ._orc04 import orc04_uniform
 
             win = orc04_uniform(seed, shape, scale, self.dtype)
         else:
             check_construction(construction, name)
+            scale = float(scaling)
             win = numpy_rng(seed, name).uniform(-scale, scale, size=shape)
         self.win = jnp.asarray(win, dtype=self.dtype)
 

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from .._divergence import keep_data_scale
 from .._errors import warn_at_caller
 from .._fit import (
     AbstractTeacherForcing,
@@ -47,7 +48,12 @@ class Forecasting(AbstractTeacherForcing):
     """A forecaster's teacher-forced problem: the state after ``train_seq[t]``
     is regressed onto the next sample (or ``target_seq[t]``); ``force_kwargs``
     are per-sample arguments of ``model.force`` (``ts`` of a continuous
-    model). Built by :func:`train_RCForecaster`."""
+    model). Built by :func:`train_RCForecaster`.
+
+    ``checked=False`` forces with the model's unchecked step
+    (``_advance_seq``, discrete models): a search's candidates, whose data
+    were checked once at its front and whose states may overflow, are
+    scored as failed instead of stopping the program (:mod:`orc.tune`)."""
 
     owner: str = eqx.field(static=True)
     train_seq: Array
@@ -56,6 +62,7 @@ class Forecasting(AbstractTeacherForcing):
     init: Array
     spinup: int = eqx.field(static=True)
     multi: bool = eqx.field(static=True)
+    checked: bool = eqx.field(static=True, default=True)
 
     check_fit: ClassVar[bool] = True
 
@@ -73,7 +80,20 @@ class Forecasting(AbstractTeacherForcing):
 
     def force(self, model, inputs, state):
         seq, kwargs = inputs
+        if not self.checked:
+            return model._advance_seq(seq.astype(model.dtype), state)
         return model.force(seq, state, **kwargs)
+
+    def solution(self, model, weights):
+        """The model with the solved ``weights``, its readout recording the
+        scale of the training targets (``data_scale``: a forecast is judged
+        against it, :mod:`orc._divergence`)."""
+        model = super().solution(model, weights)
+        if self.target_seq is not None:
+            targets = self.target_seq
+        else:  # the next samples
+            targets = self.train_seq[..., 1:, :]
+        return keep_data_scale(model, targets)
 
     def force_stats(self, model):
         if self.force_kwargs:

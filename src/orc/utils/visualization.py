@@ -35,6 +35,7 @@ __all__ = [
     "plot_attractor",
     "plot_confusion_matrix",
     "plot_forecast",
+    "plot_search",
     "plot_spatiotemporal_forecast",
     "plot_time_series",
 ]
@@ -913,3 +914,65 @@ def plot_confusion_matrix(
     if title is not None:
         ax.set_title(title)
     return fig
+
+
+# --------------------------------------------------------------------------------------
+# hyperparameter search
+# --------------------------------------------------------------------------------------
+
+
+def plot_search(result, path=None) -> Figure | None:
+    """A search's report (:meth:`orc.tune.SearchResult.plot`): the score of
+    every candidate against each searched hyperparameter (log axes for the
+    ridge strength and the log-uniform ones; failed candidates as red crosses on
+    the lower edge) and the best score so far against the candidates tried.
+
+    With ``path`` the figure is saved there (200 dpi), closed and ``None``
+    returned; else it is returned (the current pyplot figure).
+    """
+    rows = result.rows
+    fixed = {"id", "trajectory", "seed", "score", "status", "reason", "seconds"}
+    names = [c for c in result.columns if c not in fixed and c != result.metric]
+    names = [n for n in names if isinstance(rows[0][n], (int, float))]
+    n_panels = len(names) + 1
+    cols = min(n_panels, 3)
+    lines = -(-n_panels // cols)
+    fig, axes = plt.subplots(
+        lines, cols, figsize=(4.2 * cols, 3.3 * lines), layout="constrained",
+        squeeze=False,
+    )  # fmt: skip
+    axes = axes.ravel()
+    ok = np.array([r["status"] == "ok" for r in rows])
+    scores = np.array([r["score"] for r in rows], float)
+    finite = scores[ok & np.isfinite(scores)]
+    low = float(finite.min()) if finite.size else 0.0
+    label = result.metric.upper()
+    for ax, name in zip(axes[: len(names)], names, strict=True):
+        x = np.array([r[name] for r in rows], float)
+        ax.scatter(x[ok], scores[ok], s=12, alpha=0.7, color="tab:blue")
+        if (~ok).any():
+            ax.scatter(x[~ok], np.full((~ok).sum(), low), marker="x", s=18,
+                       color="tab:red", label="failed")  # fmt: skip
+            ax.legend(loc="best", fontsize="small")
+        if name in getattr(result, "log_scaled", ()) and np.all(x > 0):
+            ax.set_xscale("log")
+        ax.set_xlabel(name)
+        ax.set_ylabel(label)
+        if result.best is not None:
+            ax.axvline(result.best[name], color="tab:green", linestyle=":")
+    ax = axes[len(names)]
+    ax.plot(np.arange(1, len(rows) + 1), result.best_so_far(), color="black")
+    ax.set_xlabel("candidates tried")
+    ax.set_ylabel(f"best {label} so far")
+    for extra in axes[n_panels:]:
+        extra.set_visible(False)
+    best = result.best
+    title = f"{len(rows)} candidates, {int(ok.sum())} ok"
+    if best is not None:
+        title += f"; best {label} {best['score']:.3g}"
+    fig.suptitle(title)
+    if path is None:
+        return fig
+    fig.savefig(path, dpi=IMSHOW_DPI)
+    plt.close(fig)
+    return None

@@ -1,0 +1,171 @@
+"""Hyperparameter search throughput: ``orc.tune.search`` against a warm loop
+of separate trainings and scorings, side by side in one process.
+
+Lorenz63 (dt = 0.01), ESN with N = 500, T = 20000 training steps, 10
+validation windows of ``--horizon`` steps scored by valid prediction time.
+The search: ``--seeds`` seeds x ``--draws`` Sobol draws of spectral radius,
+leak, input scaling and bias x ``--betas`` ridge strengths (default 4 x 8 x
+8 = 256 candidates). The loop trains each candidate with
+``train_RCForecaster`` and scores it the same way (teacher forcing over the
+validation data, one ``forecast`` per window), every program compiled
+before the clock starts; it runs ``--loop-candidates`` of them (default all)
+and its rate is extrapolated to the search's count when fewer. Also the
+scaling of the search with the population size (1, 8, 64, 256 candidates)
+and the same-seed check: the loop's scores against the search's.
+
+    python benchmarks/tune.py                # the full comparison (~15 min on 2 cores)
+    python benchmarks/tune.py --quick        # N = 100, T = 4000, small search
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import orc  # noqa: E402
+from orc.forecaster import ESNForecaster, train_RCForecaster  # noqa: E402
+from orc.tune import Forecast, LogUniform, Uniform  # noqa: E402
+
+SPACE = {
+    "Wr_spectral_radius": Uniform(0.2, 1.4),
+    "leak_rate": Uniform(0.1, 1.0),
+    "embedding_scaling": LogUniform(0.01, 1.0),
+    "bias": Uniform(0.0, 2.0),
+}
+LYAP = 0.906
+
+
+def data(train: int, val: int):
+    U, _ = orc.data.lorenz63(tN=(train + val + 1000) * 0.01, dt=0.01)
+    U = np.asarray(U)[1000:]
+    return U[:train], U[train : train + val]
+
+
+def loop(task, rows, res_dim):
+    """Each candidate trained and scored on its own (public API, warm)."""
+    u = jnp.asarray(task.train)
+    scale = jnp.sqrt(jnp.mean(jnp.sum(u**2, axis=1)))
+    val = jnp.asarray(task.validation)
+    starts = task.starts
+
+    @jax.jit
+    def score(model):
+        states = model.force(val, model.driver.default_state())
+        preds = jnp.stack([model.forecast(task.horizon, states[s - 1]) for s in starts])
+        truths = jnp.stack([val[s : s + task.horizon] for s in starts])
+        vpt = jax.vmap(
+            lambda p, t: orc.metrics.valid_prediction_time(
+                p, t, dt=0.01, lyapunov_exponent=LYAP, scale=scale
+            )
+        )(preds, truths)
+        return jnp.mean(vpt)
+
+    def one(row):
+        kw = {n: row[n] for n in SPACE}
+        model = ESNForecaster(3, res_dim, **kw, seed=row["seed"], construction="jax")
+        model, _ = train_RCForecaster(model, u, spinup=task.spinup, beta=row["beta"])
+        return float(score(model))
+
+    one(rows[0])  # compile the training and the scoring
+    t0 = time.perf_counter()
+    scores = [one(r) for r in rows]
+    return time.perf_counter() - t0, scores
+
+
+def search(task, res_dim, seeds, draws, betas):
+    t0 = time.perf_counter()
+    res = orc.tune.search(
+        ESNForecaster, SPACE, task, fixed={"data_dim": 3, "res_dim": res_dim},
+        draws=draws, seeds=seeds, beta=LogUniform(1e-10, 1e-3), ridge_points=betas,
+        progress=False,
+    )  # fmt: skip
+    return time.perf_counter() - t0, res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--res-dim", type=int, default=500)
+    ap.add_argument("--train", type=int, default=20000)
+    ap.add_argument("--horizon", type=int, default=1000)
+    ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--draws", type=int, default=8)
+    ap.add_argument("--betas", type=int, default=8)
+    ap.add_argument("--loop-candidates", type=int, default=None)
+    ap.add_argument("--out", default=os.path.join("benchmarks", "runs", "tune.json"))
+    a = ap.parse_args()
+    if a.quick:
+        a.res_dim, a.train, a.horizon, a.seeds, a.draws, a.betas = (
+            100,
+            4000,
+            300,
+            2,
+            4,
+            4,
+        )
+    train, val = data(a.train, 100 + a.horizon * 3)
+    task = Forecast(train, val, spinup=100, warmup=100, horizon=a.horizon,
+                    windows=10, dt=0.01, lyapunov_exponent=LYAP)  # fmt: skip
+    n = a.seeds * a.draws * a.betas
+    print(f"N={a.res_dim} T={a.train} horizon={a.horizon} windows=10, "
+          f"{a.seeds} seeds x {a.draws} draws x {a.betas} betas = {n} candidates")  # fmt: skip
+
+    # the search twice: the first call compiles, the second is warm
+    cold, res = search(task, a.res_dim, a.seeds, a.draws, a.betas)
+    warm, res = search(task, a.res_dim, a.seeds, a.draws, a.betas)
+    print(f"orc.tune.search: {warm:.1f} s warm ({n / warm:.2f} candidates/s), "
+          f"{cold:.1f} s with compilation; {res}")  # fmt: skip
+
+    k = a.loop_candidates or n
+    rows = res.rows[:k]
+    loop_s, loop_scores = loop(task, rows, a.res_dim)
+    loop_rate = k / loop_s
+    print(f"warm loop: {loop_s:.1f} s for {k} candidates ({loop_rate:.2f}/s)")
+    got = np.array([r["score"] for r in rows])
+    ref = np.array(loop_scores)
+    both = np.isfinite(got) & np.isfinite(ref)
+    diff = np.abs(got[both] - ref[both])
+    print(f"scores: search vs loop, {both.sum()} finite pairs, "
+          f"max |diff| {diff.max() if diff.size else 0:.3g} Lyapunov times, "
+          f"{(diff > 0.05).sum()} differ by more than 0.05")  # fmt: skip
+    ratio = (n / warm) / loop_rate
+    print(f"speed-up of the search over the warm loop: {ratio:.1f}x")
+
+    scaling = []
+    for size in (1, 8, 64, 256):
+        if size > n:
+            break
+        seeds = max(1, size // (a.draws * a.betas)) if size >= a.draws * a.betas else 1
+        draws = max(1, min(a.draws, size // a.betas)) if size >= a.betas else 1
+        betas = size // (seeds * draws)
+        search(task, a.res_dim, seeds, draws, betas)  # compile this shape
+        t, _ = search(task, a.res_dim, seeds, draws, betas)
+        scaling.append({"candidates": size, "seeds": seeds, "draws": draws,
+                        "betas": betas, "seconds": t, "per_second": size / t})  # fmt: skip
+        print(f"  population {size:4d} ({seeds}x{draws}x{betas}): {t:6.2f} s, "
+              f"{size / t:6.2f} candidates/s")  # fmt: skip
+
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump({
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                        "jax": jax.__version__, "device": jax.devices()[0].platform},
+            "settings": vars(a), "candidates": n, "search_warm_s": warm,
+            "search_cold_s": cold, "loop_s": loop_s, "loop_candidates": k,
+            "speedup": ratio, "scaling": scaling,
+            "best": res.best,
+        }, f, indent=1)  # fmt: skip
+    print(f"written {a.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""Hyperparameter search as one compiled program.
+
+A search builds, trains and scores a whole population of candidates:
+
+>>> U, t = orc.data.lorenz63(tN=250, dt=0.01)
+>>> task = orc.tune.Forecast(U[:20000], U[20000:], horizon=1000, windows=10,
+...                          dt=0.01, lyapunov_exponent=0.906)
+>>> result = orc.tune.search(
+...     orc.forecaster.ESNForecaster,
+...     {"Wr_spectral_radius": orc.tune.Uniform(0.2, 1.4),
+...      "leak_rate": orc.tune.Uniform(0.1, 1.0),
+...      "embedding_scaling": orc.tune.LogUniform(0.01, 1.0),
+...      "bias": orc.tune.Uniform(0.0, 2.0)},
+...     task, fixed={"data_dim": 3, "res_dim": 500},
+...     draws=8, seeds=4, beta=orc.tune.LogUniform(1e-10, 1e-3))
+>>> result.best, result.best_model       # a row, an ordinary trained model
+>>> result.to_csv("search.csv"); result.plot("search.png")
+
+What candidates share is computed once: the candidates of one seed and one
+draw differ only in the ridge strength, so the reservoir runs once and one
+eigendecomposition of its Gram solves every strength
+(:class:`orc._fit.RidgePath`); the validation forecasts of all strengths and
+windows run as one batched closed loop. Candidates that differ in the
+continuous hyperparameters (:class:`Uniform`, :class:`LogUniform`) and the
+seed are one compiled program; each value of a static one (:class:`IntUniform`,
+:class:`Choice`: a reservoir size, a density) compiles its own. A candidate
+that fails (statistics that overflow, a forecast that diverges) is a row
+with ``status="failed"`` and its reason; it never stops the search nor
+changes another candidate's score.
+
+Which sampler: ``"sobol"`` (the default) spreads a small budget evenly over
+the space, best with ``draws`` a power of 2; ``"random"`` when draws are
+added one batch at a time.
+"""
+
+from ._search import SearchResult, search
+from ._space import Choice, IntUniform, LogUniform, Uniform
+from ._task import Forecast
+
+__all__ = [
+    "search",
+    "SearchResult",
+    "Forecast",
+    "Uniform",
+    "LogUniform",
+    "IntUniform",
+    "Choice",
+]
