@@ -200,7 +200,9 @@ def test_non_finite_leaves_name_their_field(tmp_path, esn):
         return a
 
     path = _edit_leaf(tmp_path, esn, ("readout", "wout"), poison)
-    assert "model.readout.wout (leaf 6) holds NaN or inf" in _load_error(path)
+    header, _, _ = split(path.read_bytes())
+    leaf = leaf_number(header, "readout", "wout")
+    assert f"model.readout.wout (leaf {leaf}) holds NaN or inf" in _load_error(path)
     built = _ctor_error(
         lambda: from_fields(
             type(esn.readout),

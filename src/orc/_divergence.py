@@ -4,21 +4,34 @@ A closed loop that leaves the attractor (an unstable readout, a polynomial
 feature map that overflows) produces values that grow without bound and then
 NaN. The forecasting methods look at what they return, once per call, when
 it is a concrete array (the call ran outside any ``jax.jit``/``vmap``): the
-first step that is non-finite, or whose largest magnitude exceeds a fixed
-multiple of the scale of where the forecast started, is reported with a
-:class:`DivergenceWarning` naming the step and the cause. Under the user's own
-transformation there is nothing concrete to look at until their program ends,
-so nothing is checked; :func:`check_forecast` is the check to call there (an
-``eqx.error_if``) or anywhere else, e.g. to turn the warning into an error.
+first step that is non-finite, or whose magnitude exceeds a fixed multiple of
+the data's scale, is reported with a :class:`DivergenceWarning` naming the
+step and the cause. Under the user's own transformation there is nothing
+concrete to look at until their program ends, so nothing is checked;
+:func:`check_forecast` is the check to call there (an ``eqx.error_if``) or
+anywhere else, e.g. to turn the warning into an error.
 
-The scale of the start is the largest magnitude of the warm-up data when
-there is one (``forecast_from_IC``; the limit is then ``BLOWUP_DATA = 10``
+The scale is the training data's, kept with the model: its readout's
+``data_scale`` (:attr:`orc.readouts.ReadoutBase.data_scale`), the largest
+magnitude of each output's training targets, set by training. A step
+diverged when an output exceeds ``BLOWUP_DATA = 10`` times its scale (an
+output's scale is taken as at least ``SCALE_FLOOR`` times the largest, so
+that an output that was constant zero in training is not held to zero);
+``forecast_from_IC`` allows the warm-up data's range too where that is
+larger. So a readout that puts the forecast far off the data's range is
+flagged from the first step, however short the forecast, and a forecast of
+data that decays (far below the data's range) never is. A chaotic system
+stays on its attractor, within the range of a long enough stretch of its
+trajectory, so ten times that range is off the attractor: a closed loop that
+got there is not forecasting the system any more, whether or not it goes on
+to overflow.
+
+Without a known scale (an untrained model, weights set by hand, a model
+file written before the scale was kept) the reference is the largest
+magnitude of the warm-up data when there is one (limit ``BLOWUP_DATA``
 times it), else of the first ``REFERENCE_STEPS`` forecast steps (limit
 ``BLOWUP = 100`` times it: a few steps see less of the attractor than a
-warm-up does). A chaotic system stays on its attractor, within the range of a
-long enough stretch of its trajectory, so ten times that range is off the
-attractor: a closed loop that got there is not forecasting the system any
-more, whether or not it goes on to overflow.
+warm-up does).
 """
 
 from __future__ import annotations
@@ -35,6 +48,9 @@ __all__ = ["DivergenceWarning", "check_forecast", "report_divergence"]
 BLOWUP = 100.0
 BLOWUP_DATA = 10.0
 REFERENCE_STEPS = 10
+#: An output's training scale counts as at least this fraction of the
+#: largest output's (an output constant zero in training).
+SCALE_FLOOR = 1e-3
 
 
 class DivergenceWarning(RuntimeWarning):
@@ -55,30 +71,61 @@ def _reference(out, reference):
     return max(float(ref), float(np.finfo(out.dtype).tiny))
 
 
-def _diagnose(out: np.ndarray, reference) -> str | None:
-    """The message for the first diverged step of ``out (time, ...)``, or None."""
+def _scale_reference(out, reference, scale):
+    """Per output (the last axis of ``out``), the scale a forecast is judged
+    against when the training data's ``scale`` is known (see the module
+    doc), as an array broadcasting against ``out``'s rows."""
+    s = np.asarray(scale, np.float64)
+    s = np.maximum(s, SCALE_FLOOR * s.max(initial=0.0))
+    if reference is not None:
+        r = np.abs(np.asarray(reference, np.float64))
+        if r.size:
+            r = r.reshape(-1, r.shape[-1]) if r.ndim else r.reshape(1, 1)
+            per = r.max(axis=0) if r.shape[-1] == s.shape[-1] else r.max()
+            s = np.maximum(s, per)
+    s = np.maximum(s, float(np.finfo(out.dtype).tiny))
+    return np.broadcast_to(s, out.shape[1:]).reshape(-1)
+
+
+def _diagnose(out: np.ndarray, reference, scale=None) -> str | None:
+    """The message for the first diverged step of ``out (time, ...)``, or
+    None; ``scale``: the training data's per output (see the module doc)."""
     steps = out.reshape(out.shape[0], -1)
-    factor = BLOWUP if reference is None else BLOWUP_DATA
-    limit = factor * _reference(steps, reference)
+    if scale is not None and np.shape(scale)[-1:] == out.shape[-1:]:
+        factor = BLOWUP_DATA
+        limit = factor * _scale_reference(out, reference, scale)
+    else:
+        factor = BLOWUP if reference is None else BLOWUP_DATA
+        limit = factor * _reference(steps, reference)
     # the usual case, every value finite and none large, in one pass (the
     # largest magnitude is NaN or inf if any value is); a forecast called in
     # a loop pays this at every call
     peak = np.abs(steps).max(initial=0.0)
-    if np.isfinite(peak) and peak <= limit:
+    if np.isfinite(peak) and peak <= np.min(limit):
         return None
     finite = np.isfinite(steps).all(axis=1)
     with np.errstate(invalid="ignore"):
-        large = np.abs(np.where(np.isfinite(steps), steps, 0.0)).max(axis=1) > limit
+        over = np.abs(np.where(np.isfinite(steps), steps, 0.0)) > limit
+    large = over.any(axis=1)
     bad = ~finite | large
     if not bad.any():
         return None
     step = int(np.argmax(bad))
     if large[step]:
-        peak = float(np.abs(steps[step][np.isfinite(steps[step])]).max())
-        cause = (
-            f"its magnitude reached {peak:.3g}, more than {factor:g} times the "
-            f"scale it started from ({limit / factor:.3g})"
-        )
+        j = int(np.argmax(over[step]))
+        peak = float(np.abs(steps[step, j]))
+        ref = float(np.broadcast_to(limit, steps.shape[1:])[j]) / factor
+        if scale is not None and np.shape(limit):
+            where = f" in output {j}" if steps.shape[1] > 1 else ""
+            cause = (
+                f"its magnitude{where} reached {peak:.3g}, more than {factor:g} "
+                f"times the scale of the training data ({ref:.3g})"
+            )
+        else:
+            cause = (
+                f"its magnitude reached {peak:.3g}, more than {factor:g} times "
+                f"the scale it started from ({ref:.3g})"
+            )
     else:
         cause = "it became non-finite (NaN or inf)"
     later = (~finite[step:]).any()
@@ -90,15 +137,17 @@ def _diagnose(out: np.ndarray, reference) -> str | None:
     return f"the forecast diverged at step {step} of {out.shape[0]}: {cause}{tail}"
 
 
-def report_divergence(owner: str, out, reference=None):
+def report_divergence(owner: str, out, reference=None, scale=None):
     """Warn (:class:`DivergenceWarning`) if the concrete forecast ``out`` diverged.
 
-    Returns ``out`` unchanged. A traced ``out`` (inside ``jit``/``vmap``) is
-    not looked at.
+    ``reference``: the warm-up data, if any; ``scale``: the training data's
+    per output (a readout's ``data_scale``; ``None``: unknown), see the
+    module doc. Returns ``out`` unchanged. A traced ``out`` (inside
+    ``jit``/``vmap``) is not looked at.
     """
-    if isinstance(out, jax.core.Tracer) or isinstance(reference, jax.core.Tracer):
+    if any(isinstance(a, jax.core.Tracer) for a in (out, reference, scale)):
         return out
-    msg = _diagnose(np.asarray(out), reference)
+    msg = _diagnose(np.asarray(out), reference, scale)
     if msg is not None:
         warn_at_caller(
             f"{owner}: {msg}. The closed loop is unstable for this model: "
@@ -146,3 +195,19 @@ def check_forecast(forecast, reference=None, *, error: bool = True):
         "check_forecast: the forecast diverged: a step is non-finite or exceeds "
         f"{factor:g} times the scale it started from",
     )
+
+
+def keep_data_scale(model, targets):
+    """``model`` whose readout records the scale of its training ``targets``
+    ``(..., out_dim)``: per output, the largest finite magnitude
+    (:attr:`orc.readouts.ReadoutBase.data_scale`, what forecasts are judged
+    against). A readout without ``with_data_scale`` (not a
+    :class:`~orc.readouts.ReadoutBase`) or of another width is left as it is."""
+    readout = model.readout
+    out_dim = getattr(readout, "out_dim", None)
+    if not hasattr(readout, "with_data_scale") or targets.shape[-1] != out_dim:
+        return model
+    y = jnp.abs(jnp.asarray(targets, readout.dtype)).reshape(-1, out_dim)
+    y = jnp.where(jnp.isfinite(y), y, 0.0)
+    scale = jnp.max(y, axis=0, initial=0.0)
+    return model.set_readout(readout.with_data_scale(scale))

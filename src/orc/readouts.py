@@ -76,12 +76,23 @@ class ReadoutBase(eqx.Module):
     res_dim: int = eqx.field(static=True)
     chunks: int = eqx.field(default=0, static=True)
     dtype: object = eqx.field(default=jnp.float64, static=True)
+    # Not ORC 0.4's: the scale of the data the weights were trained on, per
+    # output (the largest |target|), ``(out_dim,)``, against which a
+    # forecast's divergence is judged (orc._divergence). Training sets it
+    # (orc.forecaster.train_RCForecaster and the fronts over it); ``None``
+    # means unknown: an untrained readout, one whose weights were set by
+    # hand, or one read from a file written before it existed (orc.io reads
+    # a missing "added_field" as None). It lives here, not on the models,
+    # so that the models' fields stay ORC 0.4's, and it travels with the
+    # weights it describes (set_readout moves both).
+    data_scale: Array | None = eqx.field(default=None, metadata={"added_field": True})
 
     def __init__(self, out_dim: int, res_dim: int, dtype=jnp.float64):
         init_component(self, dtype, out_dim=out_dim, res_dim=res_dim)
 
     def __check_init__(self):
         check_component(self, "out_dim", "res_dim")
+        check_data_scale(type(self).__name__, self.data_scale, self.out_dim)
 
     @abc.abstractmethod
     def readout(self, res_state: Array) -> Array:
@@ -137,6 +148,17 @@ class ReadoutBase(eqx.Module):
         """A copy with ``wout`` replaced by the trained weights ``cmat``."""
         return eqx.tree_at(lambda r: r.wout, self, cmat.astype(self.dtype))
 
+    def with_data_scale(self, scale: Array | None) -> ReadoutBase:
+        """A copy that records ``scale`` ``(out_dim,)`` as the scale of the
+        data its weights were trained on (:attr:`data_scale`; ``None``:
+        unknown). Not ORC 0.4's."""
+        if scale is not None:
+            scale = jnp.asarray(scale, self.dtype)
+        check_data_scale(type(self).__name__, scale, self.out_dim)
+        return eqx.tree_at(
+            lambda r: r.data_scale, self, scale, is_leaf=lambda x: x is None
+        )
+
 
 def _outputs_per_chunk(owner: str, out_dim: int, chunks: int, ensemble: bool) -> int:
     """Outputs of each chunk's matrix: ``out_dim`` for an ensemble (every
@@ -170,6 +192,31 @@ def wout_bound(dtype) -> float:
     Ridge training on data of that dtype stays far below it; weights above
     it come from an edited file or model, not from training."""
     return math.sqrt(float(np.finfo(dtype).max))
+
+
+def check_data_scale(owner: str, scale, out_dim: int) -> None:
+    """A readout's :attr:`~ReadoutBase.data_scale`: ``None`` or an array
+    ``(out_dim,)`` of finite values >= 0 (traced values: the shape only)."""
+    if scale is None:
+        return
+    if not isinstance(scale, (jax.Array, np.ndarray)):
+        raise TypeError(
+            f"{owner}: data_scale must be None or an array, got {type(scale).__name__}"
+        )
+    if tuple(scale.shape) != (out_dim,):
+        raise ValueError(
+            f"{owner}: data_scale must have shape ({out_dim},) (out_dim), got "
+            f"{tuple(scale.shape)}"
+        )
+    if isinstance(scale, jax.core.Tracer):
+        return
+    s = np.asarray(scale)
+    bad = ~(np.isfinite(s) & (s >= 0))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"{owner}: data_scale must be finite and >= 0, got {s[i]} at index {i}"
+        )
 
 
 def check_wout_values(owner: str, wout, dtype) -> None:

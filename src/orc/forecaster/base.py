@@ -58,6 +58,12 @@ def _check_state(model, res_state, name="res_state"):
     return check_state(name, res_state, type(model).__name__, model.driver, model.dtype)
 
 
+def _data_scale(model):
+    """The scale of the data the model's readout was trained on (its
+    ``data_scale``, see :mod:`orc._divergence`), ``None`` if unknown."""
+    return getattr(model.readout, "data_scale", None)
+
+
 def _check_sequence(model, seq, name):
     seq = check_data(name, seq, type(model).__name__, model.dtype)
     seq = check_rank(name, seq, 2, type(model).__name__, "(seq_len, data_dim)")
@@ -284,6 +290,7 @@ class RCForecasterBase(eqx.Module):
         return report_divergence(
             f"{type(self).__name__}.forecast",
             self._forecast(fcast_len, res_state, backend=backend),
+            scale=_data_scale(self),
         )
 
     @compiled(host_results=True)  # read by report_divergence
@@ -317,6 +324,7 @@ class RCForecasterBase(eqx.Module):
             f"{type(self).__name__}.forecast_from_IC",
             self._forecast_from_IC(fcast_len, spinup_data, backend=backend),
             spinup_data,
+            scale=_data_scale(self),
         )
 
     @compiled(host_results=True)  # read by report_divergence
@@ -543,7 +551,9 @@ class CRCForecasterBase(RCForecasterBase):
         """Closed-loop forecast read out at the times ``ts`` (``ts[0]`` is the start)."""
         out = self._forecast_ts(ts, res_state)
         warn_if_untrained(self, f"{type(self).__name__}.forecast")
-        return report_divergence(f"{type(self).__name__}.forecast", out)
+        return report_divergence(
+            f"{type(self).__name__}.forecast", out, scale=_data_scale(self)
+        )
 
     @compiled(host_results=True)  # read by report_divergence
     def _forecast_ts(self, ts: Array, res_state: Array) -> Array:
@@ -563,7 +573,10 @@ class CRCForecasterBase(RCForecasterBase):
         out = self._forecast_from_IC_ts(ts, spinup_data, spinup_ts)
         warn_if_untrained(self, f"{type(self).__name__}.forecast_from_IC")
         return report_divergence(
-            f"{type(self).__name__}.forecast_from_IC", out, spinup_data
+            f"{type(self).__name__}.forecast_from_IC",
+            out,
+            spinup_data,
+            scale=_data_scale(self),
         )
 
     @compiled(host_results=True)  # read by report_divergence
