@@ -12,7 +12,6 @@ import numpy as np
 from jaxtyping import Array
 
 from .._divergence import keep_data_scale
-from .._divergence import keep_data_scale
 from .._errors import warn_at_caller
 from .._fit import (
     AbstractTeacherForcing,
@@ -84,17 +83,6 @@ class Forecasting(AbstractTeacherForcing):
         if not self.checked:
             return model._advance_seq(seq.astype(model.dtype), state)
         return model.force(seq, state, **kwargs)
-
-    def solution(self, model, weights):
-        """The model with the solved ``weights``, its readout recording the
-        scale of the training targets (``data_scale``: a forecast is judged
-        against it, :mod:`orc._divergence`)."""
-        model = super().solution(model, weights)
-        if self.target_seq is not None:
-            targets = self.target_seq
-        else:  # the next samples
-            targets = self.train_seq[..., 1:, :]
-        return keep_data_scale(model, targets)
 
     def solution(self, model, weights):
         """The model with the solved ``weights``, its readout recording the
