@@ -16,7 +16,7 @@ BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCH_DIR))
 
 from harness import data, report  # noqa: E402
-from harness.markdown import gpu_section, render_results  # noqa: E402
+from harness.markdown import gpu_section, render_results, tune_section  # noqa: E402
 
 
 def _load_run_module():
@@ -298,6 +298,23 @@ def test_gpu_section_takes_the_sizes_table(tmp_path):
         "| N | s |",
         "|---:|---:|",
         "| 2000 | 1.0 |",
+    ]
+
+
+def test_tune_section_takes_the_throughput_table(tmp_path):
+    md = tmp_path / "TUNE.md"
+    assert tune_section(md) == []
+    md.write_text(
+        "# T\n\nMeasured on **2 cores**, x.\n\n## Throughput\n\n"
+        "| a | b |\n|---|---|\n| 1 | 2 |\n\n## Other\n\n| c |\n"
+    )
+    section = tune_section(md)
+    assert section[0].startswith("## Hyperparameter search")
+    assert "2 cores" in section[2]
+    assert [ln for ln in section if ln.startswith("|")] == [
+        "| a | b |",
+        "|---|---|",
+        "| 1 | 2 |",
     ]
 
 

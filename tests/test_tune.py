@@ -36,6 +36,11 @@ def _reference(task, row, names, fixed=FIXED):
     model, _ = train_RCForecaster(
         model, jnp.asarray(TRAIN), spinup=task.spinup, beta=row["beta"]
     )
+    return _score(task, model)
+
+
+def _score(task, model):
+    """A trained model's score on the task's windows, by the public API."""
     states = model.force(jnp.asarray(VAL), model.driver.default_state())
     u = jnp.asarray(TRAIN)
     scores = []
@@ -99,6 +104,8 @@ def test_best_model_is_an_ordinary_trained_model(nrmse_search, tmp_path):
     assert float(model.driver.spectral_radius) == pytest.approx(
         res.best["Wr_spectral_radius"]
     )
+    # the model that was scored: its own score is the table's
+    np.testing.assert_allclose(_score(_task(), model), res.best["score"], rtol=1e-9)
     path = tmp_path / "best.orc"
     orc.save(path, model)
     loaded = orc.load(path)

@@ -152,19 +152,21 @@ def _errors(payload: dict, labels: dict) -> list[str]:
 
 
 GPU_REPORT = Path(__file__).resolve().parent.parent / "GPU.md"
+TUNE_REPORT = Path(__file__).resolve().parent.parent / "TUNE.md"
 
 
-def gpu_section(path: Path = GPU_REPORT) -> list[str]:
-    """The GPU sizes table of ``benchmarks/GPU.md`` (written from
-    ``benchmarks/gpu.py``'s runs on a lent GPU; CI has none) as a section of
-    the report, or nothing when the file is absent."""
+def included_section(path: Path, section: str, title: str, intro: str) -> list[str]:
+    """The first table under ``section`` of a report written by hand from
+    another benchmark's runs (``path``), as a section ``title`` of this
+    report, or nothing when the file or the section is absent. ``intro`` may
+    name ``{device}``: the bold text of the file's "Measured on" line."""
     if not path.exists():
         return []
     text = path.read_text().splitlines()
     head = next((ln for ln in text if ln.startswith("Measured on")), "")
-    device = head.split("**")[1] if head.count("**") >= 2 else "a GPU"
+    device = head.split("**")[1] if head.count("**") >= 2 else "another machine"
     try:
-        start = text.index("## Sizes")
+        start = text.index(section)
     except ValueError:
         return []
     table = []
@@ -173,15 +175,32 @@ def gpu_section(path: Path = GPU_REPORT) -> list[str]:
             table.append(ln)
         elif table:
             break
-    return [
+    return [title, "", intro.format(device=device), "", *table, ""]
+
+
+def gpu_section(path: Path = GPU_REPORT) -> list[str]:
+    """The GPU sizes table of ``benchmarks/GPU.md`` (``benchmarks/gpu.py``'s
+    runs on a lent GPU; CI has none)."""
+    return included_section(
+        path,
+        "## Sizes",
         "## GPU: build, train, forecast and peak memory by size",
-        "",
-        f"From `benchmarks/GPU.md`, measured on {device}; its protocol, the "
+        "From `benchmarks/GPU.md`, measured on {device}; its protocol, the "
         "forecast-loop variants, populations and the memory model are there.",
-        "",
-        *table,
-        "",
-    ]
+    )
+
+
+def tune_section(path: Path = TUNE_REPORT) -> list[str]:
+    """The search throughput table of ``benchmarks/TUNE.md``
+    (``benchmarks/tune.py``)."""
+    return included_section(
+        path,
+        "## Throughput",
+        "## Hyperparameter search: orc.tune.search against a warm loop",
+        "From `benchmarks/TUNE.md` (`benchmarks/tune.py`), measured on {device}; "
+        "the protocol, the scaling with population size and what is not yet "
+        "measured are there.",
+    )
 
 
 def render_results(payload: dict, labels: dict) -> str:
@@ -189,6 +208,7 @@ def render_results(payload: dict, labels: dict) -> str:
     for wl in payload["workloads"]:
         lines += _section(payload, labels, wl)
     lines += gpu_section()
+    lines += tune_section()
     lines += _errors(payload, labels)
     lines += [
         "## Settings that differ between libraries",

@@ -28,7 +28,15 @@ from .._ridge import RESULTS
 from .._strategy import compiled, resolve
 from ..forecaster.train import Forecasting
 
-__all__ = ["evaluate", "trajectory_bytes", "OK", "ILL", "NONFINITE", "DIVERGED"]
+__all__ = [
+    "evaluate",
+    "train_one",
+    "trajectory_bytes",
+    "OK",
+    "ILL",
+    "NONFINITE",
+    "DIVERGED",
+]
 
 OWNER = "orc.tune.search"
 
@@ -74,6 +82,21 @@ def _trajectory(model_class, static_kw, names, task, betas, backend, xs):
     status = jnp.where(jnp.isfinite(scores), status, NAN_SCORE)
     status = jnp.where(result == RESULTS.nonfinite, NONFINITE, status)
     return scores, status.astype(jnp.int32)
+
+
+def train_one(model, task, beta):
+    """``model`` trained on ``task`` for the ridge strength ``beta`` by the
+    search's own solve (a path of one strength: the same weights the
+    search scored), its checks raised as any trainer's."""
+    dtype = model.dtype
+    problem = Forecasting(owner=OWNER, train_seq=task.train.astype(dtype),
+                          target_seq=None, force_kwargs={},
+                          init=model.driver.default_state(), spinup=task.spinup,
+                          multi=False)  # fmt: skip
+    solver = RidgePath(jnp.asarray([beta], dtype))
+    opts = Options(keep_states=True, progress=False)  # the search's path
+    models, _ = fit(model, problem, solver, opts)
+    return jax.tree.map(lambda a: a[0] if eqx.is_array(a) else a, models)
 
 
 @compiled

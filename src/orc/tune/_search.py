@@ -53,8 +53,11 @@ class SearchResult:
     each hyperparameter, ``beta``, ``score``, ``status`` ``"ok"``/``"failed"``,
     ``reason``, ``seconds``: its share of its chunk's time); ``best``: the
     best ``ok`` row (``None`` if every candidate failed); ``best_model``:
-    that candidate rebuilt and trained (an ordinary orc model; ``orc.save``
-    it), made on first use."""
+    that candidate rebuilt and trained by the search's own solve (an
+    ordinary orc model; ``orc.save`` it), made on first use. (Where the
+    statistics are ill-conditioned, ``train_RCForecaster``'s Cholesky
+    with its minimum-norm fallback gives other weights than the search's
+    eigendecomposition; the model returned is the one that was scored.)"""
 
     def __init__(self, rows, columns, higher_is_better, rebuild, metric, log=()):
         self.rows = rows
@@ -345,10 +348,7 @@ def search(
         kw.update({n: row[n] for n in names})
         model = model_class(**kw, seed=row["seed"], construction="jax")
         with use_backend(backend) if backend else contextlib.nullcontext():
-            trained, _ = train_RCForecaster(
-                model, task.train, spinup=task.spinup, beta=row["beta"]
-            )
-        return trained
+            return _population.train_one(model, task, row["beta"])
 
     log = {"beta"} | {n for n in names if isinstance(space[n], LogUniform)}
     return SearchResult(rows, columns, task.higher_is_better, rebuild, task.metric, log)
