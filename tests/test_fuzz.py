@@ -288,14 +288,6 @@ _JAX_REFUSES = r"Error interpreting argument to|not a valid JAX array"
 #: ``@example`` below that reproduces it; a fix makes its test fail until
 #: the entry is removed.
 KNOWN_FAILURES: dict[str, Known] = {
-    "traced input_noise": Known(
-        r"train_(RC|NVAR)Forecaster", "internal error", "TracerBoolConversionError",
-        "11", "input_noise as a traced argument of jax.jit (beta is traceable): "
-        "TracerBoolConversionError", "trainers"),
-    "NVAR: return_states unchecked": Known(
-        "train_NVARForecaster", "accepted bad input silently", "", "11",
-        "train_NVARForecaster(..., return_states=None or 'no') trains (the other "
-        "trainers refuse it)", "trainers"),
     "huge data: ridge error names no argument": Known(
         r"train_.*Forecaster", "error not naming .*",
         "ridge regression: the linear-algebra routine failed", "11",

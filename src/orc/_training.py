@@ -530,6 +530,11 @@ class TrainingNoise(eqx.Module):
     enter the regression (the reservoir itself runs clean), a data-dependent
     Tikhonov regulariser. Noise is drawn from ``key``; each block of states
     gets its own draw (``fold_in`` of its offset).
+
+    Scales given as traced values (``jax.jit`` with the scale an argument,
+    ``vmap`` over it; ``traced``) are checked finite and >= 0 when the
+    program runs, by :meth:`perturb` at its top level, and a bad one is
+    used as 0 until the error is raised (:mod:`orc._errors`).
     """
 
     input_scale: Array
@@ -537,14 +542,42 @@ class TrainingNoise(eqx.Module):
     key: Array
     has_input: bool = eqx.field(static=True)
     has_state: bool = eqx.field(static=True)
+    owner: str = eqx.field(static=True, default="training")
+    traced: bool = eqx.field(static=True, default=False)
+
+    def _scale(self, scale):
+        """``scale``, or 0 where a traced one is not finite and >= 0."""
+        if not self.traced:
+            return scale
+        return jnp.where(jnp.isfinite(scale) & (scale >= 0), scale, 0.0)
+
+    def check(self, x):
+        """``x``, with the errors of traced scales that are negative or
+        NaN/inf (one per scale, naming it): a check of the calling program,
+        made where the forcing is prepared (:meth:`perturb`)."""
+        if not self.traced:
+            return x
+        for name, scale, used in (
+            ("input_noise", self.input_scale, self.has_input),
+            ("state_noise", self.state_scale, self.has_state),
+        ):
+            if used:
+                x = _errors.check(
+                    x,
+                    ~(jnp.isfinite(scale) & (scale >= 0)),
+                    f"{self.owner}: {name} must be finite and >= 0; it is "
+                    "negative or NaN/inf.",
+                )
+        return x
 
     def perturb(self, seq):
+        seq = self.check(seq)
         if not self.has_input:
             return seq
         eps = flat_draw(
             jax.random.normal, jax.random.fold_in(self.key, 0), seq.shape, seq.dtype
         )
-        return seq + self.input_scale.astype(seq.dtype) * eps
+        return seq + self._scale(self.input_scale).astype(seq.dtype) * eps
 
     def states(self, states, offset):
         """``states`` with the state noise of the block starting at ``offset``."""
@@ -552,7 +585,7 @@ class TrainingNoise(eqx.Module):
             return states
         key = jax.random.fold_in(jax.random.fold_in(self.key, 1), offset)
         eps = flat_draw(jax.random.normal, key, states.shape, states.dtype)
-        return states + self.state_scale.astype(states.dtype) * eps
+        return states + self._scale(self.state_scale).astype(states.dtype) * eps
 
     def features(self, readout):
         """A ``features`` hook for :func:`teacher_forced_stats`, or ``None``."""
@@ -563,16 +596,47 @@ class TrainingNoise(eqx.Module):
         )
 
 
+def _noise_scale(name, value, owner):
+    """A noise scale: a concrete real number >= 0 (checked now), or a traced
+    real scalar (checked when the program runs, :meth:`TrainingNoise.check`)."""
+    if not isinstance(value, jax.core.Tracer):
+        return check_float(name, value, owner, low=0.0)
+    if jnp.ndim(value) != 0:
+        raise ValueError(
+            f"{owner}: {name} must be a number (a scalar), got a traced array of "
+            f"shape {tuple(jnp.shape(value))}; vmap over it to train one model "
+            "per value"
+        )
+    if not (
+        jnp.issubdtype(value.dtype, jnp.floating)
+        or jnp.issubdtype(value.dtype, jnp.integer)
+    ):
+        raise TypeError(
+            f"{owner}: {name} must be a real number, got dtype {value.dtype}"
+        )
+    return value
+
+
 def training_noise(owner, input_noise, state_noise, noise_seed, dtype):
-    """Checked :class:`TrainingNoise`, or ``None`` when both scales are 0."""
-    input_noise = check_float("input_noise", input_noise, owner, low=0.0)
-    state_noise = check_float("state_noise", state_noise, owner, low=0.0)
-    if input_noise == 0 and state_noise == 0:
+    """Checked :class:`TrainingNoise`, or ``None`` when both scales are 0.
+
+    Either scale may be traced (``jax.jit``/``vmap`` over it, as over
+    ``beta``): it is then checked when the program runs and its noise is
+    always drawn (a scale of 0 adds zeros)."""
+    input_noise = _noise_scale("input_noise", input_noise, owner)
+    state_noise = _noise_scale("state_noise", state_noise, owner)
+    traced_in = isinstance(input_noise, jax.core.Tracer)
+    traced_state = isinstance(state_noise, jax.core.Tracer)
+    has_input = traced_in or input_noise > 0
+    has_state = traced_state or state_noise > 0
+    if not (has_input or has_state):
         return None
     return TrainingNoise(
         jnp.asarray(input_noise, dtype),
         jnp.asarray(state_noise, dtype),
         jax_key(noise_seed, owner),
-        input_noise > 0,
-        state_noise > 0,
+        has_input,
+        has_state,
+        owner,
+        traced_in or traced_state,
     )

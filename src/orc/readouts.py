@@ -263,10 +263,23 @@ class _LinearReadoutCore(ReadoutBase):
         check_int(
             "chunks", self.chunks, name, minimum=1, maximum=1 if self.single else None
         )
-        per_chunk = _outputs_per_chunk(name, self.out_dim, self.chunks, self.ensemble)
-        shape = (self.chunks, per_chunk, self.res_dim)
-        check_leaf(name, "wout", self.wout, shape, self.dtype)
+        check_leaf(name, "wout", self.wout, self.wout_shape, self.dtype)
         check_wout_values(name, self.wout, self.dtype)
+
+    @property
+    def wout_shape(self) -> tuple[int, int, int]:
+        """The shape ``wout`` has: ``(chunks, outputs per chunk, res_dim)``."""
+        name = type(self).__name__
+        per_chunk = _outputs_per_chunk(name, self.out_dim, self.chunks, self.ensemble)
+        return (self.chunks, per_chunk, self.res_dim)
+
+    def _wout(self):
+        """``wout``, its shape checked at trace time (naming it, the shape it
+        must have and the one it has): a readout edited with ``eqx.tree_at``
+        is not checked by its constructor, and a wrong shape would otherwise
+        surface as an einsum error."""
+        check_leaf(type(self).__name__, "wout", self.wout, self.wout_shape)
+        return self.wout
 
     @property
     def state_shape(self) -> tuple[int, ...]:
@@ -309,7 +322,7 @@ class _LinearReadoutCore(ReadoutBase):
         ensembles): ``(out_dim,)`` from one state, :attr:`state_shape` or
         :attr:`bank_shape`."""
         feats = self.nonlinear_transform(self._bank(self._one_state(res_state)))
-        per_chunk = jnp.einsum("cof,cf->co", self.wout, feats, precision="highest")
+        per_chunk = jnp.einsum("cof,cf->co", self._wout(), feats, precision="highest")
         return jnp.mean(per_chunk, axis=0) if self.ensemble else per_chunk.reshape(-1)
 
     def linear_weights(self):
@@ -319,7 +332,7 @@ class _LinearReadoutCore(ReadoutBase):
         uses it only in classes that declare the ``"linear"`` capability."""
         if self.nonlin_list or self.ensemble:
             return None
-        return self.wout
+        return self._wout()
 
     def states_are_features(self) -> bool:
         """Whether :meth:`prepare_train` is the states themselves in the bank's

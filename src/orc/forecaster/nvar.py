@@ -31,7 +31,12 @@ from jaxtyping import Array, Float
 
 from .. import _strategy
 from .._divergence import BLOWUP_DATA, report_divergence
-from .._fit import next_sample_forcing, ridge, teacher_forcing_arguments
+from .._fit import (
+    check_flag,
+    next_sample_forcing,
+    ridge,
+    teacher_forcing_arguments,
+)
 from .._ridge import sequence_stats
 from .._strategy import compiled, method, model_hash
 from .._training import training_noise
@@ -892,7 +897,8 @@ def train_NVARForecaster(
         raise TypeError(
             f"{owner}: model must be an NVARForecaster, got {type(model).__name__}"
         )
-    multi = bool(multi_sequence)
+    multi = check_flag("multi_sequence", multi_sequence, owner)
+    return_states = check_flag("return_states", return_states, owner)
     spinup = check_int("spinup", spinup, owner, minimum=0)
     if model.s is None:  # s="auto": the stride from the training data's sampling
         if isinstance(train_seq, jax.core.Tracer):
@@ -949,7 +955,7 @@ def train_NVARForecaster(
         solver,
         spinup,
         multi,
-        bool(return_states),
+        return_states,
         training_noise(owner, input_noise, 0.0, noise_seed, model.dtype),
         bool(standardize),
         relative,

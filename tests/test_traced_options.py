@@ -1,0 +1,186 @@
+"""Clear answers for traced training options and edited weights (issue 47 item 11).
+
+- ``input_noise``/``state_noise`` are traceable as ``beta`` is: ``jax.jit``
+  with the scale an argument and ``jax.vmap`` over it train (they gave
+  ``TracerBoolConversionError``), and a bad traced scale (negative, NaN) is
+  one of the program's errors, raised when it returns (no Python ``if`` on a
+  tracer).
+- A model edited with ``eqx.tree_at`` to a ``wout`` of the wrong shape gets
+  orc's message naming ``wout``, the shape it must have and the one it has,
+  at trace time (it was einsum's "Size of label 'n' for operand 1 ...").
+- ``beta="1e-8"`` and ``return_states="no"`` are refused by every trainer,
+  NVAR's too (which trained).
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import orc
+from _helpers import BATCHED, RUNTIME_ERRORS
+from orc.forecaster import (
+    ESNForecaster,
+    NVARForecaster,
+    train_NVARForecaster,
+    train_RCForecaster,
+)
+from orc.regression import ESNRegressor, train_RCRegressor
+
+T = np.arange(400) * 0.05
+U = jnp.asarray(np.stack([np.sin(T), np.cos(1.3 * T), np.sin(0.7 * T + 1)], axis=1))
+
+
+def _wout(noise_name, scale, model=None, seed=0):
+    model = ESNForecaster(3, 30, seed=0) if model is None else model
+    trained, _ = train_RCForecaster(model, U, noise_seed=seed, **{noise_name: scale})
+    return trained.readout.wout
+
+
+@pytest.mark.parametrize("noise_name", ["input_noise", "state_noise"])
+def test_noise_is_traceable_under_jit_and_vmap(noise_name):
+    eager = _wout(noise_name, 1e-3)
+    jitted = jax.jit(lambda s: _wout(noise_name, s))(1e-3)
+    np.testing.assert_allclose(jitted, eager, rtol=1e-10, atol=1e-12)
+    scales = jnp.asarray([1e-3, 1e-2])
+    stacked = jax.vmap(lambda s: _wout(noise_name, s))(scales)
+    assert stacked.shape == (2, *eager.shape)
+    np.testing.assert_allclose(stacked[0], eager, **BATCHED)
+    np.testing.assert_allclose(stacked[1], _wout(noise_name, 1e-2), **BATCHED)
+    # more noise, other weights: the scale reached the fit
+    assert not np.allclose(stacked[0], stacked[1])
+
+
+def test_a_traced_zero_scale_adds_nothing():
+    clean = _wout("input_noise", 0.0)
+    np.testing.assert_allclose(
+        jax.jit(lambda s: _wout("input_noise", s))(0.0), clean, rtol=1e-9, atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("noise_name", ["input_noise", "state_noise"])
+@pytest.mark.parametrize("bad", [-1e-3, float("nan"), float("inf")])
+def test_a_bad_traced_scale_is_an_error_of_the_program(noise_name, bad):
+    expected = (
+        f"train_RCForecaster: {noise_name} must be finite and >= 0; it is negative "
+        "or NaN/inf."
+    )
+    with pytest.raises(eqx.EquinoxRuntimeError) as err:
+        # an array: eqx.filter_jit keeps a Python float static (checked eagerly)
+        traced = jnp.asarray(bad)
+        jax.block_until_ready(eqx.filter_jit(lambda s: _wout(noise_name, s))(traced))
+    assert expected in str(err.value)
+    # under vmap: the bad member is named, whichever it is
+    with pytest.raises(RUNTIME_ERRORS) as err:
+        jax.block_until_ready(
+            jax.vmap(lambda s: _wout(noise_name, s))(jnp.asarray([1e-3, bad]))
+        )
+    assert expected in str(err.value)
+    # as data: orc.capture_errors gives the program's codes, no host callback
+    fn = orc.capture_errors(lambda s: _wout(noise_name, s))
+    assert "callback" not in jax.jit(fn).lower(1e-3).as_text()
+    _, errors = jax.jit(fn)(bad)
+    assert [msg for kind, msg, _ in errors.found() if kind == "error"] == [expected]
+
+
+def test_a_concrete_bad_scale_is_refused_before_any_work():
+    model = ESNForecaster(3, 30, seed=0)
+    with pytest.raises(ValueError, match=r"input_noise must lie in \[0.0, inf\)"):
+        train_RCForecaster(model, U, input_noise=-1.0)
+    with pytest.raises(ValueError, match="state_noise must be finite"):
+        train_RCForecaster(model, U, state_noise=float("nan"))
+    with pytest.raises(ValueError, match=r"input_noise must be a number \(a scalar\)"):
+        jax.jit(lambda s: _wout("input_noise", s))(jnp.ones(2))
+
+
+def test_the_regressor_and_nvar_take_traced_noise():
+    reg = ESNRegressor(3, 1, 20, seed=0)
+
+    def reg_w(scale):
+        trained, _ = train_RCRegressor(reg, U, U[:, :1], input_noise=scale)
+        return trained.readout.wout
+
+    np.testing.assert_allclose(jax.jit(reg_w)(1e-3), reg_w(1e-3), rtol=1e-9, atol=1e-12)
+    nvar = NVARForecaster(3, k=2, s=1, order=2)
+
+    def nvar_w(scale):
+        return train_NVARForecaster(nvar, U, input_noise=scale)[0].wout
+
+    # NVAR's solve is ill-conditioned: jit and eager differ in the last digits
+    jitted = jax.jit(nvar_w)
+    np.testing.assert_allclose(jitted(1e-3), nvar_w(1e-3), rtol=1e-6, atol=1e-9)
+    assert not np.allclose(jitted(1e-3), jitted(1e-1), rtol=1e-3)
+
+
+# --------------------------------------------------------------- edited wout
+EDITS = {
+    "one output more": lambda w: jnp.concatenate([w, w[:, :1]], axis=1),
+    "one node more": lambda w: jnp.concatenate([w, w[..., :1]], axis=2),
+    "no bank axis": lambda w: w[0],
+}
+
+
+@pytest.mark.parametrize("edit", sorted(EDITS))
+@pytest.mark.parametrize("chunks", [1, 3])
+def test_a_wrong_wout_shape_is_named_at_trace_time(edit, chunks):
+    model = ESNForecaster(3, 30, chunks=chunks, seed=0)
+    trained, states = train_RCForecaster(model, U)
+    good = tuple(trained.readout.wout.shape)
+    wout = EDITS[edit](trained.readout.wout)
+    bad = eqx.tree_at(lambda m: m.readout.wout, trained, wout)
+    expected = f"must have shape {good}, got {tuple(wout.shape)}"
+    calls = {
+        "forecast": lambda m: m.forecast(5, states[-1]),
+        "forecast_from_IC": lambda m: m.forecast_from_IC(5, U[:50]),
+        "predict": lambda m: m.predict(U[:50], states[0]),
+        "readout": lambda m: m.readout(states[-1]),
+    }
+    for name, call in calls.items():
+        for mode in (call, eqx.filter_jit(call), jax.jit(call)):
+            with pytest.raises(ValueError) as err:
+                mode(bad)  # raised while tracing: no program runs
+            msg = str(err.value)
+            assert msg.startswith(f"{type(trained.readout).__name__}: wout "), name
+            assert expected in msg, (name, msg)
+
+
+def test_the_right_wout_shape_runs_as_before():
+    model, states = train_RCForecaster(ESNForecaster(3, 30, seed=0), U)
+    same = eqx.tree_at(lambda m: m.readout.wout, model, model.readout.wout * 1.0)
+    np.testing.assert_array_equal(
+        np.asarray(same.forecast(5, states[-1])),
+        np.asarray(model.forecast(5, states[-1])),
+    )
+
+
+# ---------------------------------------------- flags and beta of every trainer
+TRAINERS = {
+    "train_RCForecaster": lambda **kw: train_RCForecaster(
+        ESNForecaster(3, 20, seed=0), U, **kw
+    ),
+    "train_NVARForecaster": lambda **kw: train_NVARForecaster(
+        NVARForecaster(3, k=2, s=1, order=2), U, **kw
+    ),
+    "train_RCRegressor": lambda **kw: train_RCRegressor(
+        ESNRegressor(3, 1, 20, seed=0), U, U[:, :1], **kw
+    ),
+}
+
+
+@pytest.mark.parametrize("trainer", sorted(TRAINERS))
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"beta": "1e-8"}, TypeError, "beta must be a real number"),
+        ({"return_states": "no"}, TypeError, "return_states must be True or False"),
+        ({"return_states": None}, TypeError, "return_states must be True or False"),
+    ],
+)
+def test_strings_are_not_numbers_or_flags(trainer, kwargs, error, words):
+    with pytest.raises(error) as err:
+        TRAINERS[trainer](**kwargs)
+    assert str(err.value).startswith(f"{trainer}: "), str(err.value)
+    assert words in str(err.value)
