@@ -471,3 +471,89 @@ def test_every_model_option_is_an_option_of_train():
     assert set(cli.MODEL_OPTIONS) <= names
     models = next(p for p in cli.train.params if p.name == "model").type.choices
     assert {m for ms in cli.MODEL_OPTIONS.values() for m in ms} <= set(models)
+
+
+# ------------------------------- numbers, empty files and plot formats (item 8)
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--beta", "-1"], "Invalid value for '--beta': -1.0 is not in the range x>=0"),
+        (["--beta", "nan"], "Invalid value for '--beta': 'nan' is not a finite number"),
+        (["--input-noise", "-0.1"], "Invalid value for '--input-noise': -0.1 is not"),
+        (["--input-noise", "nan"], "'--input-noise': 'nan' is not a finite number"),
+        (["--dt", "nan"], "Invalid value for '--dt': 'nan' is not a finite number"),
+        (["--dt", "inf"], "Invalid value for '--dt': 'inf' is not a finite number"),
+        (["--dt", "0"], "Invalid value for '--dt': 0.0 is not in the range x>0"),
+        (["--lyapunov", "nan"], "'--lyapunov': 'nan' is not a finite number"),
+    ],
+)
+def test_train_refuses_bad_numbers_as_usage_errors(work, no_work, args, words):
+    # exit 2 with click's one line naming the option (--beta -1 was the
+    # library's ValueError, exit 1, after the data was read; NaN passed
+    # click.FloatRange's comparisons)
+    _refused(work, ["train", "data.csv", *args, "--out", "x.orc"], words)
+    assert no_work == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["forecast", "m.orc", "--steps", "5", "--out", "f.csv", "--dt", "nan"],
+        ["forecast", "m.orc", "--steps", "5", "--out", "f.csv", "--lyapunov", "inf"],
+        ["evaluate", "m.orc", "data.csv", "--dt", "nan"],
+        ["evaluate", "m.orc", "data.csv", "--threshold", "nan"],
+    ],
+)
+def test_forecast_and_evaluate_refuse_non_finite_numbers(work, no_work, command):
+    option = next(a for a in command if a in ("--dt", "--lyapunov", "--threshold"))
+    _refused(work, command, f"Invalid value for '{option}'", "is not a finite number")
+    assert no_work == []
+
+
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        # an empty file was np.load's EOFError, click's "Aborted!", exit 1
+        (b"", "bad.npy is empty or cut off: it holds no .npy array"),
+        (b"\x93NUMPY\x01\x00", "bad.npy: cannot parse as numbers (EOF"),
+    ],
+)
+def test_an_empty_or_cut_off_npy_is_a_usage_error(work, content, words):
+    (work / "bad.npy").write_bytes(content)
+    _refused(work, ["train", "bad.npy", "--out", "x.orc"], words)
+    _refused(work, ["forecast", "m.orc", "--steps", "5", "--warmup", "bad.npy",
+                    "--out", "f.csv"], words)  # fmt: skip
+    _refused(work, ["evaluate", "m.orc", "bad.npy"], words)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["forecast", "m.orc", "--steps", "5", "--out", "f.csv", "--plot", "p.csv"],
+        ["evaluate", "m.orc", "data.csv", "--plot", "p.csv"],
+        ["evaluate", "m.orc", "data.csv", "--plot", "p.docx"],
+    ],
+)
+def test_a_plot_format_matplotlib_cannot_write_is_refused_first(work, no_work, command):
+    suffix = command[-1].rsplit(".", 1)[1]
+    err = _refused(
+        work, command, f"--plot {command[-1]}: a plot cannot be written as .{suffix}"
+    )
+    assert "png" in err and "pdf" in err  # the formats it can write are listed
+    assert no_work == []
+
+
+def test_a_plot_that_names_an_input_is_refused_before_any_work(work, no_work):
+    _refused(
+        work,
+        ["evaluate", "m.orc", "data.csv", "--plot", "data.csv"],
+        "--plot data.csv is the same file as the data file data.csv",
+    )
+    assert no_work == []
+
+
+def test_plot_formats_matplotlib_writes_are_taken(work):
+    for name in ("p.png", "p.pdf", "p.svg", "p"):
+        proc = run_cli("forecast", "m.orc", "--steps", "5", "--out", "f.csv",
+                       "--plot", name, cwd=work)  # fmt: skip
+        assert proc.returncode == 0, (name, proc.stderr)

@@ -345,29 +345,6 @@ KNOWN_FAILURES: dict[str, Known] = {
     "classifier: str beta": Known(
         "train_RCClassifier", "accepted bad input silently", "", "11",
         "beta='1e-8' trains (the forecasters' trainers refuse it)", "others"),
-    "load: path of another type": Known(
-        r"orc\.load", "error not naming path",
-        "expected str, bytes or os.PathLike|should be a str object", "9",
-        "orc.load(None) / orc.load(3) / orc.load(b'm.orc'): pathlib's TypeError, "
-        "'path' not named (bytes paths are refused)", "load"),
-    "cli: --plot format checked after the work": Known(
-        r"orc (evaluate|forecast)", "bad input answered with exit 1",
-        "Format '.*' is not supported", "2",
-        "--plot plot.csv: the forecast/evaluation runs, then matplotlib's ValueError, "
-        "exit 1 (an unwritable output is found only after the work)", "cli"),
-    "cli: library refusals exit 1": Known(
-        "orc train", "bad input answered with exit 1", "train_RCForecaster: ", "8",
-        "--beta -1, --input-noise nan: the library's ValueError (naming the "
-        "argument) surfaces as exit 1 after the data is read, not as a usage "
-        "error (exit 2)", "cli"),
-    "cli: NaN for a positive number": Known(
-        r"orc (train|forecast|evaluate)", "accepted bad input silently", "", "8",
-        "--dt nan (also --lyapunov, --threshold: click.FloatRange(min=0, "
-        "min_open=True) lets NaN through): exit 0", "cli"),
-    "cli: empty .npy aborts": Known(
-        r"orc (train|forecast|evaluate)", "internal error", "Abort", "8",
-        "an empty data.npy: 'aborted', exit 1 (np.load's EOFError becomes click's "
-        "Abort)", "cli"),
 }  # fmt: skip
 
 
@@ -1525,6 +1502,9 @@ def _fuzz_load(ledger, data, root, spec):
     if spec.kind == "bytes path":
         expect = EXTREME  # os.fspath takes bytes: load it or refuse it clearly
     names = ("path",)
+    if isinstance(path, bytes):  # a file name too (os.fspath takes it)
+        path_text = os.fsdecode(path)
+        names += (path_text, Path(path_text).name)
     if isinstance(path, str | Path):  # the path as given or resolved
         names += (str(path), Path(path).name, str(Path(path)))
 

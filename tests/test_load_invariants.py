@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import equinox as eqx
 import jax
@@ -238,3 +239,112 @@ def test_traced_hyperparameters_still_build():
         return ESNForecaster(3, N, leak_rate=a, construction="jax").driver.leak
 
     assert float(leak_of(0.3)) == 0.3
+
+
+# ----------------------------- GRU, deep ESN, set_wout, load's path (item 47 D)
+def test_deep_esn_coupling_scaling_is_one_rule(tmp_path):
+    from orc.drivers import DeepESNDriver
+    from orc.forecaster import DeepESNForecaster
+
+    expected = "DeepESNDriver: coupling_scaling must lie in [0.0, inf), got -0.5"
+    assert _ctor_error(lambda: DeepESNDriver(N, coupling_scaling=-0.5, seed=0)) == (
+        expected
+    )
+    # the model's argument of the same name reaches the same rule (it was the
+    # coupling embedding's 'scaling' before)
+    assert _ctor_error(
+        lambda: DeepESNForecaster(3, N, coupling_scaling=-0.5, seed=0)
+    ).endswith("coupling_scaling must lie in [0.0, inf), got -0.5")
+    _ctor_error(lambda: DeepESNDriver(N, coupling_scaling=float("nan"), seed=0))
+    # a built driver whose coupling was edited: its own check names the field
+    driver = DeepESNDriver(N, n_layers=3, seed=0)
+    edited = eqx.tree_at(
+        lambda d: d.couplings[1].scaling, driver, jnp.asarray(-2.0, driver.dtype)
+    )
+    assert _ctor_error(lambda: from_fields(DeepESNDriver, _fields(edited))) == (
+        "DeepESNDriver: coupling_scaling must lie in [0.0, inf), got -2.0 "
+        "(couplings[1].scaling)"
+    )
+    # a file: refused where the edited coupling is rebuilt
+    model = DeepESNForecaster(3, N, n_layers=2, seed=0)
+    path = orc.save(tmp_path / "deep.orc", model)
+    header, payload, _ = split(path.read_bytes())
+    coupling = header["tree"]["fields"]["driver"]["fields"]["couplings"]["tuple"][0]
+    i = coupling["fields"]["scaling"]["leaf"]
+    arrays = npy_records(payload, len(header["leaves"]))
+    arrays[i] = np.asarray(-1.0, arrays[i].dtype)
+    path.write_bytes(forge(header, npy_payload(arrays)))
+    loaded = _load_error(path)
+    assert "model.driver.couplings[0]" in loaded
+    assert "scaling must lie in [0.0, inf), got -1.0" in loaded
+    # zero coupling (layers that do not talk) stays legal
+    assert DeepESNDriver(N, coupling_scaling=0.0, seed=0).couplings[0].scaling == 0.0
+
+
+def test_gru_weights_follow_the_input_rescaling_rule():
+    from orc.drivers import GRUDriver
+
+    assert _ctor_error(lambda: GRUDriver(N, input_rescaling=float("inf"), seed=0)) == (
+        "GRUDriver: input_rescaling must be finite, got inf"
+    )
+    gru = GRUDriver(N, input_rescaling=2.0, seed=0)
+    for field in ("weight_ih", "weight_hh", "bias"):
+        edited = eqx.tree_at(
+            lambda d, f=field: getattr(d.gru, f),
+            gru,
+            getattr(gru.gru, field).at[0].set(jnp.inf),
+        )
+        words = _ctor_error(lambda e=edited: from_fields(GRUDriver, _fields(e)))
+        assert words.startswith(f"GRUDriver: gru.{field}"), words
+        assert words.endswith("must be finite, it holds NaN or inf"), words
+    assert "(input_rescaling times the initial weights)" in _ctor_error(
+        lambda: from_fields(
+            GRUDriver,
+            _fields(
+                eqx.tree_at(lambda d: d.gru.weight_ih, gru, gru.gru.weight_ih * jnp.nan)
+            ),
+        )
+    )
+
+
+def test_set_wout_applies_the_readouts_weight_rule(esn):
+    readout = esn.readout
+    bound = orc.readouts.wout_bound(readout.dtype)
+    for bad, got in (
+        (jnp.zeros_like(readout.wout).at[0, 1, 2].set(2 * bound), f"{2 * bound:.3g}"),
+        (readout.wout.at[0, 1, 2].set(jnp.nan), "nan"),
+    ):
+        words = _ctor_error(lambda b=bad: readout.set_wout(b))
+        assert words.startswith(f"{type(readout).__name__}: wout must be finite"), words
+        assert f"at most {bound:.3g}" in words
+        assert f"got {got} at index (0, 1) (chunk, output)" in words
+    # every output's |weights| summing to just below the bound: accepted
+    ok = jnp.full_like(readout.wout, 0.99 * bound / readout.wout.shape[-1])
+    np.testing.assert_array_equal(readout.set_wout(ok).wout, ok)
+    # traced weights (training, jax.jit) pass, as in the constructor
+    jax.jit(lambda w: readout.set_wout(w).wout)(readout.wout)
+
+
+@pytest.mark.parametrize("path", [None, 3, 2.5, ["m.orc"]])
+def test_load_names_its_path_argument(path):
+    for fn, owner in (
+        (orc.load, "orc.load"),
+        (orc.io.read_header, "orc.read_header"),
+        (orc.io.read_metadata, "orc.read_metadata"),
+    ):
+        with pytest.raises(TypeError) as err:
+            fn(path)
+        assert str(err.value) == (
+            f"{owner}: path must be a file name (str or os.PathLike), got "
+            f"{type(path).__name__}"
+        )
+    with pytest.raises(TypeError, match="orc.save: path must be a file name"):
+        orc.save(path, ESNForecaster(3, N, seed=0))
+
+
+def test_load_takes_bytes_and_refuses_an_empty_name(tmp_path, esn):
+    path = orc.save(tmp_path / "m.orc", esn)
+    loaded = orc.load(os.fsencode(path))
+    np.testing.assert_array_equal(loaded.readout.wout, esn.readout.wout)
+    with pytest.raises(ValueError, match="orc.load: path must be a file name, got an"):
+        orc.load("")

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import re
 import sys
@@ -205,7 +206,21 @@ time_column_option = click.option(
     "in equal steps; first always takes the first column; none keeps every "
     "column as a feature. Its spacing is dt; it must be uniform.",
 )
-positive = click.FloatRange(min=0.0, min_open=True)
+
+
+class _FiniteRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses NaN and inf (a range check
+    alone lets NaN through: every comparison with it is false)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if number is not None and not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+positive = _FiniteRange(min=0.0, min_open=True)
+non_negative = _FiniteRange(min=0.0)
 
 
 # --------------------------------------------------------------------- files
@@ -290,6 +305,25 @@ def _check_files(inputs, outputs) -> None:
         if why is not None:
             raise click.UsageError(f"{label} {path} cannot be written: {why}")
         seen.append((label, path))
+
+
+def _check_plot_format(plot) -> None:
+    """Refuse, before any work, a ``--plot`` file whose suffix names a format
+    matplotlib cannot write (a usage error, exit code 2); no suffix is PNG."""
+    if plot is None:
+        return
+    suffix = Path(str(plot)).suffix.lower().lstrip(".")
+    if not suffix:
+        return
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if suffix not in formats:
+        raise click.UsageError(
+            f"--plot {plot}: a plot cannot be written as .{suffix}; name a file "
+            f"of one of the image formats {', '.join(sorted(formats))} (e.g. "
+            f"{Path(str(plot)).stem}.png)"
+        )
 
 
 # Options of `orc train` that only some models use -> those models.
@@ -397,6 +431,10 @@ def _read_data(path: str, time_column: str = "auto") -> Table:
             )
     except ValueError as err:
         raise click.UsageError(f"{path}: cannot parse as numbers ({err})") from err
+    except EOFError as err:  # np.load of an empty or cut-off file
+        raise click.UsageError(
+            f"{path} is empty or cut off: it holds no .npy array ({err})"
+        ) from err
     if p.suffix == ".npy":  # the library's rule: real numbers, not bool or complex
         from ._validation import check_data
 
@@ -937,7 +975,7 @@ def _int_or_auto(option: str, value):
 )
 @click.option(
     "--input-noise",
-    type=float,
+    type=non_negative,
     default=None,
     help="Std of noise added to the training inputs (stabilises closed loops), "
     "in the data's units. Default: nvar 1e-3 to 1e-1 of each column's std, "
@@ -985,7 +1023,7 @@ def _int_or_auto(option: str, value):
 @click.option(
     "--beta",
     default=None,
-    type=float,
+    type=non_negative,
     help="Ridge regularisation [default: 8e-8; nvar 2.5e-6].",
 )
 @click.option(
@@ -1160,6 +1198,7 @@ def forecast(model_file, steps, warmup, out, plot, dt, lyapunov, time_column) ->
         [("the model file", model_file), ("the warm-up file", warmup)],
         [("--out", out), ("--plot", plot)],
     )
+    _check_plot_format(plot)
     table = _read_data(warmup, time_column) if warmup is not None else None
     _configure_jax()
     import jax.numpy as jnp
@@ -1275,6 +1314,7 @@ def evaluate(model_file, data_file, warmup, horizon, windows, threshold, dt,
         [("the model file", model_file), ("the data file", data_file)],
         [("--plot", plot)],
     )
+    _check_plot_format(plot)
     table = _read_data(data_file, time_column)
     U = table.values
     T = U.shape[0]

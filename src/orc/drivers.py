@@ -1151,6 +1151,31 @@ class TaylorDriver(_TaylorDriverCore):
 # --------------------------------------------------------------------------- #
 
 
+def _check_gru_values(owner, *, input_rescaling=None, gru=None) -> None:
+    """The GRU driver's value invariant, one rule for a constructor's
+    argument and for a built or loaded driver's cell (its
+    ``__check_init__``, which :func:`orc.load` runs): ``input_rescaling`` is
+    a finite number, so the cell's input weights (the initial weights times
+    it) and the rest of its weights are finite. The factor itself is not
+    kept (ORC 0.4's fields), so a cell is judged by its weights. Traced
+    values (a driver built under ``jax.jit``/``vmap``) pass."""
+    if input_rescaling is not None:
+        check_float("input_rescaling", input_rescaling, owner)
+    if gru is None:
+        return
+    for field in ("weight_ih", "weight_hh", "bias", "bias_n"):
+        value = getattr(gru, field)
+        if value is None or isinstance(value, jax.core.Tracer):
+            continue
+        if not np.isfinite(np.asarray(value)).all():
+            hint = " (input_rescaling times the initial weights)" * (
+                field == "weight_ih"
+            )
+            raise ValueError(
+                f"{owner}: gru.{field}{hint} must be finite, it holds NaN or inf"
+            )
+
+
 class GRUDriver(DriverBase):
     """A randomly initialised (untrained) GRU cell as the reservoir.
 
@@ -1177,13 +1202,14 @@ class GRUDriver(DriverBase):
             )
         check_leaf(name, "gru.weight_ih", self.gru.weight_ih, (3 * n, n), self.dtype)
         check_leaf(name, "gru.weight_hh", self.gru.weight_hh, (3 * n, n), self.dtype)
+        _check_gru_values(name, gru=self.gru)
 
     def __init__(
         self, res_dim: int, input_rescaling: float = 15.0, *, seed, dtype=jnp.float64
     ):
         name = type(self).__name__
         super().__init__(res_dim=res_dim, dtype=dtype)
-        check_float("input_rescaling", input_rescaling, name)
+        _check_gru_values(name, input_rescaling=input_rescaling)
         gru = eqx.nn.GRUCell(
             self.res_dim, self.res_dim, dtype=self.dtype, key=jax_key(seed, name)
         )
@@ -1310,6 +1336,15 @@ class StackedDriver(DriverBase):
         return jnp.concatenate(new)
 
 
+def _check_coupling_scaling(owner, coupling_scaling) -> None:
+    """The deep ESN's value invariant, one rule for a constructor's argument
+    and for a built or loaded driver's couplings (its ``__check_init__``,
+    which :func:`orc.load` runs): ``coupling_scaling``, the bound of the
+    uniform draw of the inter-layer weights, is finite and >= 0 (the
+    couplings' ``scaling``). Traced values pass."""
+    check_float("coupling_scaling", coupling_scaling, owner, low=0.0)
+
+
 class DeepESNDriver(StackedDriver):
     """``n_layers`` echo state reservoirs of ``res_dim`` nodes in series.
 
@@ -1334,6 +1369,17 @@ class DeepESNDriver(StackedDriver):
     (300,)
     """
 
+    def __check_init__(self):
+        name = type(self).__name__
+        for i, c in enumerate(self.couplings):
+            scaling = getattr(c, "scaling", None)
+            if scaling is None:  # a given matrix: no draw to bound
+                continue
+            try:
+                _check_coupling_scaling(name, scaling)
+            except (TypeError, ValueError) as err:
+                raise type(err)(f"{err} (couplings[{i}].scaling)") from err
+
     def __init__(
         self,
         res_dim: int,
@@ -1350,7 +1396,7 @@ class DeepESNDriver(StackedDriver):
     ) -> None:
         name = type(self).__name__
         n_layers = check_int("n_layers", n_layers, name, minimum=1)
-        check_float("coupling_scaling", coupling_scaling, name)
+        _check_coupling_scaling(name, coupling_scaling)
         keys = spawn(seed, 2 * n_layers, name)
         layers = [
             ESNDriver(

@@ -736,7 +736,7 @@ def save(path, model, extras: dict | None = None, metadata: dict | None = None) 
         )
     if metadata is not None:
         _check_metadata(metadata, TypeError, "orc.save: metadata")
-    path = Path(path)
+    path = _as_path(path, "orc.save")
     leaves: list = []
     tree = _encode(model, leaves, type(model).__name__)
     extra_index = {}
@@ -1015,7 +1015,24 @@ def _open_regular(path: Path) -> tuple[int, int]:
     return fd, st.st_size
 
 
-def _read(path, payload: bool = True):
+def _as_path(path, owner: str) -> Path:
+    """``path`` (a ``str``, ``bytes`` or ``os.PathLike`` file name) as a
+    :class:`~pathlib.Path`; anything else is a ``TypeError`` naming the
+    argument (pathlib's own does not)."""
+    try:
+        name = os.fspath(path)
+    except TypeError:
+        raise TypeError(
+            f"{owner}: path must be a file name (str or os.PathLike), got "
+            f"{type(path).__name__}"
+        ) from None
+    name = os.fsdecode(name)
+    if not name:
+        raise ValueError(f"{owner}: path must be a file name, got an empty string")
+    return Path(name)
+
+
+def _read(path, payload: bool = True, owner: str = "orc.load"):
     """``(path, header, payload)`` of a model file: its framing, sizes,
     checksums and header schema checked. Only what the header declares is
     read, and only after its sizes are checked against the file's own size
@@ -1023,7 +1040,7 @@ def _read(path, payload: bool = True):
     payload, are refused before anything is allocated for them). With
     ``payload=False`` the payload is not read (None): its size is still
     checked, its checksum is not."""
-    path = Path(path)
+    path = _as_path(path, owner)
     fd, size = _open_regular(path)
     with os.fdopen(fd, "rb") as f:
         magic = f.read(len(MAGIC))
@@ -1154,7 +1171,7 @@ def read_header(path) -> dict:
     """The JSON header of a model file (class, versions, hyperparameters), without
     reading the payload or rebuilding the model (the header's checksum and
     schema and the file's size checked)."""
-    return _read(path, payload=False)[1]
+    return _read(path, payload=False, owner="orc.read_header")[1]
 
 
 def read_metadata(path) -> dict:
@@ -1164,7 +1181,9 @@ def read_metadata(path) -> dict:
     values again: only ``str``, finite numbers,
     ``bool``, ``None`` and lists of ``str`` are accepted (anything else is a
     :class:`ModelFileError`)."""
-    return dict(_read(path, payload=False)[1].get("metadata", {}))
+    return dict(
+        _read(path, payload=False, owner="orc.read_metadata")[1].get("metadata", {})
+    )
 
 
 def _read_leaves(payload: bytes, declared: list) -> list[np.ndarray]:

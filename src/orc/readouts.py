@@ -145,8 +145,15 @@ class ReadoutBase(eqx.Module):
         return target_seq
 
     def set_wout(self, cmat: Array) -> ReadoutBase:
-        """A copy with ``wout`` replaced by the trained weights ``cmat``."""
-        return eqx.tree_at(lambda r: r.wout, self, cmat.astype(self.dtype))
+        """A copy with ``wout`` replaced by the trained weights ``cmat``.
+
+        ``cmat`` must hold what a readout may hold (:func:`check_wout_values`,
+        the rule a constructor and :func:`orc.load` apply): finite, each
+        output's sum of ``|weights|`` at most :func:`wout_bound`; else a
+        ``ValueError`` naming ``wout``. Traced weights (training) pass."""
+        cmat = cmat.astype(self.dtype)
+        check_wout_values(type(self).__name__, cmat, self.dtype)
+        return eqx.tree_at(lambda r: r.wout, self, cmat)
 
     def with_data_scale(self, scale: Array | None) -> ReadoutBase:
         """A copy that records ``scale`` ``(out_dim,)`` as the scale of the
