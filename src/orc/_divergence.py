@@ -91,18 +91,23 @@ def _diagnose(out: np.ndarray, reference, scale=None) -> str | None:
     """The message for the first diverged step of ``out (time, ...)``, or
     None; ``scale``: the training data's per output (see the module doc)."""
     steps = out.reshape(out.shape[0], -1)
-    if scale is not None and np.shape(scale)[-1:] == out.shape[-1:]:
-        factor = BLOWUP_DATA
-        limit = factor * _scale_reference(out, reference, scale)
-    else:
-        factor = BLOWUP if reference is None else BLOWUP_DATA
-        limit = factor * _reference(steps, reference)
     # the usual case, every value finite and none large, in one pass (the
     # largest magnitude is NaN or inf if any value is); a forecast called in
     # a loop pays this at every call
     peak = np.abs(steps).max(initial=0.0)
-    if np.isfinite(peak) and peak <= np.min(limit):
-        return None
+    if scale is not None and np.shape(scale)[-1:] == out.shape[-1:]:
+        factor = BLOWUP_DATA
+        s = np.asarray(scale)
+        # the smallest per-output limit (a warm-up only raises limits)
+        low = max(float(s.min()), SCALE_FLOOR * float(s.max()))
+        if np.isfinite(peak) and peak <= factor * low:
+            return None
+        limit = factor * _scale_reference(out, reference, scale)
+    else:
+        factor = BLOWUP if reference is None else BLOWUP_DATA
+        limit = factor * _reference(steps, reference)
+        if np.isfinite(peak) and peak <= limit:
+            return None
     finite = np.isfinite(steps).all(axis=1)
     with np.errstate(invalid="ignore"):
         over = np.abs(np.where(np.isfinite(steps), steps, 0.0)) > limit
