@@ -30,7 +30,16 @@ def _gram_stats(f, y):
     return RidgeStats(jnp.asarray(f.T @ f), jnp.asarray(f.T @ y), jnp.asarray(len(f)))
 
 
-def test_ridge_path_equals_numpy_per_strength():
+@pytest.fixture(params=["cholesky", "eigh"])
+def path_method(request, monkeypatch):
+    """RidgePath's two methods: one Cholesky solve per strength (below
+    EIGH_MIN_STRENGTHS strengths) and one eigendecomposition for all."""
+    if request.param == "eigh":
+        monkeypatch.setattr(_fit, "EIGH_MIN_STRENGTHS", 1)
+    return request.param
+
+
+def test_ridge_path_equals_numpy_per_strength(path_method):
     rng = np.random.default_rng(0)
     f = rng.normal(size=(400, 12))
     y = f @ rng.normal(size=(12, 3)) + 0.1 * rng.normal(size=(400, 3))
@@ -49,7 +58,7 @@ def test_ridge_path_equals_numpy_per_strength():
         np.testing.assert_allclose(w[i], w1, rtol=1e-9, atol=1e-12)
 
 
-def test_ridge_path_qr_form_and_chunks():
+def test_ridge_path_qr_form_and_chunks(path_method):
     """Statistics in QR form (R, Q^T Y) and a bank of chunks."""
     rng = np.random.default_rng(1)
     fs = [rng.normal(size=(300, 8)) for _ in range(2)]
@@ -69,7 +78,7 @@ def test_ridge_path_qr_form_and_chunks():
             )
 
 
-def test_ridge_path_fallback_is_min_norm_and_nonfinite_reported():
+def test_ridge_path_fallback_is_min_norm_and_nonfinite_reported(path_method):
     rng = np.random.default_rng(2)
     base = rng.normal(size=(200, 3))
     f = np.hstack([base, base[:, :1]])  # a repeated column: singular Gram
@@ -83,7 +92,7 @@ def test_ridge_path_fallback_is_min_norm_and_nonfinite_reported():
     np.testing.assert_array_equal(result == RESULTS.nonfinite, [True])
 
 
-def test_fit_with_ridge_path_is_the_separate_fits_stacked():
+def test_fit_with_ridge_path_is_the_separate_fits_stacked(path_method):
     """One run of the reservoir for every strength (the tuning solver): the
     population equals one train_RCForecaster call per strength."""
     model = orc.forecaster.ESNForecaster(3, 60, seed=3)
@@ -103,6 +112,10 @@ def test_fit_with_ridge_path_is_the_separate_fits_stacked():
     for i, beta in enumerate(betas):
         single, r = orc.forecaster.train_RCForecaster(model, seq, spinup=20, beta=beta)
         np.testing.assert_array_equal(states, r)
+        if path_method == "cholesky":  # the same solve: the same bits
+            np.testing.assert_array_equal(
+                population.readout.wout[i], single.readout.wout
+            )
         # both solves against numpy's least squares on the augmented rows
         # (accurate to cond(F), not cond(F)^2): the eigen-solve is as good
         # as the Cholesky solve, to the conditioning's accuracy

@@ -88,9 +88,9 @@ def test_every_candidate_scores_as_its_solo_public_api_run(nrmse_search):
     for row in res.rows:
         assert row["status"] == "ok", row
         ref = _reference(_task(), row, list(SPACE))
-        # the search solves by an eigendecomposition of the Gram (every
-        # strength from one), the trainer by Cholesky: weights agree to
-        # ~1e-9 and the closed loop of 40 steps magnifies that
+        # the same weights (one Cholesky solve per strength, as training's);
+        # the search's batched closed loop (XLA) and forecast's native one
+        # round differently, which 40 chaotic steps magnify
         np.testing.assert_allclose(row["score"], ref, rtol=RTOL)
     best = min(res.rows, key=lambda r: r["score"])  # NRMSE: lower is better
     assert res.best == best
@@ -177,11 +177,10 @@ def test_diverging_candidates_fail_as_data_and_leave_the_others_alone():
                 r for r in ok if r["seed"] == seed and r["leak_rate"] == p["leak_rate"]
             ]
             assert [r["score"] for r in alone.rows] == [r["score"] for r in mine]
-    # and as their public-API runs where the statistics are well-conditioned
+    # and as their public-API runs
     for row in ok:
-        if row["beta"] >= 1e-5:
-            ref = _reference(task, row, list(space))
-            np.testing.assert_allclose(row["score"], ref, rtol=RTOL)
+        ref = _reference(task, row, list(space))
+        np.testing.assert_allclose(row["score"], ref, rtol=RTOL)
     assert res.best in ok
 
 

@@ -17,9 +17,9 @@ A search builds, trains and scores a whole population of candidates:
 >>> result.to_csv("search.csv"); result.plot("search.png")
 
 What candidates share is computed once: the candidates of one seed and one
-draw differ only in the ridge strength, so the reservoir runs once and one
-eigendecomposition of its Gram solves every strength
-(:class:`orc._fit.RidgePath`); the validation forecasts of all strengths and
+draw differ only in the ridge strength, so the reservoir runs once and its
+statistics solve every strength (:class:`orc._fit.RidgePath`: one Cholesky
+solve per strength, the same bits as training with that strength); the validation forecasts of all strengths and
 windows run as one batched closed loop. Candidates that differ in the
 continuous hyperparameters (:class:`Uniform`, :class:`LogUniform`) and the
 seed are one compiled program; each value of a static one (:class:`IntUniform`,
@@ -28,18 +28,44 @@ that fails (statistics that overflow, a forecast that diverges) is a row
 with ``status="failed"`` and its reason; it never stops the search nor
 changes another candidate's score.
 
+:func:`refine` then refines the continuous hyperparameters of the best
+candidates by gradient descent (optax, the ``orc[tune]`` extra) through the
+build, the training and its ridge solve, on a short closed-loop plus
+one-step validation loss.
+
 Which sampler: ``"sobol"`` (the default) spreads a small budget evenly over
 the space, best with ``draws`` a power of 2; ``"random"`` when draws are
 added one batch at a time.
+
+An Optuna study (``pip install "orc[tune]"``; ``import orc.tune`` never
+needs Optuna): :func:`study` asks Optuna's TPE, CMA-ES or random sampler for
+``batch`` draws at a time, evaluates them with one :func:`search` call and
+tells each its best score over seeds and ridge strengths. It lives in
+memory unless ``storage`` names an SQLite file (``"results/study.db"``) or
+a database URL (PostgreSQL, for many workers); a stored study resumes where
+it stopped, and a trial whose worker was killed is retried:
+
+>>> res = orc.tune.study(orc.forecaster.ESNForecaster, space, task,
+...                      fixed={"data_dim": 3, "res_dim": 500}, seeds=2,
+...                      beta=orc.tune.LogUniform(1e-10, 1e-3), n_trials=64,
+...                      storage="results/study.db", study_name="lorenz")
+>>> res.study.best_value == res.best["score"]
+True
 """
 
+from ._refine import RefineResult, refine
 from ._search import SearchResult, search
 from ._space import Choice, IntUniform, LogUniform, Uniform
+from ._study import StudyResult, study
 from ._task import Forecast
 
 __all__ = [
     "search",
     "SearchResult",
+    "study",
+    "StudyResult",
+    "refine",
+    "RefineResult",
     "Forecast",
     "Uniform",
     "LogUniform",

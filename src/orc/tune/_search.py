@@ -54,10 +54,8 @@ class SearchResult:
     ``reason``, ``seconds``: its share of its chunk's time); ``best``: the
     best ``ok`` row (``None`` if every candidate failed); ``best_model``:
     that candidate rebuilt and trained by the search's own solve (an
-    ordinary orc model; ``orc.save`` it), made on first use. (Where the
-    statistics are ill-conditioned, ``train_RCForecaster``'s Cholesky
-    with its minimum-norm fallback gives other weights than the search's
-    eigendecomposition; the model returned is the one that was scored.)"""
+    ordinary orc model; ``orc.save`` it), made on first use: the same
+    weights a ``train_RCForecaster`` of that candidate gives."""
 
     def __init__(self, rows, columns, higher_is_better, rebuild, metric, log=()):
         self.rows = rows

@@ -1,0 +1,108 @@
+"""orc.tune.refine: gradients through build, training and solve against
+finite differences; the refined points lower the validation loss, which an
+independent numpy computation of the refined models confirms."""
+
+from __future__ import annotations
+
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import orc
+from _helpers import lorenz_rk4
+from orc.forecaster import ESNForecaster, train_RCForecaster
+from orc.tune import Forecast
+from orc.tune._refine import REFINABLE, loss_function
+
+pytest.importorskip("optax")
+
+U = np.asarray(lorenz_rk4(2000))
+TASK = Forecast(U[:1200], U[1200:], spinup=50, warmup=60, horizon=60, windows=3,
+                dt=0.01, lyapunov_exponent=0.906)  # fmt: skip
+FIXED = {"data_dim": 3, "res_dim": 30}
+ROW = {"seed": 0, "beta": 1e-3, "Wr_spectral_radius": 0.8, "leak_rate": 0.6,
+       "embedding_scaling": 0.1, "bias": 1.0}  # fmt: skip
+NAMES = [n for n in REFINABLE if n in ROW]
+
+
+def _theta(row):
+    return jnp.asarray([REFINABLE[n][0](jnp.asarray(float(row[n]))) for n in NAMES])
+
+
+def _numpy_loss(model, horizon=20, weight=1.0):
+    """The validation loss of a trained model, by the public API and numpy."""
+    u, val = np.asarray(TASK.train), np.asarray(TASK.validation)
+    scale2 = np.mean(np.sum(u**2, axis=1))
+    states = model.force(jnp.asarray(val), model.driver.default_state())
+    errs = []
+    for s in TASK.starts:
+        pred = np.asarray(model.forecast(horizon, states[s - 1]))
+        errs.append(np.sum((pred - val[s : s + horizon]) ** 2, axis=-1))
+    closed = np.mean(errs) / scale2
+    w = TASK.warmup
+    one = np.asarray(model.readout.batch_readout(states[w - 1 : -1]))
+    teacher = np.mean(np.sum((one - val[w:]) ** 2, axis=-1)) / scale2
+    return closed + weight * teacher
+
+
+def test_gradient_matches_finite_differences():
+    loss = jax.jit(loss_function(ESNForecaster, TASK, NAMES, FIXED, 20, 1.0))
+    theta = _theta(ROW)
+    grad = np.asarray(jax.grad(loss)(theta, 0))
+    eps = 1e-5
+    for i, name in enumerate(NAMES):
+        up = float(loss(theta.at[i].add(eps), 0))
+        down = float(loss(theta.at[i].add(-eps), 0))
+        fd = (up - down) / (2 * eps)
+        assert grad[i] == pytest.approx(fd, rel=2e-3, abs=1e-9 * abs(up)), name
+
+
+def test_refine_lowers_the_validation_loss_of_each_start():
+    starts = [ROW, dict(ROW, seed=1, beta=1e-5)]
+    res = orc.tune.refine(ESNForecaster, TASK, starts, fixed=FIXED, steps=6)
+    assert res.history.shape == (7, 2)
+    np.testing.assert_array_equal(res.history[0], res.start_loss)
+    assert np.all(res.loss < res.start_loss)
+    np.testing.assert_array_equal(res.loss, np.nanmin(res.history, axis=0))
+    for point, model, value in zip(res.points, res.models, res.loss, strict=True):
+        assert isinstance(model, ESNForecaster)
+        assert float(model.driver.spectral_radius) == pytest.approx(
+            point["Wr_spectral_radius"]
+        )
+        # the refined model, trained and scored independently
+        assert _numpy_loss(model) == pytest.approx(value, rel=1e-6)
+    assert [p["seed"] for p in res.points] == [0, 1]
+
+
+def test_the_start_loss_is_the_start_models_loss():
+    model, _ = train_RCForecaster(
+        ESNForecaster(**FIXED, **{n: ROW[n] for n in NAMES if n != "beta"},
+                      seed=0, construction="jax"),
+        jnp.asarray(TASK.train), spinup=TASK.spinup, beta=ROW["beta"],
+    )  # fmt: skip
+    loss = loss_function(ESNForecaster, TASK, NAMES, FIXED, 20, 1.0)
+    assert float(loss(_theta(ROW), 0)) == pytest.approx(_numpy_loss(model), rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "start, kwargs, error, words",
+    [
+        ({"seed": 0, "bias": 1.0}, {}, ValueError, "'seed' and 'beta'"),
+        ([ROW, dict(ROW, res_dim=20)], {}, ValueError, "same others"),
+        (ROW, {"horizon": 500}, ValueError, "task.horizon"),
+        (ROW, {"steps": -1}, ValueError, "steps must be an int"),
+        ("best", {}, TypeError, "search row"),
+    ],
+)
+def test_bad_starts_are_refused(start, kwargs, error, words):
+    with pytest.raises(error, match=words):
+        orc.tune.refine(ESNForecaster, TASK, start, fixed=FIXED, **kwargs)
+
+
+def test_without_optax_the_error_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "optax", None)
+    with pytest.raises(ImportError, match=r"orc\[tune\]"):
+        orc.tune.refine(ESNForecaster, TASK, ROW, fixed=FIXED)
