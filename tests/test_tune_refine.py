@@ -19,8 +19,8 @@ from orc.tune._refine import REFINABLE, loss_function
 
 pytest.importorskip("optax")
 
-U = np.asarray(lorenz_rk4(2000))
-TASK = Forecast(U[:1200], U[1200:], spinup=50, warmup=60, horizon=60, windows=3,
+U = np.asarray(lorenz_rk4(1300))
+TASK = Forecast(U[:700], U[700:], spinup=50, warmup=60, horizon=60, windows=3,
                 dt=0.01, lyapunov_exponent=0.906)  # fmt: skip
 FIXED = {"data_dim": 3, "res_dim": 30}
 ROW = {"seed": 0, "beta": 1e-3, "Wr_spectral_radius": 0.8, "leak_rate": 0.6,
@@ -62,8 +62,8 @@ def test_gradient_matches_finite_differences():
 
 def test_refine_lowers_the_validation_loss_of_each_start():
     starts = [ROW, dict(ROW, seed=1, beta=1e-5)]
-    res = orc.tune.refine(ESNForecaster, TASK, starts, fixed=FIXED, steps=6)
-    assert res.history.shape == (7, 2)
+    res = orc.tune.refine(ESNForecaster, TASK, starts, fixed=FIXED, steps=4)
+    assert res.history.shape == (5, 2)
     np.testing.assert_array_equal(res.history[0], res.start_loss)
     assert np.all(res.loss < res.start_loss)
     np.testing.assert_array_equal(res.loss, np.nanmin(res.history, axis=0))
