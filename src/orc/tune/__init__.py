@@ -37,16 +37,33 @@ Which sampler: ``"sobol"`` (the default) spreads a small budget evenly over
 the space, best with ``draws`` a power of 2; ``"random"`` when draws are
 added one batch at a time.
 
+An Optuna study (``pip install "orc[tune]"``; ``import orc.tune`` never
+needs Optuna): :func:`study` asks Optuna's TPE, CMA-ES or random sampler for
+``batch`` draws at a time, evaluates them with one :func:`search` call and
+tells each its best score over seeds and ridge strengths. It lives in
+memory unless ``storage`` names an SQLite file (``"results/study.db"``) or
+a database URL (PostgreSQL, for many workers); a stored study resumes where
+it stopped, and a trial whose worker was killed is retried:
+
+>>> res = orc.tune.study(orc.forecaster.ESNForecaster, space, task,
+...                      fixed={"data_dim": 3, "res_dim": 500}, seeds=2,
+...                      beta=orc.tune.LogUniform(1e-10, 1e-3), n_trials=64,
+...                      storage="results/study.db", study_name="lorenz")
+>>> res.study.best_value == res.best["score"]
+True
 """
 
 from ._refine import RefineResult, refine
 from ._search import SearchResult, search
 from ._space import Choice, IntUniform, LogUniform, Uniform
+from ._study import StudyResult, study
 from ._task import Forecast
 
 __all__ = [
     "search",
     "SearchResult",
+    "study",
+    "StudyResult",
     "refine",
     "RefineResult",
     "Forecast",

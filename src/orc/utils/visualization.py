@@ -931,7 +931,16 @@ def plot_search(result, path=None) -> Figure | None:
     returned; else it is returned (the current pyplot figure).
     """
     rows = result.rows
-    fixed = {"id", "trajectory", "seed", "score", "status", "reason", "seconds"}
+    fixed = {
+        "id",
+        "trial",
+        "trajectory",
+        "seed",
+        "score",
+        "status",
+        "reason",
+        "seconds",
+    }
     names = [c for c in result.columns if c not in fixed and c != result.metric]
     names = [n for n in names if isinstance(rows[0][n], (int, float))]
     n_panels = len(names) + 1
