@@ -101,6 +101,13 @@ def main():
     ap.add_argument("--draws", type=int, default=8)
     ap.add_argument("--betas", type=int, default=8)
     ap.add_argument("--loop-candidates", type=int, default=None)
+    ap.add_argument(
+        "--seed-population",
+        type=int,
+        default=64,
+        help="seeds of the different-seeds population (0: skip)",
+    )
+    ap.add_argument("--only-seed-population", action="store_true")
     ap.add_argument("--out", default=os.path.join("benchmarks", "runs", "tune.json"))
     a = ap.parse_args()
     if a.quick:
@@ -119,12 +126,28 @@ def main():
     print(f"N={a.res_dim} T={a.train} horizon={a.horizon} windows=10, "
           f"{a.seeds} seeds x {a.draws} draws x {a.betas} betas = {n} candidates")  # fmt: skip
 
-    # the search twice: the first call compiles, the second is warm
+    out = {
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                    "jax": jax.__version__, "device": jax.devices()[0].platform},
+        "settings": vars(a), "candidates": n,
+    }  # fmt: skip
+    if not a.only_seed_population:
+        out.update(throughput(a, task, n))
+        out["scaling"] = scaling(a, task, n)
+    if a.seed_population:
+        out["seed_population"] = seed_population(a, task)
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(out, f, indent=1)
+    print(f"written {a.out}")
+
+
+def throughput(a, task, n):
+    """The search (twice: the first call compiles) against the warm loop."""
     cold, res = search(task, a.res_dim, a.seeds, a.draws, a.betas)
     warm, res = search(task, a.res_dim, a.seeds, a.draws, a.betas)
     print(f"orc.tune.search: {warm:.1f} s warm ({n / warm:.2f} candidates/s), "
           f"{cold:.1f} s with compilation; {res}")  # fmt: skip
-
     k = a.loop_candidates or n
     rows = res.rows[:k]
     loop_s, loop_scores = loop(task, rows, a.res_dim)
@@ -145,8 +168,27 @@ def main():
               f"{(d > 0.05).sum()} differ by more than 0.05")  # fmt: skip
     ratio = (n / warm) / loop_rate
     print(f"speed-up of the search over the warm loop: {ratio:.1f}x")
+    return {"search_warm_s": warm, "search_cold_s": cold, "loop_s": loop_s,
+            "loop_candidates": k, "speedup": ratio, "best": res.best}  # fmt: skip
 
-    scaling = []
+
+def seed_population(a, task):
+    """Different seeds, one draw and one strength each: the population
+    shares no matrix and no statistics, only the program and the batched
+    validation forecasts; it must not lose to the loop."""
+    k = a.seed_population
+    search(task, a.res_dim, k, 1, 1)  # compile this shape
+    t_pop, pop = search(task, a.res_dim, k, 1, 1)
+    t_loop, _ = loop(task, pop.rows, a.res_dim)
+    print(f"{k} seeds x 1 draw x 1 strength: search {t_pop:.1f} s, loop "
+          f"{t_loop:.1f} s (search {t_loop / t_pop:.2f}x the loop's rate)")  # fmt: skip
+    return {"candidates": k, "search_s": t_pop, "loop_s": t_loop,
+            "ratio": t_loop / t_pop}  # fmt: skip
+
+
+def scaling(a, task, n):
+    """The search's rate by population size (each size compiled first)."""
+    rows = []
     for size in (1, 8, 64, 256):
         if size > n:
             break
@@ -155,22 +197,11 @@ def main():
         betas = size // (seeds * draws)
         search(task, a.res_dim, seeds, draws, betas)  # compile this shape
         t, _ = search(task, a.res_dim, seeds, draws, betas)
-        scaling.append({"candidates": size, "seeds": seeds, "draws": draws,
-                        "betas": betas, "seconds": t, "per_second": size / t})  # fmt: skip
+        rows.append({"candidates": size, "seeds": seeds, "draws": draws,
+                     "betas": betas, "seconds": t, "per_second": size / t})  # fmt: skip
         print(f"  population {size:4d} ({seeds}x{draws}x{betas}): {t:6.2f} s, "
               f"{size / t:6.2f} candidates/s")  # fmt: skip
-
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump({
-            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                        "jax": jax.__version__, "device": jax.devices()[0].platform},
-            "settings": vars(a), "candidates": n, "search_warm_s": warm,
-            "search_cold_s": cold, "loop_s": loop_s, "loop_candidates": k,
-            "speedup": ratio, "scaling": scaling,
-            "best": res.best,
-        }, f, indent=1)  # fmt: skip
-    print(f"written {a.out}")
+    return rows
 
 
 if __name__ == "__main__":
