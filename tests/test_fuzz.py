@@ -294,10 +294,6 @@ KNOWN_FAILURES: dict[str, Known] = {
         "train_seq holding 1.8e308: 'ridge regression: the linear-algebra routine "
         "failed ... (the statistics may be too large for the floating-point type)', "
         "train_seq not named", "trainers"),
-    "methods: str data reaches JAX": Known(
-        r"(ESN|EnsembleESN|NVAR)Forecaster\.(force|predict)", "error not naming .*",
-        _JAX_REFUSES, "11", "a str array as in_seq/res_state: JAX's 'Error "
-        "interpreting argument to <function compiled.<locals>.run>'", "methods"),
     "predict overflows silently": Known(
         r"(ESN|EnsembleESN|NVAR)Forecaster\.predict", "non-finite result, no warning",
         "", "7", "finite in_seq or res_state of magnitude 1e200 to 1.8e308: inf/NaN "
@@ -331,10 +327,6 @@ KNOWN_FAILURES: dict[str, Known] = {
         r"ESNClassifier\.classify", "valid input refused", "spinup must be an int", "11",
         "classify(seq, spinup=np.int64(10)): 'spinup must be an int, got "
         "JitTracer(int64[])' (the trainers take NumPy ints)", "others"),
-    "classify/predict: str data reaches JAX": Known(
-        r"ESN(Classifier\.classify|Regressor\.predict)", "error not naming .*",
-        _JAX_REFUSES, "11", "a str array as in_seq/res_state: JAX's message, no "
-        "argument named", "others"),
     "classifier: str labels": Known(
         "train_RCClassifier", "internal error", "SyntaxError", "11",
         "labels='010101': SyntaxError from jnp.asarray", "others"),

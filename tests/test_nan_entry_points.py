@@ -287,3 +287,13 @@ def test_indexed_messages_survive_serialisation():
         "fmt": "row {0}, col {1}",
         "shape": [3, 4],
     }
+
+
+def test_text_arrays_are_refused_naming_the_argument():
+    # JAX refuses a NumPy array of text before the method's own checks run:
+    # the compiled wrapper says which argument, as those checks would
+    model = orc.forecaster.ESNForecaster(3, 20, seed=0)
+    with pytest.raises(TypeError, match=r"ESNForecaster\.force: in_seq must be an"):
+        model.force(np.array([["a", "b", "c"]]), model.driver.default_state())
+    with pytest.raises(TypeError, match=r"res_state must be an array of real"):
+        model.forecast(5, np.array([["x"] * 20]))

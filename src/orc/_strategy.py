@@ -30,6 +30,7 @@ import os
 
 import equinox as eqx
 import jax
+import numpy as np
 
 from . import _errors
 
@@ -191,14 +192,39 @@ def compiled(fn=None, *, host_results: bool = False):
         # inside a loop of another orc program: the program differs (its
         # checks of the caller's data are left out, orc._validation.check_input)
         in_loop = _errors.in_program_loop()
-        out_arrays, static = jitted(
-            (structure, marked, resolve(backend), in_loop), arrays
-        )
+        try:
+            out_arrays, static = jitted(
+                (structure, marked, resolve(backend), in_loop), arrays
+            )
+        except TypeError:
+            # JAX refuses a NumPy array of text or objects before fn can
+            # check it: say which argument, as fn's own checks would
+            _refuse_non_numeric(fn, args, kwargs)
+            raise
         if host_results:
             to_host_soon(out_arrays)
         return _errors.report(*_join(*static.value, out_arrays))
 
     return _Method(fn, call)
+
+
+def _refuse_non_numeric(fn, args, kwargs) -> None:
+    """``TypeError`` naming the first argument of ``fn`` that holds a NumPy
+    array of neither numbers nor bools (text, bytes, objects), if any."""
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return
+    owner = fn.__name__
+    if "." in fn.__qualname__ and args:
+        owner = f"{type(args[0]).__name__}.{fn.__name__.lstrip('_')}"
+    for name, value in bound.arguments.items():
+        for leaf in jax.tree_util.tree_leaves(value):
+            if isinstance(leaf, np.ndarray) and leaf.dtype.kind not in "biufc":
+                raise TypeError(
+                    f"{owner}: {name} must be an array of real numbers, got "
+                    f"dtype {leaf.dtype}"
+                )
 
 
 def to_host_soon(arrays) -> None:
