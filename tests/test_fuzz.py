@@ -327,16 +327,6 @@ KNOWN_FAILURES: dict[str, Known] = {
         r"ESNClassifier\.classify", "valid input refused", "spinup must be an int", "11",
         "classify(seq, spinup=np.int64(10)): 'spinup must be an int, got "
         "JitTracer(int64[])' (the trainers take NumPy ints)", "others"),
-    "classifier: str labels": Known(
-        "train_RCClassifier", "internal error", "SyntaxError", "11",
-        "labels='010101': SyntaxError from jnp.asarray", "others"),
-    "classifier: labels None": Known(
-        "train_RCClassifier", "error not naming labels.*",
-        "None is not a valid value for jnp.array", "11",
-        "labels=None: 'None is not a valid value for jnp.array'", "others"),
-    "classifier: str beta": Known(
-        "train_RCClassifier", "accepted bad input silently", "", "11",
-        "beta='1e-8' trains (the forecasters' trainers refuse it)", "others"),
 }  # fmt: skip
 
 

@@ -297,3 +297,22 @@ def test_text_arrays_are_refused_naming_the_argument():
         model.force(np.array([["a", "b", "c"]]), model.driver.default_state())
     with pytest.raises(TypeError, match=r"res_state must be an array of real"):
         model.forecast(5, np.array([["x"] * 20]))
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"labels": None}, "labels must be an integer array"),
+        ({"labels": "0101"}, "labels must be an integer array"),
+        ({"labels": np.array([0, 1, 0, 1]), "beta": "1e-8"}, "beta must be a real"),
+        (
+            {"labels": np.array([0, 1, 0, 1]), "beta": [1e-8, "x"]},
+            "beta must be a real",
+        ),
+    ],
+)
+def test_classifier_refuses_labels_and_beta_that_are_not_numbers(kwargs, words):
+    model = orc.classifier.ESNClassifier(2, 2, 20, seed=0)
+    seqs = np.random.default_rng(0).normal(size=(4, 30, 2))
+    with pytest.raises(TypeError, match=words):
+        orc.classifier.train_RCClassifier(model, seqs, **kwargs)

@@ -12,6 +12,7 @@ import numpy as np
 from jaxtyping import Array, Int
 
 from .. import _errors, _native, _strategy
+from .._fit import _real_number
 from .._strategy import compiled
 from .._training import fit_readout
 from .._validation import (
@@ -272,6 +273,9 @@ def _replace(model, **changes):
     return new
 
 
+_BETA = "a real number or a 1-D sequence of candidate strengths"
+
+
 def train_RCClassifier(
     model: Model,
     train_seqs: Array,
@@ -318,6 +322,11 @@ def train_RCClassifier(
     """
     owner = "train_RCClassifier"
     train_seqs, spinup = _check_train_seqs(owner, model, train_seqs, spinup)
+    if labels is None or isinstance(labels, (str, bytes)):
+        raise TypeError(
+            f"{owner}: labels must be an integer array of shape (n_samples,), "
+            f"got {labels!r}"
+        )
     labels = check_rank("labels", labels, 1, owner, "(n_samples,)")
     if not jnp.issubdtype(labels.dtype, jnp.integer):
         raise TypeError(f"{owner}: labels must be integers, got dtype {labels.dtype}")
@@ -327,7 +336,9 @@ def train_RCClassifier(
             f"got {labels.shape[0]}"
         )
     if isinstance(beta, (list, tuple)):
-        beta = np.asarray(beta, np.float64)
+        beta = np.asarray([_real_number("beta", b, owner, _BETA) for b in beta], float)
+    else:
+        _real_number("beta", beta, owner, _BETA)
     check_beta(beta, owner)
     if jnp.ndim(beta) > 1 or (jnp.ndim(beta) == 1 and jnp.size(beta) == 0):
         raise ValueError(
