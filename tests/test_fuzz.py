@@ -318,15 +318,6 @@ KNOWN_FAILURES: dict[str, Known] = {
         r"(train_)?CESNForecaster.*", "error not naming .*",
         "None is not a valid value for jnp.array", "11",
         "t_train/ts None: 'None is not a valid value for jnp.array'", "cesn"),
-    "classify: empty in_seq blamed on spinup": Known(
-        r"ESNClassifier\.classify", "error not naming in_seq.*",
-        r"spinup \(\d+\) must be less than the sequence length \(0\)", "11",
-        "classify(empty in_seq): 'spinup (10) must be less than the sequence "
-        "length (0)'", "others"),
-    "classify: NumPy int spinup traced": Known(
-        r"ESNClassifier\.classify", "valid input refused", "spinup must be an int", "11",
-        "classify(seq, spinup=np.int64(10)): 'spinup must be an int, got "
-        "JitTracer(int64[])' (the trainers take NumPy ints)", "others"),
 }  # fmt: skip
 
 

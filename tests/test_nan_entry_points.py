@@ -316,3 +316,14 @@ def test_classifier_refuses_labels_and_beta_that_are_not_numbers(kwargs, words):
     seqs = np.random.default_rng(0).normal(size=(4, 30, 2))
     with pytest.raises(TypeError, match=words):
         orc.classifier.train_RCClassifier(model, seqs, **kwargs)
+
+
+def test_classify_takes_numpy_int_spinup_and_names_an_empty_sequence():
+    model = orc.classifier.ESNClassifier(2, 2, 20, seed=0)
+    seqs = np.random.default_rng(0).normal(size=(4, 30, 2))
+    model = orc.classifier.train_RCClassifier(model, seqs, np.array([0, 1, 0, 1]))
+    np.testing.assert_array_equal(
+        model.classify(seqs[0], spinup=np.int64(5)), model.classify(seqs[0], spinup=5)
+    )
+    with pytest.raises(ValueError, match="in_seq must hold at least one step"):
+        model.classify(seqs[0][:0], spinup=5)

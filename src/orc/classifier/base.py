@@ -624,6 +624,14 @@ class RCClassifierBase(eqx.Module):
         readout weights) warns outside ``jax.jit``. ``backend`` as for
         :meth:`orc.forecaster.RCForecasterBase.forecast`.
         """
+        if isinstance(spinup, np.integer):  # static, as a Python int is
+            spinup = int(spinup)
+        shape = np.shape(in_seq) if hasattr(in_seq, "shape") else None
+        if shape is not None and len(shape) >= 1 and shape[0] == 0:
+            raise ValueError(
+                f"{type(self).__name__}.classify: in_seq must hold at least one "
+                f"step, got shape {tuple(shape)}"
+            )
         probs = self._classify(in_seq, res_state, spinup, backend=backend)
         warn_if_untrained(self, f"{type(self).__name__}.classify")
         return probs
