@@ -288,12 +288,6 @@ _JAX_REFUSES = r"Error interpreting argument to|not a valid JAX array"
 #: ``@example`` below that reproduces it; a fix makes its test fail until
 #: the entry is removed.
 KNOWN_FAILURES: dict[str, Known] = {
-    "huge data: ridge error names no argument": Known(
-        r"train_.*Forecaster", "error not naming .*",
-        "ridge regression: the linear-algebra routine failed", "11",
-        "train_seq holding 1.8e308: 'ridge regression: the linear-algebra routine "
-        "failed ... (the statistics may be too large for the floating-point type)', "
-        "train_seq not named", "trainers"),
     "predict overflows silently": Known(
         r"(ESN|EnsembleESN|NVAR)Forecaster\.predict", "non-finite result, no warning",
         "", "7", "finite in_seq or res_state of magnitude 1e200 to 1.8e308: inf/NaN "

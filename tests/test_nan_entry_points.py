@@ -327,3 +327,11 @@ def test_classify_takes_numpy_int_spinup_and_names_an_empty_sequence():
     )
     with pytest.raises(ValueError, match="in_seq must hold at least one step"):
         model.classify(seqs[0][:0], spinup=5)
+
+
+def test_data_too_large_for_the_statistics_is_named():
+    model = orc.forecaster.ESNForecaster(3, 20, seed=0)
+    data = np.ones((50, 3))
+    data[10, 1] = 1.7e308  # finite, but 50 rows of it overflow the sums
+    with pytest.raises(ValueError, match="train_seq holds values up to 1.7e"):
+        orc.forecaster.train_ESNForecaster(model, data)

@@ -440,7 +440,27 @@ def _data(owner, name, x, model):
     (traced data: :func:`finite_sequence` when the program runs)."""
     x = check_data(name, x, owner, model.dtype)
     check_finite_rows(x, name, owner, _NAN_HINT)
+    _check_magnitude(owner, name, x)
     return x
+
+
+def _check_magnitude(owner, name, x) -> None:
+    """Concrete data whose sums over its rows could overflow the dtype
+    refused, naming it: the regression's statistics add up ``targets x
+    features`` over every row (features in [-1, 1]), so a value above
+    ``finfo.max / rows`` can make them infinite, which the solve could only
+    report without a name. Traced data pass."""
+    if isinstance(x, jax.core.Tracer) or x.size == 0:
+        return
+    rows = int(np.prod(x.shape[:-1])) or 1
+    limit = float(np.finfo(x.dtype).max) / rows
+    big = float(np.max(np.abs(np.asarray(x))))
+    if big > limit:
+        raise ValueError(
+            f"{owner}: {name} holds values up to {big:.3g}, beyond what the ridge "
+            f"statistics over its {rows} rows can sum in {np.dtype(x.dtype)} "
+            f"(at most {limit:.3g}); rescale the data (e.g. standardise it)"
+        )
 
 
 def finite_sequence(owner, name, x, dtype):
