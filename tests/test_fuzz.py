@@ -292,10 +292,6 @@ KNOWN_FAILURES: dict[str, Known] = {
         r"(ESN|EnsembleESN|NVAR)Forecaster\.predict", "non-finite result, no warning",
         "", "7", "finite in_seq or res_state of magnitude 1e200 to 1.8e308: inf/NaN "
         "outputs, no warning", "methods"),
-    "CESN: complex times accepted": Known(
-        r"(train_)?CESNForecaster.*", "accepted bad input silently", "", "11",
-        "complex t_train/ts: trains or forecasts (check_data's rule is not "
-        "applied to times)", "cesn"),
     "CESN: t_train called ts": Known(
         "train_CESNForecaster", "error not naming t_train.*", "ts must be finite", "11",
         "non-increasing t_train: 'CESNForecaster: ts must be finite and strictly "

@@ -492,6 +492,7 @@ class CRCForecasterBase(RCForecasterBase):
         return span / jnp.maximum(jnp.round(span / dt), 1)
 
     def _check_ts(self, ts, length, name):
+        ts = check_data(name, ts, type(self).__name__, self.dtype)
         ts = check_rank(name, ts, 1, type(self).__name__, "(seq_len,)")
         if ts.shape[0] != length:
             raise ValueError(
