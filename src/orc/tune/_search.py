@@ -109,13 +109,14 @@ class SearchResult:
 
         return plot_search(self, path)
 
-    def __repr__(self) -> str:
+    def summary(self) -> str:
+        """``"N candidates, K ok, best <metric> <score>"``."""
         n_ok = sum(r["status"] == "ok" for r in self.rows)
         best = "none" if self.best is None else f"{self.best['score']:.4g}"
-        return (
-            f"SearchResult({len(self.rows)} candidates, {n_ok} ok, "
-            f"best {self.metric} {best})"
-        )
+        return f"{len(self.rows)} candidates, {n_ok} ok, best {self.metric} {best}"
+
+    def __repr__(self) -> str:
+        return f"SearchResult({self.summary()})"
 
 
 def _seeds(seeds) -> list[int]:

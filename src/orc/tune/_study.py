@@ -107,12 +107,7 @@ class StudyResult(SearchResult):
         self.evaluated = tuple(evaluated)
 
     def __repr__(self) -> str:
-        n_ok = sum(r["status"] == "ok" for r in self.rows)
-        best = "none" if self.best is None else f"{self.best['score']:.4g}"
-        return (
-            f"StudyResult({self.study.study_name!r}: {len(self.rows)} candidates, "
-            f"{n_ok} ok, best {self.metric} {best})"
-        )
+        return f"StudyResult({self.study.study_name!r}: {self.summary()})"
 
 
 def study(
