@@ -98,7 +98,9 @@ def test_example_runs(script, tmp_path):
         ORC_EXAMPLE_OUT=str(tmp_path),
     )
     for name in EXAMPLES[script]:
-        assert (tmp_path / name).stat().st_size > 5000, name
+        # a figure has pixels; a table or a model file has its rows
+        least = 5000 if name.endswith(".png") else 200
+        assert (tmp_path / name).stat().st_size > least, name
 
 
 def test_cli_example_runs(tmp_path):
