@@ -51,6 +51,19 @@ def _finite(owner: str, name: str, value) -> float:
     return value
 
 
+def _interval(owner: str, low, high, *, positive: bool) -> tuple[float, float]:
+    """``(low, high)`` as finite floats with ``low < high`` (and ``0 < low``
+    where ``positive``)."""
+    lo, hi = _finite(owner, "low", low), _finite(owner, "high", high)
+    if positive and not 0 < lo < hi:
+        raise ValueError(
+            f"{owner}: needs 0 < low < high, got low={low!r}, high={high!r}"
+        )
+    if not lo < hi:
+        raise ValueError(f"{owner}: low must be < high, got {low!r}, {high!r}")
+    return lo, hi
+
+
 class AbstractDistribution(eqx.Module):
     """A hyperparameter's distribution over the unit interval's image.
 
@@ -73,10 +86,7 @@ class Uniform(AbstractDistribution):
     traced = True
 
     def __init__(self, low, high):
-        self.low = _finite("Uniform", "low", low)
-        self.high = _finite("Uniform", "high", high)
-        if not self.low < self.high:
-            raise ValueError(f"Uniform: low must be < high, got {low!r}, {high!r}")
+        self.low, self.high = _interval("Uniform", low, high, positive=False)
 
     def from_unit(self, u):
         return self.low + np.asarray(u, float) * (self.high - self.low)
@@ -91,12 +101,7 @@ class LogUniform(AbstractDistribution):
     traced = True
 
     def __init__(self, low, high):
-        self.low = _finite("LogUniform", "low", low)
-        self.high = _finite("LogUniform", "high", high)
-        if not 0 < self.low < self.high:
-            raise ValueError(
-                f"LogUniform: needs 0 < low < high, got low={low!r}, high={high!r}"
-            )
+        self.low, self.high = _interval("LogUniform", low, high, positive=True)
 
     def from_unit(self, u):
         lo, hi = math.log(self.low), math.log(self.high)
