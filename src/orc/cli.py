@@ -7,6 +7,7 @@ Commands::
     orc train l63.csv --res-dim 500 --lyapunov 0.906 --out esn.orc
     orc forecast esn.orc --steps 1000 --out fc.csv --plot fc.png
     orc evaluate esn.orc l63_test.csv --horizon 1000 --windows 5 --plot ev.png
+    orc tune l63.csv --config tune.toml --out tuned   # hyperparameter search
 
 Data files are CSV (a header row of column names is allowed) or ``.npy``,
 one row per time step and one column per feature. A time column (a column
@@ -33,10 +34,27 @@ file). Errors are one line on stderr, ``orc: error: ...``, with exit code 2
 (bad input) or 1 (failure while running, e.g. a forecast that diverged: the
 requested files are written first, for inspection).
 
+``orc tune`` searches an echo state network's hyperparameters
+(:mod:`orc.tune`): its ``--config`` file holds, besides option values, a
+``[search]`` table of what to search (``spectral_radius = {log_uniform =
+[0.1, 2.0]}``, ``beta = [1e-8, 1e-6]``, ``seeds``, ``draws``, ``sampler``;
+``orc tune --help`` lists them); an unknown key or a bad value there is an
+error naming it. It writes a folder (``--out``) with ``results.csv`` (one
+row per candidate), ``report.png`` and ``best.orc`` (the best candidate,
+trained, with the metadata ``orc train`` stores). ``--storage`` keeps the
+search as an Optuna study in an SQLite file or a PostgreSQL database, so a
+killed or repeated run resumes it (``--budget`` counts the study's draws);
+``--dashboard`` serves it live with optuna-dashboard, an optional extra.
+
 The command line is an application, so unlike the library it sets JAX's
-configuration: float64 on, and a persistent compilation cache so a second run
-does not recompile. Nothing heavy is imported before a command runs, so
-``orc --help`` answers at once.
+configuration: float64 on, and a persistent compilation cache in
+``$ORC_CACHE_DIR/jax`` (default ``~/.cache/orc/jax``) so that a later run on
+the same shapes loads its programs instead of compiling them (every program
+of ``orc train``; those of ``orc tune`` but its search and training, which
+hold host callbacks and which JAX never caches). ``orc --no-compile-cache
+COMMAND`` (or ``ORC_COMPILE_CACHE=0``) runs without any cache, reading and
+writing none. Nothing heavy is imported before a command runs, so ``orc
+--help`` answers at once.
 """
 
 from __future__ import annotations
@@ -76,6 +94,11 @@ SERIES = ("mackey_glass", "narma", "henon_map", "logistic_map", "mso")
 TIME_NAME = re.compile(r"(t|times?|timestamps?)\s*([(\[][^()\[\]]*[)\]])?", re.I)
 RTOL = 1e-6  # relative tolerance on sampling steps
 THRESHOLD = 0.4  # default error threshold of the valid prediction time
+#: Programs compiled faster than this are not written to the persistent
+#: compilation cache. JAX's own default (1 s) leaves most of a command's
+#: programs out: each of the small ones compiles in 0.1 to 0.5 s, and
+#: together they are most of a short run's compilation time.
+CACHE_MIN_COMPILE_SECS = 0.0
 
 
 class Failure(click.ClickException):
@@ -84,17 +107,36 @@ class Failure(click.ClickException):
     exit_code = 1
 
 
+def _cache_dir() -> Path:
+    """The command line's persistent compilation cache: ``jax`` in
+    ``$ORC_CACHE_DIR``, else in ``~/.cache/orc``."""
+    return Path(os.environ.get("ORC_CACHE_DIR", Path.home() / ".cache" / "orc")) / "jax"
+
+
 def _configure_jax() -> None:
+    """The application's JAX settings (never the library's): float64, and the
+    persistent compilation cache in :func:`_cache_dir` unless ``orc
+    --no-compile-cache`` (or ``ORC_COMPILE_CACHE=0``) turned it off, which
+    also turns off a cache that JAX's own ``JAX_COMPILATION_CACHE_DIR``
+    would have switched on: nothing is read from or written to any cache.
+
+    Every program that takes at least :data:`CACHE_MIN_COMPILE_SECS` to
+    compile is cached."""
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    cache = (
-        Path(os.environ.get("ORC_CACHE_DIR", Path.home() / ".cache" / "orc")) / "jax"
-    )
+    ctx = click.get_current_context(silent=True)
+    wanted = True if ctx is None else ctx.meta.get("orc.compile_cache", True)
+    if not wanted:
+        jax.config.update("jax_enable_compilation_cache", False)
+        return
+    cache = _cache_dir()
     try:
         cache.mkdir(parents=True, exist_ok=True)
         jax.config.update("jax_compilation_cache_dir", str(cache))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+        jax.config.update(
+            "jax_persistent_cache_min_compile_time_secs", CACHE_MIN_COMPILE_SECS
+        )
     except OSError:  # read-only home: run without the cache
         pass
 
@@ -137,7 +179,11 @@ def _config_value(key: str, value, param: click.Parameter, path: str):
     return value
 
 
-def _load_config(ctx: click.Context, _param, value):
+def _load_config(ctx: click.Context, _param, value, tables=()):
+    """Read the ``--config`` TOML file into the command's ``default_map``;
+    each of ``tables`` (e.g. ``"search"`` for ``orc tune``) may be a table
+    of the file, kept as it is in ``ctx.meta["orc.config.<table>"]`` for the
+    command to check."""
     if value is None:
         return value
     import difflib
@@ -161,13 +207,20 @@ def _load_config(ctx: click.Context, _param, value):
     default_map = {}
     for key, item in cfg.items():
         name = key.replace("-", "_")
+        if key in tables:
+            if not isinstance(item, dict):
+                raise click.BadParameter(
+                    f"{key!r} in {value} must be a table: a [{key}] section"
+                )
+            ctx.meta[f"orc.config.{key}"] = item
+            continue
         if name in arguments:
             raise click.BadParameter(
                 f"{key!r} in {value} is the argument {arguments[name]}: give it on "
                 "the command line"
             )
         if name not in keys:
-            close = difflib.get_close_matches(name, sorted(keys), n=1)
+            close = difflib.get_close_matches(name, sorted(keys) + list(tables), n=1)
             hint = (
                 f"did you mean {close[0]!r}?"
                 if close
@@ -178,6 +231,7 @@ def _load_config(ctx: click.Context, _param, value):
                         for p in ctx.command.params
                         if isinstance(p, click.Option) and p.name != "config"
                     )
+                    + [f"[{t}]" for t in tables]
                 )
             )
             raise click.BadParameter(f"unknown key {key!r} in {value} ({hint})")
@@ -187,15 +241,22 @@ def _load_config(ctx: click.Context, _param, value):
     return value
 
 
-config_option = click.option(
-    "--config",
-    type=click.Path(dir_okay=False),
-    callback=_load_config,
-    is_eager=True,
-    expose_value=False,
-    help="TOML file with option values (command-line options win; an unknown "
-    "key is an error).",
-)
+def _config_option(*tables: str, help: str | None = None):
+    """The ``--config`` option; ``tables``: the TOML tables the command reads
+    besides option values (:func:`_load_config`)."""
+    return click.option(
+        "--config",
+        type=click.Path(dir_okay=False),
+        callback=functools.partial(_load_config, tables=tables),
+        is_eager=True,
+        expose_value=False,
+        help=help
+        or "TOML file with option values (command-line options win; an unknown "
+        "key is an error).",
+    )
+
+
+config_option = _config_option()
 time_column_option = click.option(
     "--time-column",
     type=click.Choice(["auto", "first", "none"]),
@@ -778,8 +839,21 @@ def _plot(path, pred, *, truth=None, warmup=None, dt=None, lyapunov=None,
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def cli() -> None:
-    """Reservoir computing in JAX: train, forecast and evaluate echo state networks."""
+@click.option(
+    "--compile-cache/--no-compile-cache",
+    default=True,
+    envvar="ORC_COMPILE_CACHE",
+    show_envvar=True,
+    help="Keep compiled programs in a persistent cache ($ORC_CACHE_DIR/jax, "
+    "default ~/.cache/orc/jax), so a later run on the same shapes loads "
+    "them instead of compiling [default: on; ORC_COMPILE_CACHE=0 turns it "
+    "off].",
+)
+@click.pass_context
+def cli(ctx: click.Context, compile_cache: bool) -> None:
+    """Reservoir computing in JAX: train, tune, forecast and evaluate echo
+    state networks."""
+    ctx.meta["orc.compile_cache"] = compile_cache
 
 
 # ---------------------------------------------------------------------- demo
@@ -945,6 +1019,103 @@ def _int_or_auto(option: str, value):
         ) from None
 
 
+#: The reservoir options of ``orc train`` (and ``orc tune``) -> the arguments
+#: of the ESN forecasters they set (``--chunks`` and ``--locality``: the
+#: ESNForecaster's only).
+ESN_ARGS = {
+    "res_dim": "res_dim",
+    "leak_rate": "leak_rate",
+    "spectral_radius": "Wr_spectral_radius",
+    "density": "Wr_density",
+    "bias": "bias",
+    "embedding_scaling": "embedding_scaling",
+}
+
+# Options of `orc train` that `orc tune` shares (one declaration of each).
+res_dim_option = click.option(
+    "--res-dim", default=500, show_default=True, help="Reservoir size per chunk/layer."
+)
+leak_rate_option = click.option(
+    "--leak-rate",
+    default=0.6,
+    show_default=True,
+    help="Leak rate a of the reservoir update r' = (1-a) r + a tanh(...).",
+)
+spectral_radius_option = click.option(
+    "--spectral-radius",
+    default=0.8,
+    show_default=True,
+    help="Spectral radius the reservoir matrix is scaled to.",
+)
+density_option = click.option(
+    "--density",
+    default=0.02,
+    show_default=True,
+    help="Fraction of non-zero entries of the reservoir matrix.",
+)
+bias_option = click.option(
+    "--bias", default=1.6, show_default=True, help="Scale of the reservoir's bias."
+)
+embedding_scaling_option = click.option(
+    "--embedding-scaling",
+    default=0.08,
+    show_default=True,
+    help="Scale of the input (embedding) weights.",
+)
+chunks_option = click.option(
+    "--chunks",
+    default=1,
+    show_default=True,
+    help="esn: parallel reservoirs, each reading a slice of the features.",
+)
+locality_option = click.option(
+    "--locality",
+    default=0,
+    show_default=True,
+    help="esn with --chunks: neighbouring features each chunk also reads.",
+)
+beta_option = click.option(
+    "--beta",
+    default=None,
+    type=non_negative,
+    help="Ridge regularisation [default: 8e-8; nvar 2.5e-6].",
+)
+spinup_option = click.option(
+    "--spinup", default=100, show_default=True, help="Transient states dropped."
+)
+train_dt_option = click.option(
+    "--dt",
+    default=None,
+    type=positive,
+    help="Sample spacing [default: that of the data's time column], stored in "
+    "the model file.",
+)
+lyapunov_option = click.option(
+    "--lyapunov",
+    default=None,
+    type=positive,
+    help="Largest Lyapunov exponent of the system (VPT in Lyapunov times), "
+    "stored in the model file.",
+)
+
+
+def reservoir_options(command):
+    """``--leak-rate`` to ``--locality``: the reservoir's options."""
+    for option in reversed(
+        (
+            leak_rate_option,
+            spectral_radius_option,
+            density_option,
+            bias_option,
+            embedding_scaling_option,
+            chunks_option,
+            locality_option,
+        )
+    ):
+        command = option(command)
+    return command
+
+
 @cli.command()
 @click.argument("data_file", metavar="DATA")
 @click.option(
@@ -955,9 +1126,7 @@ def _int_or_auto(option: str, value):
     help="esn: echo state network (parallel with --chunks); deep-esn: stacked "
     "reservoirs (--layers); nvar: next-generation RC (--k, --order).",
 )
-@click.option(
-    "--res-dim", default=500, show_default=True, help="Reservoir size per chunk/layer."
-)
+@res_dim_option
 @click.option("--layers", default=2, show_default=True, help="deep-esn: layers.")
 @click.option("--k", default=2, show_default=True, help="nvar: delayed samples.")
 @click.option(
@@ -981,74 +1150,17 @@ def _int_or_auto(option: str, value):
     "in the data's units. Default: nvar 1e-3 to 1e-1 of each column's std, "
     "chosen by closed-loop validation on the last 20% of the data; esn 0.",
 )
-@click.option(
-    "--leak-rate",
-    default=0.6,
-    show_default=True,
-    help="Leak rate a of the reservoir update r' = (1-a) r + a tanh(...).",
-)
-@click.option(
-    "--spectral-radius",
-    default=0.8,
-    show_default=True,
-    help="Spectral radius the reservoir matrix is scaled to.",
-)
-@click.option(
-    "--density",
-    default=0.02,
-    show_default=True,
-    help="Fraction of non-zero entries of the reservoir matrix.",
-)
-@click.option(
-    "--bias", default=1.6, show_default=True, help="Scale of the reservoir's bias."
-)
-@click.option(
-    "--embedding-scaling",
-    default=0.08,
-    show_default=True,
-    help="Scale of the input (embedding) weights.",
-)
-@click.option(
-    "--chunks",
-    default=1,
-    show_default=True,
-    help="esn: parallel reservoirs, each reading a slice of the features.",
-)
-@click.option(
-    "--locality",
-    default=0,
-    show_default=True,
-    help="esn with --chunks: neighbouring features each chunk also reads.",
-)
-@click.option(
-    "--beta",
-    default=None,
-    type=non_negative,
-    help="Ridge regularisation [default: 8e-8; nvar 2.5e-6].",
-)
-@click.option(
-    "--spinup", default=100, show_default=True, help="Transient states dropped."
-)
+@reservoir_options
+@beta_option
+@spinup_option
 @click.option(
     "--val-fraction",
     default=0.0,
     show_default=True,
     help="Trailing fraction held out and forecast for validation.",
 )
-@click.option(
-    "--dt",
-    default=None,
-    type=positive,
-    help="Sample spacing [default: that of the data's time column], stored in "
-    "the model file.",
-)
-@click.option(
-    "--lyapunov",
-    default=None,
-    type=positive,
-    help="Largest Lyapunov exponent of the system (VPT in Lyapunov times), "
-    "stored in the model file.",
-)
+@train_dt_option
+@lyapunov_option
 @click.option(
     "--seed", default=0, show_default=True, help="Seed of the reservoir and noise."
 )
@@ -1081,11 +1193,9 @@ def train(data_file, model, res_dim, layers, k, order, stride, input_noise, leak
 
     import orc
 
-    esn_args = dict(
-        data_dim=U.shape[1], res_dim=res_dim, leak_rate=leak_rate, bias=bias,
-        embedding_scaling=embedding_scaling, Wr_density=density,
-        Wr_spectral_radius=spectral_radius, seed=seed,
-    )  # fmt: skip
+    params = click.get_current_context().params
+    esn_args = {arg: params[name] for name, arg in ESN_ARGS.items()}
+    esn_args.update(data_dim=U.shape[1], seed=seed)
     fc = orc.forecaster
     try:
         if model == "esn":
@@ -1246,6 +1356,15 @@ def forecast(model_file, steps, warmup, out, plot, dt, lyapunov, time_column) ->
 
 
 # ------------------------------------------------------------------ evaluate
+threshold_option = click.option(
+    "--threshold",
+    default=THRESHOLD,
+    show_default=True,
+    type=positive,
+    help="Normalised error that ends the valid prediction time.",
+)
+
+
 @cli.command()
 @click.argument("model_file", metavar="MODEL")
 @click.argument("data_file", metavar="DATA")
@@ -1271,13 +1390,7 @@ def forecast(model_file, steps, warmup, out, plot, dt, lyapunov, time_column) ->
     help="Consecutive windows scored after the first --warmup rows, each warmed "
     "up on the --warmup rows just before it.",
 )
-@click.option(
-    "--threshold",
-    default=THRESHOLD,
-    show_default=True,
-    type=positive,
-    help="Normalised error that ends the valid prediction time.",
-)
+@threshold_option
 @click.option(
     "--dt",
     default=None,
@@ -1381,6 +1494,835 @@ def evaluate(model_file, data_file, warmup, horizon, windows, threshold, dt,
             f"window {w}: {msg}"
             + (f" ({n} of {windows} windows diverged)" if windows > 1 else "")
         )
+
+
+# ---------------------------------------------------------------------- tune
+#: The files ``orc tune`` writes into its ``--out`` folder.
+TUNE_FILES = {"table": "results.csv", "report": "report.png", "model": "best.orc"}
+
+#: What a ``[search]`` table may search: the reservoir options (those of
+#: ``orc train``) -> the distributions each takes. ``uniform`` and
+#: ``log_uniform`` vary inside one compiled program; every value of an
+#: ``int_uniform`` or ``choice`` is a program of its own (a size, a number of
+#: non-zero entries: ``density`` sets one, so it is searched by ``choice``).
+TUNABLE = {
+    "res_dim": ("int_uniform", "choice"),
+    "leak_rate": ("uniform", "log_uniform", "choice"),
+    "spectral_radius": ("uniform", "log_uniform", "choice"),
+    "density": ("choice",),
+    "bias": ("uniform", "log_uniform", "choice"),
+    "embedding_scaling": ("uniform", "log_uniform", "choice"),
+    "chunks": ("int_uniform", "choice"),
+    "locality": ("int_uniform", "choice"),
+}
+#: A ``[search]`` distribution -> its class in :mod:`orc.tune`.
+DISTRIBUTIONS = {
+    "uniform": "Uniform",
+    "log_uniform": "LogUniform",
+    "int_uniform": "IntUniform",
+    "choice": "Choice",
+}
+#: The ``[search]`` keys that are not hyperparameters.
+SEARCH_SETTINGS = (
+    "beta",
+    "ridge_points",
+    "seeds",
+    "draws",
+    "sampler",
+    "batch",
+    "sampler_seed",
+)
+DASHBOARD_INSTALL = "pip install optuna-dashboard (or pip install 'orc[dashboard]')"
+
+
+def _arg(name: str) -> str:
+    """The ESNForecaster argument a reservoir option sets."""
+    return ESN_ARGS.get(name, name)
+
+
+@dataclass
+class SearchPlan:
+    """A ``[search]`` table, checked: ``space`` maps each searched option to
+    ``(distribution, values)``; the settings are None where not given (the
+    library's defaults then hold)."""
+
+    space: dict
+    beta: object = None  # a list of strengths, or ("log_uniform", low, high)
+    ridge_points: int | None = None
+    seeds: object = None  # a count or a list of seeds
+    draws: int | None = None
+    sampler: str | None = None
+    batch: int | None = None
+    sampler_seed: int | None = None
+
+
+def _config_error(message: str):
+    """A bad value in the ``--config`` file (exit code 2, as
+    :func:`_load_config`'s errors)."""
+    ctx = click.get_current_context()
+    param = next(p for p in ctx.command.params if p.name == "config")
+    return click.BadParameter(message, ctx=ctx, param=param)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    )
+
+
+def _distribution(key: str, item, where: str) -> tuple[str, tuple]:
+    """``(kind, values)`` of the ``[search]`` entry ``key = item``."""
+    kinds = TUNABLE[key]
+    forms = " or ".join(f"{{{k} = [...]}}" for k in kinds)
+    if not isinstance(item, dict):
+        fixed = "" if isinstance(item, list) else (
+            f"; a fixed value goes at the top of the file ({key} = {item!r}) "
+            "or on the command line"
+        )  # fmt: skip
+        raise _config_error(
+            f"[search] {key} in {where} must be a distribution, {forms}, got "
+            f"{item!r}{fixed}"
+        )
+    if len(item) != 1 or next(iter(item)) not in DISTRIBUTIONS:
+        raise _config_error(
+            f"[search] {key} in {where} must be one distribution, {forms}, got {item!r}"
+        )
+    ((kind, values),) = item.items()
+    integer = "int_uniform" in kinds
+    if kind not in kinds:
+        why = (
+            f"{key} is a whole number"
+            if integer
+            else "density sets the number of non-zero entries, a shape"
+            if key == "density"
+            else f"{key} is a real number"
+        )
+        raise _config_error(f"[search] {key} in {where}: {why}; search it by {forms}")
+    number = _is_int if integer else _is_real
+    what = "whole numbers" if integer else "finite numbers"
+    if kind == "choice":
+        if not isinstance(values, list) or not values:
+            raise _config_error(
+                f"[search] {key} in {where}: choice takes a non-empty list of "
+                f"{what}, got {values!r}"
+            )
+        if not all(number(v) for v in values):
+            raise _config_error(
+                f"[search] {key} in {where}: choice takes {what}, got {values!r}"
+            )
+        return kind, tuple(values)
+    if not (isinstance(values, list) and len(values) == 2 and all(map(number, values))):
+        raise _config_error(
+            f"[search] {key} in {where}: {kind} takes [low, high], two {what}, "
+            f"got {values!r}"
+        )
+    low, high = values
+    if not (low <= high if kind == "int_uniform" else low < high):
+        raise _config_error(
+            f"[search] {key} in {where}: {kind} needs low < high, got {values!r}"
+        )
+    if kind == "log_uniform" and low <= 0:
+        raise _config_error(
+            f"[search] {key} in {where}: log_uniform needs 0 < low, got {values!r}"
+        )
+    return kind, (low, high)
+
+
+def _search_plan(ctx: click.Context) -> SearchPlan:
+    """The ``[search]`` table of ``orc tune``'s ``--config`` file, checked
+    (a usage error naming the key), and checked against the options: a
+    hyperparameter is searched or fixed, not both."""
+    import difflib
+
+    from click.core import ParameterSource
+
+    where = ctx.meta.get("orc.config")
+    table = ctx.meta.get("orc.config.search")
+    if table is None:
+        raise click.UsageError(
+            "orc tune needs a [search] table in a --config file naming what to "
+            "search, e.g.\n  [search]\n  spectral_radius = {log_uniform = "
+            "[0.1, 2.0]}\n  beta = [1e-8, 1e-6, 1e-4]"
+        )
+    plan = SearchPlan(space={})
+    for raw, item in table.items():
+        key = raw.replace("-", "_")
+        if key in TUNABLE:
+            plan.space[key] = _distribution(key, item, where)
+            continue
+        if key not in SEARCH_SETTINGS:
+            if key in {p.name for p in ctx.command.params}:
+                raise _config_error(
+                    f"[search] {raw} in {where}: {key} cannot be searched; set it "
+                    f"at the top of the file ({key} = ...) or on the command line "
+                    f"(searchable: {', '.join(TUNABLE)})"
+                )
+            close = difflib.get_close_matches(
+                key, [*TUNABLE, *SEARCH_SETTINGS], n=1, cutoff=0.6
+            )
+            hint = (
+                f"did you mean {close[0]!r}?"
+                if close
+                else f"valid keys: {', '.join([*TUNABLE, *SEARCH_SETTINGS])}"
+            )
+            raise _config_error(f"unknown key {raw!r} in [search] of {where} ({hint})")
+        setattr(plan, key, _search_setting(key, item, where))
+    if plan.ridge_points is not None and not isinstance(plan.beta, tuple):
+        raise _config_error(
+            f"[search] ridge_points in {where} counts the strengths of "
+            "beta = {log_uniform = [low, high]}; give that beta, or leave it out"
+        )
+    for name in [*plan.space, "beta"]:
+        if name == "beta" and plan.beta is None:
+            continue
+        source = ctx.get_parameter_source(name)
+        if source not in (None, ParameterSource.DEFAULT):
+            given = (
+                f"as {name} = ... at the top of {where}"
+                if source == ParameterSource.DEFAULT_MAP
+                else f"as --{name.replace('_', '-')}"
+            )
+            raise click.UsageError(
+                f"{name} is searched ([search] in {where}) and also fixed ({given}): "
+                "remove one"
+            )
+    return plan
+
+
+def _search_setting(key: str, item, where: str):
+    """A ``[search]`` setting (:data:`SEARCH_SETTINGS`), checked."""
+    at = f"[search] {key} in {where}"
+    if key == "beta":
+        if _is_real(item) and item >= 0:
+            return [float(item)]
+        if (
+            isinstance(item, list)
+            and item
+            and all(_is_real(b) and b >= 0 for b in item)
+        ):
+            return [float(b) for b in item]
+        if isinstance(item, dict) and list(item) == ["log_uniform"]:
+            values = item["log_uniform"]
+            if (
+                isinstance(values, list)
+                and len(values) == 2
+                and all(map(_is_real, values))
+                and 0 < values[0] < values[1]
+            ):
+                return ("log_uniform", float(values[0]), float(values[1]))
+        raise _config_error(
+            f"{at}: the ridge strengths, a list of numbers >= 0 ([1e-8, 1e-6]) "
+            "or {log_uniform = [low, high]} (ridge_points strengths from low to "
+            f"high, 0 < low < high), got {item!r}"
+        )
+    if key == "seeds":
+        if _is_int(item) and item >= 1:
+            return item
+        if isinstance(item, list) and item and all(map(_is_int, item)):
+            if len(set(item)) != len(item):
+                raise _config_error(f"{at}: the seeds repeat, got {item!r}")
+            return item
+        raise _config_error(
+            f"{at}: a count of seeds (>= 1) or a list of seeds (whole numbers), "
+            f"got {item!r}"
+        )
+    if key == "sampler":
+        if not isinstance(item, str):
+            raise _config_error(f"{at}: a sampler's name, got {item!r}")
+        return item
+    if key == "sampler_seed":
+        if not _is_int(item):
+            raise _config_error(f"{at}: a whole number, got {item!r}")
+        return item
+    if not (_is_int(item) and item >= 1):  # draws, batch, ridge_points
+        raise _config_error(f"{at}: a whole number >= 1, got {item!r}")
+    return item
+
+
+class _Rows(click.ParamType):
+    """Rows of a table: a fraction in (0, 1) of them (a float) or a number
+    of rows >= 1 (an int)."""
+
+    name = "FRACTION|ROWS"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, bool):
+            self.fail(f"{value!r} is not a number.", param, ctx)
+        number = value
+        if isinstance(value, str):
+            try:
+                number = int(value)
+            except ValueError:
+                try:
+                    number = float(value)
+                except ValueError:
+                    self.fail(f"{value!r} is not a number.", param, ctx)
+        if isinstance(number, float) and 0 < number < 1:
+            return number
+        if isinstance(number, float) and number.is_integer():
+            number = int(number)
+        if isinstance(number, int) and number >= 1:
+            return number
+        self.fail(
+            f"{value!r} is neither a fraction in (0, 1) nor a number of rows >= 1.",
+            param,
+            ctx,
+        )
+
+
+def _sqlite_file(storage: str | None) -> str | None:
+    """The SQLite file a ``--storage`` names (a path or an ``sqlite:///``
+    URL), or None (no storage, or a database server)."""
+    if storage is None:
+        return None
+    if "://" not in storage:
+        return storage
+    if storage.startswith("sqlite:///"):
+        path = storage[len("sqlite:///") :]
+        return path if path and path != ":memory:" else None
+    return None
+
+
+def _storage_url(storage: str) -> str:
+    """``--storage`` as a database URL (a path is an SQLite file)."""
+    if "://" in storage:
+        return storage
+    return "sqlite:///" + os.path.abspath(storage)
+
+
+def _serve_dashboard(storage: str, port: int) -> str:
+    """Serve ``storage``'s studies with optuna-dashboard on ``port`` of this
+    machine, on a thread that ends with the process; its URL. The server
+    is bound (a port in use is a usage error) and the storage opened before
+    the study starts writing to it."""
+    import socketserver
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    import optuna
+    import optuna_dashboard
+
+    class Server(socketserver.ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args) -> None:  # no line per request on stderr
+            pass
+
+    url = _storage_url(storage)
+    engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+    app = optuna_dashboard.wsgi(optuna.storages.RDBStorage(url, engine_kwargs=engine))
+    try:
+        server = make_server(
+            "127.0.0.1", port, app, server_class=Server, handler_class=Quiet
+        )
+    except OSError as err:
+        raise click.UsageError(
+            f"--dashboard-port {port}: cannot serve on it ({err.strerror}); "
+            "choose another port"
+        ) from err
+    import threading
+
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{port}/"
+
+
+def _need(module: str, why: str, install: str) -> None:
+    """A usage error when the optional ``module`` is not installed."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # e.g. sys.modules[module] is None
+        found = False
+    if not found:
+        raise click.UsageError(f"{why} needs {module}, an optional extra: {install}")
+
+
+def _cli_names(result):
+    """``result`` (an ``orc.tune`` result) with the command line's names for
+    the hyperparameters (``spectral_radius``, not ``Wr_spectral_radius``):
+    what the table and the report show."""
+    from orc.tune import SearchResult
+
+    names = {arg: name for name, arg in ESN_ARGS.items()}
+    rows = [{names.get(k, k): v for k, v in row.items()} for row in result.rows]
+    columns = [names.get(c, c) for c in result.columns]
+    log = {names.get(c, c) for c in result.log_scaled}
+    return SearchResult(
+        rows,
+        columns,
+        result.higher_is_better,
+        lambda _row: result.best_model,
+        result.metric,
+        log,
+    )
+
+
+def _score_unit(metric: str, cfg: Settings) -> str:
+    """The unit of a ``--metric`` score (the VPT's: Lyapunov times with dt
+    and the exponent, time units with dt, else steps)."""
+    if metric != "vpt":
+        return ""
+    if cfg.dt is None:
+        return "steps"
+    return "Lyapunov times" if cfg.lyapunov is not None else "time units"
+
+
+def _tune_report(view, path: str, title: str, unit: str) -> None:
+    """The search's report (:meth:`orc.tune.SearchResult.plot`), its score
+    axes labelled with their unit, to the PNG ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = view.plot()
+    if unit:
+        for ax in fig.axes:
+            label = ax.get_ylabel()
+            if label:
+                ax.set_ylabel(f"{label} ({unit})")
+    fig.suptitle(f"{title}\n{fig.get_suptitle()}")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+@cli.command()
+@click.argument("data_file", metavar="DATA")
+@click.option(
+    "--out",
+    required=True,
+    help="Folder to write to: results.csv (one row per candidate), report.png "
+    "(the score against each hyperparameter) and best.orc (the best candidate, "
+    "trained: orc forecast and orc evaluate read it).",
+)
+@click.option(
+    "--budget",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Draws of the search space (Optuna's trials) [default: draws in "
+    "[search], else the library's]. With --storage it counts the study's "
+    "finished draws: a resumed study evaluates only the missing ones.",
+)
+@click.option(
+    "--storage",
+    default=None,
+    help="Keep the study (Optuna) in an SQLite file (a path, or sqlite:///path) "
+    "or a database server (postgresql://user@host/db), so that a run killed "
+    "or repeated resumes it. Needs pip install 'orc[tune]'.",
+)
+@click.option(
+    "--study-name",
+    default=None,
+    help="The study in --storage, created or resumed [default: the library's].",
+)
+@click.option(
+    "--dashboard",
+    is_flag=True,
+    help="Serve the study live with optuna-dashboard while it runs (needs "
+    "--storage and pip install optuna-dashboard).",
+)
+@click.option(
+    "--dashboard-port",
+    default=8080,
+    show_default=True,
+    type=click.IntRange(1, 65535),
+    help="Port of --dashboard on this machine (127.0.0.1).",
+)
+@click.option(
+    "--validation",
+    type=_Rows(),
+    default=None,
+    help="The last rows of DATA, held out to score the candidates: a fraction "
+    "(0.2) or a number of rows (2000) [default: --warmup + --windows x "
+    "--horizon rows]. The rows before them train.",
+)
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Validation rows forced before the first window [default: "
+    "orc.tune.Forecast's].",
+)
+@click.option(
+    "--horizon",
+    type=click.IntRange(min=2),
+    default=None,
+    help="Steps forecast per validation window [default: orc.tune.Forecast's].",
+)
+@click.option(
+    "--windows",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Validation windows, spread evenly over the validation rows after "
+    "--warmup (one after another at the default --validation) [default: "
+    "orc.tune.Forecast's].",
+)
+@click.option(
+    "--metric",
+    type=click.Choice(["vpt", "nrmse"]),
+    default=None,
+    help="The score, a mean over the windows: vpt (valid prediction time, "
+    "higher is better) or nrmse (lower is better) [default: "
+    "orc.tune.Forecast's].",
+)
+@threshold_option
+@res_dim_option
+@reservoir_options
+@beta_option
+@spinup_option
+@train_dt_option
+@lyapunov_option
+@time_column_option
+@_config_option(
+    "search",
+    help="TOML file with option values and the [search] table: what to search "
+    "(command-line options win; an unknown key is an error).",
+)
+def tune(data_file, out, budget, storage, study_name, dashboard, dashboard_port,
+         validation, warmup, horizon, windows, metric, threshold, res_dim,
+         leak_rate, spectral_radius, density, bias, embedding_scaling, chunks,
+         locality, beta, spinup, dt, lyapunov, time_column) -> None:  # fmt: skip
+    """Search an echo state network's hyperparameters on DATA (CSV or .npy,
+    time x features) and save the best model.
+
+    The --config file's [search] table says what to search; each
+    hyperparameter takes a distribution, the other options are fixed:
+
+    \b
+      res_dim = 300                     # fixed (or --res-dim 300)
+      [search]
+      spectral_radius = {log_uniform = [0.1, 2.0]}
+      leak_rate = {uniform = [0.1, 1.0]}
+      density = {choice = [0.01, 0.05]}
+      beta = [1e-8, 1e-6, 1e-4]         # ridge strengths, each one tried
+      seeds = 2                         # reservoirs drawn per point
+      draws = 16                        # points of the space (--budget)
+      sampler = "sobol"                 # sobol, random; tpe, cmaes (Optuna)
+
+    Searchable: res_dim, chunks, locality ({int_uniform = [low, high]} or
+    {choice = [...]}), density ({choice = [...]}), leak_rate,
+    spectral_radius, bias, embedding_scaling ({uniform = [low, high]},
+    {log_uniform = [low, high]} or {choice = [...]}). beta may also be
+    {log_uniform = [low, high]} with ridge_points = n strengths; seeds a
+    list of seeds; batch the draws an Optuna sampler proposes at once;
+    sampler_seed seeds the sampler.
+
+    Every draw is built with every seed and trained with every ridge
+    strength on the rows before the validation rows, then forecasts the
+    validation windows; its score is the mean over them. Without --storage
+    the search runs in memory (orc.tune.search; tpe and cmaes: an Optuna
+    study in memory); with it, an Optuna study (orc.tune.study) that a
+    repeated run resumes. The best candidate is trained again and saved with
+    dt, --lyapunov and the column names, as orc train saves a model; orc
+    forecast continues it from the end of its training rows.
+    """
+    ctx = click.get_current_context()
+    plan = _search_plan(ctx)
+    if Path(out).suffix.lower() in (".orc", ".csv", ".png", ".npy"):
+        raise click.UsageError(
+            f"--out {out} names the folder orc tune writes "
+            f"{', '.join(TUNE_FILES.values())} to; give a folder name (e.g. "
+            f"{Path(out).stem})"
+        )
+    if Path(out).exists() and not Path(out).is_dir():
+        raise click.UsageError(
+            f"--out {out} is a file; orc tune writes a folder of "
+            f"{', '.join(TUNE_FILES.values())}: give a folder"
+        )
+    files = {k: str(Path(out) / name) for k, name in TUNE_FILES.items()}
+    if study_name is not None and storage is None:
+        raise click.UsageError(
+            "--study-name names a study in --storage: give --storage too"
+        )
+    if dashboard and storage is None:
+        raise click.UsageError(
+            "--dashboard serves a study kept in --storage: give --storage too "
+            "(e.g. --storage study.db)"
+        )
+    if dashboard:
+        _need("optuna_dashboard", "--dashboard", DASHBOARD_INSTALL)
+    _check_files(
+        [("the data file", data_file)],
+        [
+            ("the results table", files["table"]),
+            ("the report", files["report"]),
+            ("the best model", files["model"]),
+            ("--storage", _sqlite_file(storage)),
+        ],
+    )
+    _configure_jax()
+    import inspect
+
+    import orc
+    import orc.tune
+    from orc.tune import _space, _study
+
+    # the sampler: the library's search (no Optuna) or an Optuna study
+    samplers = (*_space.SAMPLERS, *(s for s in _study.SAMPLERS
+                                    if s not in _space.SAMPLERS))  # fmt: skip
+    if plan.sampler is not None and plan.sampler not in samplers:
+        raise _config_error(
+            f"[search] sampler in {ctx.meta['orc.config']}: one of "
+            f"{', '.join(samplers)}, got {plan.sampler!r}"
+        )
+    use_study = storage is not None or (
+        plan.sampler is not None and plan.sampler not in _space.SAMPLERS
+    )
+    run = orc.tune.study if use_study else orc.tune.search
+    defaults = {n: p.default for n, p in inspect.signature(run).parameters.items()}
+    sampler = plan.sampler or defaults["sampler"]
+    if storage is not None and sampler not in _study.SAMPLERS:
+        raise _config_error(
+            f"[search] sampler {sampler!r} in {ctx.meta['orc.config']}: a study "
+            f"in --storage is Optuna's, whose samplers are "
+            f"{', '.join(_study.SAMPLERS)}"
+        )
+    if use_study:
+        why = "--storage" if storage is not None else f"sampler {sampler!r}"
+        _need("optuna", why, _study.INSTALL)
+        if sampler == "cmaes":
+            _need("cmaes", "sampler 'cmaes'", _study.INSTALL)
+        if storage is not None and storage.startswith("postgres"):
+            _need(
+                "psycopg2", "a PostgreSQL --storage", "pip install 'orc[tune-postgres]'"
+            )
+    elif plan.batch is not None:
+        raise _config_error(
+            f"[search] batch in {ctx.meta['orc.config']}: the draws an Optuna "
+            "sampler (tpe, cmaes; random with --storage) proposes at once; this "
+            f"search's sampler is {sampler!r}"
+        )
+
+    # what is searched, what is fixed
+    space = {}
+    for name, (kind, values) in plan.space.items():
+        dist = getattr(orc.tune, DISTRIBUTIONS[kind])
+        space[_arg(name)] = dist(list(values)) if kind == "choice" else dist(*values)
+    fixed = {_arg(n): ctx.params[n] for n in TUNABLE if n not in plan.space}
+    betas = plan.beta if plan.beta is not None else [beta] if beta is not None else None
+    kw = dict(fixed=fixed, sampler=sampler, progress=sys.stderr.isatty())
+    if betas is not None:
+        kw["beta"] = (
+            orc.tune.LogUniform(*betas[1:]) if isinstance(betas, tuple) else betas
+        )
+    n_betas = (
+        1 if betas is None
+        else len(betas) if isinstance(betas, list)
+        else plan.ridge_points or defaults["ridge_points"]
+    )  # fmt: skip
+    for key in ("ridge_points", "seeds", "sampler_seed", "batch"):
+        if getattr(plan, key) is not None:
+            kw[key] = getattr(plan, key)
+    seeds = plan.seeds if plan.seeds is not None else defaults["seeds"]
+    n_seeds = seeds if isinstance(seeds, int) else len(seeds)
+    draws = budget or plan.draws or defaults["n_trials" if use_study else "draws"]
+    if not space:
+        if n_betas == 1 and n_seeds == 1:
+            raise _config_error(
+                f"[search] in {ctx.meta['orc.config']} varies nothing: give a "
+                "hyperparameter a distribution, or several beta or seeds"
+            )
+        if draws != 1:
+            _note("no hyperparameter is searched (only beta and seeds): one draw")
+        draws = 1
+    kw["n_trials" if use_study else "draws"] = draws
+    if storage is not None:
+        kw["storage"] = storage
+        if study_name is not None:
+            kw["study_name"] = study_name
+
+    table = _read_data(data_file, time_column)
+    U = table.values
+    n_rows, n_features = U.shape
+    cfg = _settings({}, files["model"], table, dt, lyapunov, n_features)
+
+    fixed["data_dim"] = n_features
+    # the task: the library's defaults where no option is given
+    task_defaults = {
+        name: p.default
+        for name, p in inspect.signature(orc.tune.Forecast).parameters.items()
+    }
+    warmup = task_defaults["warmup"] if warmup is None else warmup
+    horizon = task_defaults["horizon"] if horizon is None else horizon
+    windows = task_defaults["windows"] if windows is None else windows
+    metric = task_defaults["metric"] if metric is None else metric
+    if validation is None:
+        n_val = warmup + windows * horizon
+        how = f"--warmup {warmup} + --windows {windows} x --horizon {horizon}"
+    elif isinstance(validation, float):
+        n_val = int(round(validation * n_rows))
+        how = f"--validation {validation:g} of {n_rows} rows"
+    else:
+        n_val, how = validation, f"--validation {validation}"
+    if n_val < warmup + horizon:
+        raise click.UsageError(
+            f"{how}: {n_val} validation rows, fewer than --warmup {warmup} + "
+            f"--horizon {horizon}"
+        )
+    n_train = n_rows - n_val
+    if n_train < spinup + 2:
+        raise click.UsageError(
+            f"{data_file} has {n_rows} rows: after the {n_val} validation rows "
+            f"({how}), {max(n_train, 0)} are left to train on, fewer than --spinup "
+            f"{spinup} + 2; give more data, or fewer validation rows"
+        )
+    task_kw = dict(spinup=spinup, warmup=warmup, horizon=horizon, windows=windows,
+                   metric=metric, threshold=threshold)  # fmt: skip
+    # the VPT's unit: Lyapunov times, time units, or steps (dt 1) without dt
+    task_kw["dt"] = 1.0 if cfg.dt is None else cfg.dt
+    if cfg.dt is not None and cfg.lyapunov is not None:
+        task_kw["lyapunov_exponent"] = cfg.lyapunov
+    try:
+        task = orc.tune.Forecast(U[:n_train], U[n_train:], **task_kw)
+    except (ValueError, TypeError) as err:
+        raise click.UsageError(str(err)) from err
+
+    # the plan, said before the work
+    score = (
+        f"mean valid prediction time (error < --threshold {threshold:g})"
+        if metric == "vpt"
+        else "mean NRMSE"
+    )
+    unit = _score_unit(metric, cfg)
+    click.echo(
+        f"tuning an echo state network on {Path(data_file).name}: {n_train} rows "
+        f"to train, the last {n_val} to validate ({windows} windows of {horizon} "
+        f"steps after {warmup} warm-up rows); score: {score}"
+        + (f" in {unit}" if unit else "")
+    )
+    searched = ", ".join(
+        f"{n} {k.replace('_', '-')} {list(v) if k == 'choice' else f'{v[0]:g}-{v[1]:g}'}"
+        for n, (k, v) in plan.space.items()
+    )
+    per = f"{n_seeds} seed{'s' * (n_seeds > 1)} x {n_betas} ridge strength{'s' * (n_betas > 1)}"
+    if use_study:
+        where = f" in {storage}" if storage is not None else " in memory"
+        click.echo(
+            f"searching {searched or 'beta'}: an Optuna study{where} ({sampler}) of "
+            f"{draws} draws x {per}"
+        )
+    else:
+        click.echo(
+            f"searching {searched or 'beta'}: {draws} draws ({sampler}) x {per} = "
+            f"{draws * n_seeds * n_betas} candidates"
+        )
+    if dashboard:
+        _note(
+            f"dashboard: {_serve_dashboard(storage, dashboard_port)} (live while "
+            f"orc tune runs; afterwards: optuna-dashboard {_storage_url(storage)})"
+        )
+    if use_study:
+        import logging
+
+        logging.getLogger("optuna").setLevel(logging.WARNING)  # orc says it
+
+    db = _sqlite_file(storage)
+    if db is not None:  # the library wants the SQLite file's folder to exist
+        Path(db).parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    try:
+        result = run(orc.forecaster.ESNForecaster, space, task, **kw)
+    except (ValueError, TypeError) as err:
+        raise click.UsageError(str(err)) from err
+    seconds = time.perf_counter() - t0
+
+    # the results
+    view = _cli_names(result)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    view.to_csv(files["table"])
+    _tune_report(view, files["report"], f"orc tune on {Path(data_file).name}", unit)
+    n_ok = sum(r["status"] == "ok" for r in view.rows)
+    if use_study:
+        name = result.study.study_name
+        where = f"in {storage}" if storage is not None else "in memory"
+        finished = len({r["trial"] for r in view.rows})
+        click.echo(
+            f"study {name!r} {where} ({sampler}): {finished} draws finished, "
+            f"{len(result.evaluated)} evaluated by this run in {seconds:.1f} s; "
+            f"{len(view.rows)} candidates, {n_ok} ok"
+        )
+    else:
+        click.echo(
+            f"searched {len(view.rows)} candidates in {seconds:.1f} s, {n_ok} ok"
+        )
+    if view.best is None:
+        raise Failure(
+            f"every candidate failed (the reason column of {files['table']} says "
+            f"why); no model was written. Wrote {files['table']} and "
+            f"{files['report']}"
+        )
+    best = view.best
+    value = best["score"]
+    text = f"{value:.3g} {unit}".rstrip()
+    capped = False
+    if metric == "vpt":
+        capped = math.isclose(
+            value, horizon * task.dt * (task.lyapunov_exponent or 1.0)
+        )
+        what = f"valid prediction time {'≥ ' if capped else ''}{text}"
+    else:
+        what = f"NRMSE {text}"
+    click.echo(
+        f"best: {what} (mean over the {len(task.starts)} validation windows; "
+        f"{'higher' if view.higher_is_better else 'lower'} is better)"
+    )
+    if metric == "vpt" and capped:
+        click.echo(
+            "  ≥: its forecasts stayed below the threshold for whole windows; a "
+            "longer --horizon tells the best candidates apart"
+        )
+    width = max(len(n) for n in [*plan.space, "beta", "seed"])
+    for name in plan.space:
+        click.echo(f"  {name:<{width}}  {best[name]:.4g}")
+    click.echo(f"  {'beta':<{width}}  {best['beta']:.3g}  (ridge strength)")
+    click.echo(f"  {'seed':<{width}}  {best['seed']}")
+    others = ", ".join(f"{n}={ctx.params[n]:g}" for n in TUNABLE if n not in plan.space)
+    click.echo(f"  fixed: {others}")
+
+    # the best candidate, trained as orc train trains (the weights the search
+    # scored, bit for bit: orc.tune's contract), with its last training state
+    import jax.numpy as jnp
+
+    esn = orc.forecaster.ESNForecaster(
+        **fixed, **{_arg(n): best[n] for n in plan.space}, seed=best["seed"],
+        construction="jax",
+    )  # fmt: skip
+    model, last = orc.forecaster.train_RCForecaster(
+        esn, jnp.asarray(U[:n_train]), spinup=spinup, beta=best["beta"],
+        return_states=False,
+    )  # fmt: skip
+    metadata = {
+        "dt": cfg.dt,
+        "lyapunov": cfg.lyapunov,
+        "columns": cfg.columns,
+        "time_column": table.time_name,
+        "model": "esn",
+        "source": Path(data_file).name,
+        "train_rows": n_train,
+        "metric": metric,
+        "score": float(value),
+        **{n: best[n] for n in plan.space},
+        **{n: ctx.params[n] for n in TUNABLE if n not in plan.space},
+        "beta": float(best["beta"]),
+        "seed": int(best["seed"]),
+    }
+    orc.save(files["model"], model, extras={"last_state": last}, metadata=metadata)
+    click.echo(
+        f"wrote {files['table']} (one row per candidate), {files['report']} and "
+        f"{files['model']} (the best candidate, trained on the first {n_train} rows)"
+    )
+    click.echo(
+        f"next: orc forecast {files['model']} --steps {horizon} --out forecast.csv "
+        "(continues from the end of its training rows)"
+    )
 
 
 # ---------------------------------------------------------------------- info
