@@ -83,6 +83,7 @@ __all__ = [
     "Options",
     "options",
     "fit",
+    "solved",
     "check_model_type",
     "check_flag",
 ]
@@ -166,19 +167,26 @@ class RidgePath(AbstractRidgeSolver):
     ``fallback``). An eigendecomposition costs tens of Cholesky solves on a
     CPU, hence the threshold.
 
+    ``intercept`` (as :class:`Ridge`'s: feature 0 is the constant 1, its
+    weight not penalised, a regressor's ``readout_bias``) solves every
+    strength by :class:`Ridge`'s Cholesky solve, however many.
+
     ``compute`` and ``weights`` return ``(B, [C,] O, F)`` for ``B``
     strengths; ``compute``'s result has shape ``(B,)``. This is the solver a
     hyperparameter search over ``beta`` uses (:mod:`orc.tune`).
     """
 
     betas: Array
+    intercept: bool = eqx.field(static=True, default=False)
 
     population: ClassVar[bool] = True
 
     def _coded(self, stats: RidgeStats) -> tuple[Array, Array]:
         betas = jnp.asarray(self.betas, stats.gram.dtype)
-        if betas.shape[0] < EIGH_MIN_STRENGTHS:
-            return jax.lax.map(lambda b: _solve_coded(stats, b, None, False), betas)
+        if betas.shape[0] < EIGH_MIN_STRENGTHS or self.intercept:
+            return jax.lax.map(
+                lambda b: _solve_coded(stats, b, None, self.intercept), betas
+            )
         with full_precision():
             w, code = _path(stats, betas)
         if stats.weights_dtype is not None:
@@ -610,16 +618,24 @@ def _fit(model, problem, solver, keep, show, noise, throw=True):
     )
     if not throw:
         w, result = solver.compute(stats)
-        if solver.population:
-            w_models = eqx.filter_vmap(problem.solution, in_axes=(None, 0))(model, w)
-            return w_models, states, result
-        return problem.solution(model, w), states, result
+        return solved(problem, model, solver, w), states, result
     w = solver.weights(stats)
-    if solver.population:  # one model per strength, stacked
-        return eqx.filter_vmap(problem.solution, in_axes=(None, 0))(model, w), states
-    if problem.check_fit and problem.spinup < targets.shape[-2]:
+    if (
+        not solver.population
+        and problem.check_fit
+        and problem.spinup < targets.shape[-2]
+    ):
         beta = jnp.asarray(solver.beta, stats.gram.dtype)
         warn_poor_fit(
             model.readout, stats, w, beta, targets, problem.spinup, problem.multi
         )
-    return problem.solution(model, w), states
+    return solved(problem, model, solver, w), states
+
+
+def solved(problem, model, solver: AbstractRidgeSolver, weights):
+    """``model`` with the solved ``weights`` put in by ``problem.solution``;
+    with a population solver, a stack of models, one per candidate solution
+    (every leaf with a leading axis of their number)."""
+    if solver.population:
+        return eqx.filter_vmap(problem.solution, in_axes=(None, 0))(model, weights)
+    return problem.solution(model, weights)

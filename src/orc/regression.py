@@ -270,6 +270,9 @@ class ESNRegressor(RCRegressorBase):
     dtype : dtype, default float64
     seed : int or PRNG key, default 0
     use_sparse_eigs : bool, default True
+    construction : {"orc", "orc04", "jax"}, default "orc"
+        As for :class:`orc.forecaster.ESNForecaster` (``"jax"`` builds from
+        a traced seed and traced hyperparameters: :class:`orc.tune.Regress`).
 
     Example
     -------
@@ -296,6 +299,7 @@ class ESNRegressor(RCRegressorBase):
         "dtype",
         "seed",
         "use_sparse_eigs",
+        "construction",
         n_layers=1,
     )
     def __init__(self, in_dim, out_dim, **hyper) -> None:

@@ -12,9 +12,9 @@ import numpy as np
 from jaxtyping import Array, Int
 
 from .. import _errors, _native, _strategy
-from .._fit import _real_number
+from .._fit import AbstractRidgeSolver, Ridge, _real_number, solved
+from .._ridge import sequence_stats
 from .._strategy import compiled
-from .._training import fit_readout
 from .._validation import (
     check_beta,
     check_data,
@@ -28,7 +28,15 @@ from .._validation import (
 from .base import PPV_MAX_STATES, PPV_QUANTILES, RCClassifierBase, _split_repr
 from .models import ESNClassifier
 
-__all__ = ["train_RCClassifier", "train_ESNClassifier", "loo_ridge", "fit_features"]
+__all__ = [
+    "train_RCClassifier",
+    "train_ESNClassifier",
+    "loo_ridge",
+    "fit_features",
+    "Classification",
+    "check_sequences",
+    "check_labels",
+]
 
 Model = TypeVar("Model", bound=RCClassifierBase)
 
@@ -187,21 +195,47 @@ def _fit_features(model, train_seqs, spinup):
     return _fit_inputs(model, train_seqs, spinup)
 
 
+def check_sequences(owner, name, seqs, dtype):
+    """``seqs`` as a batch of labelled sequences ``(n_samples, seq_len,
+    data_dim)`` of ``dtype`` holding at least one sample
+    (:func:`orc._validation.check_data`'s conversions and refusals)."""
+    seqs = check_data(name, seqs, owner, dtype)
+    seqs = check_rank(name, seqs, 3, owner, "(n_samples, seq_len, data_dim)")
+    if seqs.shape[0] == 0 or seqs.shape[1] == 0:
+        raise ValueError(
+            f"{owner}: {name} must hold at least one sequence of at least one "
+            f"sample (n_samples, seq_len, data_dim), got shape "
+            f"{tuple(seqs.shape)}: there is nothing to fit the readout on"
+        )
+    return seqs
+
+
+def check_labels(owner, name, labels, n_samples: int):
+    """``labels`` as an integer array ``(n_samples,)``, one per sequence
+    (their range is checked against the model's ``n_classes`` where it
+    is known)."""
+    if labels is None or isinstance(labels, (str, bytes)):
+        raise TypeError(
+            f"{owner}: {name} must be an integer array of shape (n_samples,), "
+            f"got {labels!r}"
+        )
+    labels = check_rank(name, labels, 1, owner, "(n_samples,)")
+    if not jnp.issubdtype(labels.dtype, jnp.integer):
+        raise TypeError(f"{owner}: {name} must be integers, got dtype {labels.dtype}")
+    if labels.shape[0] != n_samples:
+        raise ValueError(
+            f"{owner}: {name} must have one entry per sequence ({n_samples}), "
+            f"got {labels.shape[0]}"
+        )
+    return labels
+
+
 def _check_train_seqs(owner, model, train_seqs, spinup):
     if not isinstance(model, RCClassifierBase):
         raise TypeError(
             f"{owner}: model must be an RCClassifierBase, got {type(model).__name__}"
         )
-    train_seqs = check_data("train_seqs", train_seqs, owner, model.dtype)
-    train_seqs = check_rank(
-        "train_seqs", train_seqs, 3, owner, "(n_samples, seq_len, data_dim)"
-    )
-    if train_seqs.shape[0] == 0 or train_seqs.shape[1] == 0:
-        raise ValueError(
-            f"{owner}: train_seqs must hold at least one sequence of at least one "
-            f"sample (n_samples, seq_len, data_dim), got shape "
-            f"{tuple(train_seqs.shape)}: there is nothing to fit the readout on"
-        )
+    train_seqs = check_sequences(owner, "train_seqs", train_seqs, model.dtype)
     check_last_dim("train_seqs", train_seqs, model.in_dim, owner)
     spinup = check_spinup(
         spinup, train_seqs.shape[1], owner, f"seq_len ({train_seqs.shape[1]})"
@@ -229,36 +263,77 @@ def fit_features(model: Model, train_seqs: Array, spinup: int = 0) -> Model:
     return _fit_features(model, train_seqs, spinup)
 
 
+class Classification(eqx.Module):
+    """A classifier's ridge problem: the feature vector of each training
+    sequence (``model.state_repr``, after ``spinup``) regressed onto its
+    one-hot label, once what the representation needs from the training set
+    is fitted (:func:`fit_features`'s). Built by :func:`train_RCClassifier`
+    (one ridge strength, :class:`orc._fit.Ridge`); :class:`orc.tune.Classify`
+    trains its candidates with it and :class:`orc._fit.RidgePath` (every
+    strength solved from one set of statistics)."""
+
+    owner: str = eqx.field(static=True)
+    train_seqs: Array
+    labels: Array
+    spinup: int = eqx.field(static=True)
+
+    def features(self, model):
+        """``(model, features, one_hot)``: ``model`` with its inputs fitted,
+        the features ``(n_samples, feature_dim)`` and the one-hot labels."""
+        train_seqs = check_finite(
+            self.train_seqs.astype(model.dtype),
+            "train_seqs",
+            self.owner,
+            "Remove or fill missing samples.",
+        )
+        labels = _errors.check(
+            self.labels,
+            jnp.any((self.labels < 0) | (self.labels >= model.n_classes)),
+            f"{self.owner}: labels must lie in [0, n_classes) = "
+            f"[0, {model.n_classes}).",
+        )
+        model = _fit_inputs(model, train_seqs, self.spinup)
+        feats = jax.vmap(lambda s: model.features(s, None, self.spinup))(train_seqs)
+        return model, feats, jax.nn.one_hot(labels, model.n_classes, dtype=model.dtype)
+
+    @compiled
+    def fit(self, model, solver: AbstractRidgeSolver, throw: bool = True):
+        """``(model, result)``: ``model`` trained with ``solver`` (with a
+        population solver a stack of models, one per strength,
+        :func:`orc._fit.solved`); ``result`` how the solve went
+        (:class:`orc._ridge.RESULTS`, one per strength) with ``throw=False``,
+        nothing raised or warned for it; else ``None``, a failed solve
+        raised and a fallback warned."""
+        model, feats, one_hot = self.features(model)
+        stats = sequence_stats(
+            feats, one_hot, model.readout.prepare_train, model.readout.prepare_target
+        )
+        if throw:
+            w, result = solver.weights(stats), None
+        else:
+            w, result = solver.compute(stats)
+        return solved(self, model, solver, w), result
+
+    def solution(self, model, weights):
+        """``model`` with the readout weights ``weights``."""
+        return model.set_readout(model.readout.set_wout(weights))
+
+
 @compiled
 def _train(model, train_seqs, labels, beta, spinup, batch_size):
     owner = "train_RCClassifier"
-    train_seqs = check_finite(
-        train_seqs.astype(model.dtype),
-        "train_seqs",
-        owner,
-        "Remove or fill missing samples.",
-    )
     beta = check_beta(beta, owner)
-    labels = _errors.check(
-        labels,
-        jnp.any((labels < 0) | (labels >= model.n_classes)),
-        f"{owner}: labels must lie in [0, n_classes) = [0, {model.n_classes}).",
-    )
-    model = _fit_inputs(model, train_seqs, spinup)
-    feats = jax.vmap(lambda s: model.features(s, None, spinup))(train_seqs)
-    one_hot = jax.nn.one_hot(labels, model.n_classes, dtype=model.dtype)
+    problem = Classification(owner, train_seqs, labels, spinup)
     selected = None
     if jnp.ndim(beta) == 0:
-        readout = fit_readout(
-            model.readout, feats, one_hot, beta, batch_size=batch_size
-        )
+        model, _ = problem.fit(model, Ridge(beta, batch_size))
     else:
+        model, feats, one_hot = problem.features(model)
         x = model.readout.prepare_train(feats).reshape(feats.shape[0], -1)
         weights, selected, _ = loo_ridge(
             x, model.readout.prepare_target(one_hot).reshape(x.shape[0], -1), beta
         )
-        readout = model.readout.set_wout(weights.reshape(model.readout.wout.shape))
-    model = model.set_readout(readout)
+        model = problem.solution(model, weights.reshape(model.readout.wout.shape))
     return _replace(model, selected_beta=selected)
 
 
@@ -322,19 +397,7 @@ def train_RCClassifier(
     """
     owner = "train_RCClassifier"
     train_seqs, spinup = _check_train_seqs(owner, model, train_seqs, spinup)
-    if labels is None or isinstance(labels, (str, bytes)):
-        raise TypeError(
-            f"{owner}: labels must be an integer array of shape (n_samples,), "
-            f"got {labels!r}"
-        )
-    labels = check_rank("labels", labels, 1, owner, "(n_samples,)")
-    if not jnp.issubdtype(labels.dtype, jnp.integer):
-        raise TypeError(f"{owner}: labels must be integers, got dtype {labels.dtype}")
-    if labels.shape[0] != train_seqs.shape[0]:
-        raise ValueError(
-            f"{owner}: labels must have one entry per sequence ({train_seqs.shape[0]}), "
-            f"got {labels.shape[0]}"
-        )
+    labels = check_labels(owner, "labels", labels, train_seqs.shape[0])
     if isinstance(beta, (list, tuple)):
         beta = np.asarray([_real_number("beta", b, owner, _BETA) for b in beta], float)
     else:

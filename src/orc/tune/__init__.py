@@ -16,6 +16,23 @@ A search builds, trains and scores a whole population of candidates:
 >>> result.best, result.best_model       # a row, an ordinary trained model
 >>> result.to_csv("search.csv"); result.plot("search.png")
 
+A task says what is trained and how it is scored: :class:`Forecast`
+(valid prediction time or NRMSE over held-out validation windows, for a
+forecaster), :class:`Classify` (accuracy on held-out labelled sequences,
+for a classifier such as :class:`orc.classifier.ESNClassifier`),
+:class:`Regress` (NRMSE of the predicted held-out output, for a regressor
+such as :class:`orc.regression.ESNRegressor`). Each trains its candidates
+with its public trainer's problem, so ``best_model`` is what that trainer
+gives for the best hyperparameters and strength:
+
+>>> task = orc.tune.Classify(train_seqs, train_labels, val_seqs, val_labels)
+>>> result = orc.tune.search(
+...     orc.classifier.ESNClassifier,
+...     {"Wr_spectral_radius": orc.tune.Uniform(0.2, 1.4),
+...      "leak_rate": orc.tune.Uniform(0.1, 1.0)},
+...     task, fixed={"data_dim": 3, "n_classes": 4, "res_dim": 200},
+...     draws=16, beta=orc.tune.LogUniform(1e-8, 1e-1))
+
 What candidates share is computed once: the candidates of one seed and one
 draw differ only in the ridge strength, so the reservoir runs once and its
 statistics solve every strength (:class:`orc._fit.RidgePath`: one Cholesky
@@ -57,7 +74,7 @@ from ._refine import RefineResult, refine
 from ._search import SearchResult, search
 from ._space import Choice, IntUniform, LogUniform, Uniform
 from ._study import StudyResult, study
-from ._task import Forecast
+from ._task import Classify, Forecast, Regress
 
 __all__ = [
     "search",
@@ -67,6 +84,8 @@ __all__ = [
     "refine",
     "RefineResult",
     "Forecast",
+    "Classify",
+    "Regress",
     "Uniform",
     "LogUniform",
     "IntUniform",

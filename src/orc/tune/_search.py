@@ -1,5 +1,6 @@
 """``orc.tune.search``: a population search over a model family's
-hyperparameters, evaluated in compiled chunks (:mod:`._population`)."""
+hyperparameters on a task (:mod:`._task`), evaluated in compiled chunks
+(:mod:`._population`)."""
 
 from __future__ import annotations
 
@@ -19,19 +20,11 @@ import numpy as np
 
 from .._progress import ProgressBar, resolve
 from .._strategy import use_backend
-from ..forecaster.base import RCForecasterBase
-from ..forecaster.train import train_RCForecaster
 from . import _population
 from ._space import AbstractDistribution, LogUniform, check_space, unit_design
-from ._task import Forecast
+from ._task import OWNER, AbstractTask
 
 __all__ = ["search", "SearchResult"]
-
-OWNER = _population.OWNER
-
-#: The ridge strength of a search that does not vary it: the trainer's own
-#: default (read from its signature, written once there).
-DEFAULT_BETA = inspect.signature(train_RCForecaster).parameters["beta"].default
 
 #: Share of the machine's memory (an accelerator's, else the host's) that the
 #: trajectories evaluated side by side (``vmap``) may hold.
@@ -41,9 +34,39 @@ _REASONS = {
     _population.OK: "",
     _population.ILL: "ill-conditioned statistics: minimum-norm solution",
     _population.NONFINITE: "ridge statistics not finite (the reservoir overflowed)",
-    _population.DIVERGED: "forecast diverged (left 100x the training data's scale)",
     _population.NAN_SCORE: "score not finite",
+    _population.FAILED: "ridge solve failed (no finite weights)",
 }
+
+
+def reason(task: AbstractTask, code: int) -> str:
+    """The ``reason`` column of a candidate with status ``code`` on ``task``
+    (a failed output says the task's failure)."""
+    if code == _population.DIVERGED:
+        return task.output_failure
+    return _REASONS[code]
+
+
+def check_family(owner: str, model_class, task) -> None:
+    """``task`` is a task and ``model_class`` a class of its family that
+    builds from a traced seed (``construction="jax"``)."""
+    if not isinstance(task, AbstractTask):
+        raise TypeError(
+            f"{owner}: task must be an orc.tune task (Forecast, Classify or "
+            f"Regress), got {task!r}"
+        )
+    if not (isinstance(model_class, type) and issubclass(model_class, task.family)):
+        raise TypeError(
+            f"{owner}: model_class must be a {task.kind} class for an "
+            f"orc.tune.{type(task).__name__} task (e.g. {task.example}), got "
+            f"{model_class!r}"
+        )
+    if "construction" not in inspect.signature(model_class).parameters:
+        raise TypeError(
+            f"{owner}: {model_class.__name__} cannot be built from a traced seed "
+            "(it takes no construction argument); search a family that takes "
+            "construction='jax'"
+        )
 
 
 class SearchResult:
@@ -55,7 +78,10 @@ class SearchResult:
     best ``ok`` row (``None`` if every candidate failed); ``best_model``:
     that candidate rebuilt and trained by the search's own solve (an
     ordinary orc model; ``orc.save`` it), made on first use: the same
-    weights a ``train_RCForecaster`` of that candidate gives."""
+    weights the task's public trainer (``train_RCForecaster``,
+    ``train_RCClassifier``, ``train_RCRegressor``) gives that candidate.
+    ``higher_is_better`` is the task's metric's (VPT and accuracy higher,
+    NRMSE lower)."""
 
     def __init__(self, rows, columns, higher_is_better, rebuild, metric, log=()):
         self.rows = rows
@@ -137,9 +163,11 @@ def _seeds(seeds) -> list[int]:
     )
 
 
-def _betas(beta, ridge_points: int) -> np.ndarray:
+def _betas(beta, ridge_points: int, default: float) -> np.ndarray:
+    """The search's ridge strengths (``default``, the task's trainer's,
+    without ``beta``)."""
     if beta is None:
-        return np.array([DEFAULT_BETA])
+        return np.array([default])
     if isinstance(beta, LogUniform):
         return beta.grid(ridge_points)
     if isinstance(beta, AbstractDistribution):
@@ -177,7 +205,7 @@ def _width(per_trajectory: int, n: int) -> int:
 def search(
     model_class,
     space: dict,
-    task: Forecast,
+    task: AbstractTask,
     *,
     fixed: dict | None = None,
     draws: int = 8,
@@ -202,13 +230,16 @@ def search(
 
     Parameters
     ----------
-    model_class : a forecaster class built with ``construction="jax"``
-        (e.g. :class:`orc.forecaster.ESNForecaster`).
+    model_class : a class of the task's family built with
+        ``construction="jax"``: a forecaster for :class:`Forecast` (e.g.
+        :class:`orc.forecaster.ESNForecaster`), a classifier for
+        :class:`Classify` (:class:`orc.classifier.ESNClassifier`), a
+        regressor for :class:`Regress` (:class:`orc.regression.ESNRegressor`).
     space : dict
         Constructor argument -> distribution (:class:`Uniform`,
         :class:`LogUniform` traced; :class:`IntUniform`, :class:`Choice`
         static: one program per value) or a fixed value.
-    task : :class:`Forecast`
+    task : :class:`Forecast`, :class:`Classify` or :class:`Regress`
     fixed : dict, optional
         Other constructor arguments (``data_dim``, ``res_dim``, ...).
     draws : int, default 8
@@ -216,7 +247,7 @@ def search(
         A count (seeds ``0..seeds-1``) or the seeds.
     beta : LogUniform or list of floats, optional
         Ridge strengths: a :class:`LogUniform`'s ``ridge_points`` log-spaced
-        values, or the given ones; default the trainer's default.
+        values, or the given ones; default the task's trainer's default.
     points : list of dicts, optional
         The draws themselves instead of the sampler's (each gives a value of
         every hyperparameter of ``space``): known configurations, a
@@ -229,21 +260,7 @@ def search(
     -------
     :class:`SearchResult`
     """
-    if not (
-        isinstance(model_class, type) and issubclass(model_class, RCForecasterBase)
-    ):
-        raise TypeError(
-            f"{OWNER}: model_class must be a forecaster class (e.g. "
-            f"orc.forecaster.ESNForecaster), got {model_class!r}"
-        )
-    if "construction" not in inspect.signature(model_class).parameters:
-        raise TypeError(
-            f"{OWNER}: {model_class.__name__} cannot be built from a traced seed "
-            "(it takes no construction argument); search a family that takes "
-            "construction='jax'"
-        )
-    if not isinstance(task, Forecast):
-        raise TypeError(f"{OWNER}: task must be an orc.tune.Forecast, got {task!r}")
+    check_family(OWNER, model_class, task)
     space = check_space(OWNER, space, reserved=("seed", "construction"))
     fixed = dict(check_space(OWNER, fixed or {}, reserved=("seed", "construction")))
     if "beta" in fixed:
@@ -263,7 +280,7 @@ def search(
     draws = _positive_int("draws", draws)
     ridge_points = _positive_int("ridge_points", ridge_points)
     seed_list = _seeds(seeds)
-    betas = _betas(beta, ridge_points)
+    betas = _betas(beta, ridge_points, task.default_beta)
 
     names = tuple(space)
     traced = tuple(n for n in names if space[n].traced)
@@ -295,9 +312,8 @@ def search(
             static_kw = dict(fixed, **dict(key))
             example = _example(model_class, static_kw, traced, values, members,
                                trajectories)  # fmt: skip
-            width = _width(
-                _population.trajectory_bytes(example, task, n_b), len(members)
-            )
+            task.check_model(OWNER, example)
+            width = _width(task.trajectory_bytes(example, n_b), len(members))
             chunk = _chunk(len(members), width)
             for start in range(0, len(members), chunk):
                 part = members[start : start + chunk]
@@ -338,7 +354,7 @@ def search(
             row[task.metric] = float(scores[k, b])
             row["score"] = float(scores[k, b]) if not failed else float("nan")
             row["status"] = "failed" if failed else "ok"
-            row["reason"] = _REASONS[code]
+            row["reason"] = reason(task, code)
             row["seconds"] = float(seconds[k] / n_b)
             rows.append(row)
 

@@ -39,9 +39,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._progress import ProgressBar, resolve
-from ..forecaster.base import RCForecasterBase
 from . import _population
-from ._search import SearchResult, _betas, _positive_int, _seeds, search
+from ._search import (
+    SearchResult,
+    _betas,
+    _positive_int,
+    _seeds,
+    check_family,
+    search,
+)
 from ._space import (
     AbstractDistribution,
     Choice,
@@ -50,7 +56,7 @@ from ._space import (
     Uniform,
     check_space,
 )
-from ._task import Forecast
+from ._task import AbstractTask
 
 __all__ = ["study", "StudyResult", "SAMPLERS"]
 
@@ -113,7 +119,7 @@ class StudyResult(SearchResult):
 def study(
     model_class,
     space: dict,
-    task: Forecast,
+    task: AbstractTask,
     *,
     fixed: dict | None = None,
     seeds=1,
@@ -134,8 +140,8 @@ def study(
     Each trial is one draw of ``space``, suggested by ``sampler``; ``batch``
     trials are asked at once and evaluated by one :func:`search` call
     (every seed of ``seeds`` x every ridge strength of ``beta``), then each
-    is told the best score of its candidates (the largest VPT, the smallest
-    NRMSE). Its user attributes: ``best_seed``, ``best_beta``,
+    is told the best score of its candidates (the largest VPT or accuracy,
+    the smallest NRMSE). Its user attributes: ``best_seed``, ``best_beta``,
     ``seed_scores`` (each seed's best, in the order of ``seeds``; ``None``
     where all its strengths failed), ``candidates`` (every candidate's
     seed, strength, score, status and reason) and ``worker`` (the host and
@@ -191,15 +197,7 @@ def study(
     :class:`StudyResult`
     """
     optuna = _optuna()
-    if not (
-        isinstance(model_class, type) and issubclass(model_class, RCForecasterBase)
-    ):
-        raise TypeError(
-            f"{OWNER}: model_class must be a forecaster class (e.g. "
-            f"orc.forecaster.ESNForecaster), got {model_class!r}"
-        )
-    if not isinstance(task, Forecast):
-        raise TypeError(f"{OWNER}: task must be an orc.tune.Forecast, got {task!r}")
+    check_family(OWNER, model_class, task)
     if sampler not in SAMPLERS:
         raise ValueError(f"{OWNER}: sampler must be one of {SAMPLERS}, got {sampler!r}")
     if sampler == "cmaes":
@@ -231,7 +229,7 @@ def study(
     dists = {n: d for n, d in space.items() if isinstance(d, AbstractDistribution)}
     fixed.update({n: v for n, v in space.items() if n not in dists})
     seed_list = _seeds(seeds)
-    betas = _betas(beta, ridge_points)
+    betas = _betas(beta, ridge_points, task.default_beta)
     codecs = {n: _Codec(n, d) for n, d in dists.items()}
 
     direction = "maximize" if task.higher_is_better else "minimize"
