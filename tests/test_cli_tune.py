@@ -183,7 +183,7 @@ def test_a_stored_study_resumes(workdir):
     args = ("--storage", "study.db", "--out", "study", "--budget")
     first = tune(*args, "1", cwd=workdir)
     assert first.returncode == 0, first.stderr
-    assert "1 draws finished, 1 evaluated by this run" in first.stdout
+    assert "1 draw finished, 1 evaluated by this run" in first.stdout
     assert len(read_rows(workdir / "study" / "results.csv")) == 4  # 2 seeds x 2 betas
     # a second run with a larger budget evaluates only the missing draw
     second = tune(*args, "2", cwd=workdir)

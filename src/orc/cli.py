@@ -1535,6 +1535,11 @@ SEARCH_SETTINGS = (
 DASHBOARD_INSTALL = "pip install optuna-dashboard (or pip install 'orc[dashboard]')"
 
 
+def _count(n: int, thing: str) -> str:
+    """``"1 draw"``, ``"2 draws"``."""
+    return f"{n} {thing}{'s' * (n != 1)}"
+
+
 def _arg(name: str) -> str:
     """The ESNForecaster argument a reservoir option sets."""
     return ESN_ARGS.get(name, name)
@@ -2202,16 +2207,16 @@ def tune(data_file, out, budget, storage, study_name, dashboard, dashboard_port,
         f"{n} {k.replace('_', '-')} {list(v) if k == 'choice' else f'{v[0]:g}-{v[1]:g}'}"
         for n, (k, v) in plan.space.items()
     )
-    per = f"{n_seeds} seed{'s' * (n_seeds > 1)} x {n_betas} ridge strength{'s' * (n_betas > 1)}"
+    per = f"{_count(n_seeds, 'seed')} x {_count(n_betas, 'ridge strength')}"
     if use_study:
         where = f" in {storage}" if storage is not None else " in memory"
         click.echo(
-            f"searching {searched or 'beta'}: an Optuna study{where} ({sampler}) of "
-            f"{draws} draws x {per}"
+            f"searching {searched or 'ridge strengths and seeds only'}: an Optuna study{where} ({sampler}) of "
+            f"{_count(draws, 'draw')} x {per}"
         )
     else:
         click.echo(
-            f"searching {searched or 'beta'}: {draws} draws ({sampler}) x {per} = "
+            f"searching {searched or 'ridge strengths and seeds only'}: {_count(draws, 'draw')} ({sampler}) x {per} = "
             f"{draws * n_seeds * n_betas} candidates"
         )
     if dashboard:
@@ -2219,10 +2224,10 @@ def tune(data_file, out, budget, storage, study_name, dashboard, dashboard_port,
             f"dashboard: {_serve_dashboard(storage, dashboard_port)} (live while "
             f"orc tune runs; afterwards: optuna-dashboard {_storage_url(storage)})"
         )
-    if use_study:
-        import logging
+    if use_study:  # Optuna's lines ("A new study created ...") say what orc says
+        import optuna
 
-        logging.getLogger("optuna").setLevel(logging.WARNING)  # orc says it
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
 
     db = _sqlite_file(storage)
     if db is not None:  # the library wants the SQLite file's folder to exist
@@ -2245,7 +2250,7 @@ def tune(data_file, out, budget, storage, study_name, dashboard, dashboard_port,
         where = f"in {storage}" if storage is not None else "in memory"
         finished = len({r["trial"] for r in view.rows})
         click.echo(
-            f"study {name!r} {where} ({sampler}): {finished} draws finished, "
+            f"study {name!r} {where} ({sampler}): {_count(finished, 'draw')} finished, "
             f"{len(result.evaluated)} evaluated by this run in {seconds:.1f} s; "
             f"{len(view.rows)} candidates, {n_ok} ok"
         )
