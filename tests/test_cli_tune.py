@@ -195,6 +195,14 @@ def test_a_stored_study_resumes(workdir):
     assert len(rows) == 8 and {r["trial"] for r in rows} == {"0", "1"}
     meta = __import__("orc").io.read_metadata(workdir / "study" / "best.orc")
     assert meta["seed"] == int(best_row(rows)["seed"])
+    # the same study with another space is refused, not mixed
+    other = workdir / "other.toml"
+    other.write_text(CONFIG.replace("[0.3, 1.0]", "[0.2, 1.0]"))
+    proc = run_cli("tune", "l63.csv", "--config", other.name, *args, "3", cwd=workdir)
+    assert proc.returncode == 2
+    assert "exists with another setup (its space differ)" in proc.stderr
+    assert "--study-name" in proc.stderr
+    assert len(read_rows(workdir / "study" / "results.csv")) == 8
 
 
 def test_the_compile_cache_and_its_opt_out(workdir, tmp_path):
