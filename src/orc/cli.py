@@ -2256,11 +2256,14 @@ def tune(data_file, out, budget, storage, study_name, dashboard, dashboard_port,
     _tune_report(view, files["report"], f"orc tune on {Path(data_file).name}", unit)
     n_ok = sum(r["status"] == "ok" for r in view.rows)
     if use_study:
-        name = result.study.study_name
-        where = f"in {storage}" if storage is not None else "in memory"
+        which = (
+            f"study {result.study.study_name!r} in {storage}"
+            if storage is not None
+            else "Optuna study in memory"
+        )
         finished = len({r["trial"] for r in view.rows})
         click.echo(
-            f"study {name!r} {where} ({sampler}): {_count(finished, 'draw')} finished, "
+            f"{which} ({sampler}): {_count(finished, 'draw')} finished, "
             f"{len(result.evaluated)} evaluated by this run in {seconds:.1f} s; "
             f"{len(view.rows)} candidates, {n_ok} ok"
         )
