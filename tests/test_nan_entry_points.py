@@ -24,6 +24,7 @@ import pytest
 
 import orc
 from orc import _errors
+from orc._divergence import DivergenceWarning
 from orc._validation import check_finite, check_finite_rows
 from orc.forecaster import (
     CESNForecaster,
@@ -335,3 +336,56 @@ def test_data_too_large_for_the_statistics_is_named():
     data[10, 1] = 1.7e308  # finite, but 50 rows of it overflow the sums
     with pytest.raises(ValueError, match="train_seq holds values up to 1.7e"):
         orc.forecaster.train_ESNForecaster(model, data)
+
+
+def test_nvar_warm_up_rows_before_the_last_window_are_checked_too():
+    # only the last window is read, but NaN in an earlier row is bad data
+    model = NVARForecaster(3, k=2, s=1, order=2)
+    warm = _data()[:20]  # bad rows 13 (first) and none after: window rows 18, 19
+    for call in (model.forecast_from_IC, eqx.filter_jit(model.forecast_from_IC)):
+        with pytest.raises(eqx.EquinoxRuntimeError, match=r"spinup_data .*row 13\)"):
+            call(5, warm)
+
+
+@pytest.mark.parametrize("family", ["esn", "nvar", "regressor"])
+def test_predict_outputs_that_overflow_are_reported(family):
+    # finite inputs far beyond the float range the arithmetic holds: the
+    # NaN/inf outputs come with a warning (eagerly and under jit), never silently
+    model = FAMILIES[family]()
+    huge = jnp.full((SEQ_LEN, 3), 1e300)
+    if family == "nvar":
+        model = eqx.tree_at(lambda m: m.wout, model, jnp.ones_like(model.wout))
+        args = (huge,)
+    else:  # saturating tanh: overflow needs a readout of a huge state
+        wout = jnp.ones_like(model.readout.wout)
+        model = model.set_readout(model.readout.set_wout(wout))
+        args = (huge, jnp.full(model.driver.default_state().shape, 1e308))
+    for call in (model.predict, eqx.filter_jit(model.predict)):
+        with pytest.warns(DivergenceWarning, match="predict: the outputs hold NaN/inf"):
+            out = call(*args)
+        assert not np.isfinite(np.asarray(out)).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.predict(jnp.ones((5, 3)))  # finite outputs: no word
+
+
+def test_cesn_times_are_checked_as_data_naming_their_argument():
+    model = CESNForecaster(3, 20, seed=0)
+    u = _data()[:10]
+    t = np.arange(10) * 0.1
+    train = orc.forecaster.train_CESNForecaster
+    cases = [
+        (lambda: train(model, u, "0123456789"), TypeError, "train_CESNForecaster: t_train must be an array of real"),
+        (lambda: train(model, u, None), TypeError, "train_CESNForecaster: t_train must be an array of real"),
+        (lambda: train(model, u, t[::-1].copy()), ValueError, r"t_train must be finite and strictly increasing; t_train\[1\] = 0.8 "),
+        (lambda: train(model, u, np.where(t > 0.45, np.nan, t)), ValueError, r"t_train\[5\] = nan"),
+        (lambda: train(model, u[:0], t), ValueError, "train_seq has 0 samples"),
+        (lambda: train(model, "abc", t), TypeError, "train_seq must be an array of real"),
+        (lambda: model.forecast("abc", model.driver.default_state()), TypeError, "CESNForecaster: ts must be an array of numbers, got str"),
+        (lambda: model.forecast(None, model.driver.default_state()), TypeError, "ts must be an array of numbers, got NoneType"),
+        (lambda: model.forecast_from_IC(t, u, "abc"), TypeError, "spinup_ts must be an array of real"),
+        (lambda: model.force(u, model.driver.default_state(), None), TypeError, "ts must be an array of real"),
+    ]  # fmt: skip
+    for call, kind, words in cases:
+        with pytest.raises(kind, match=words):
+            call()

@@ -369,6 +369,7 @@ def trained():
 def test_compiles_once_and_jit_argument(trained):
     m, W = trained
     m.forecast(20, W[-1])
+    m.forecast_from_IC(20, W[-1])  # its own program (it checks every warm-up row)
     with count_compiles() as c:
         a = m.forecast(20, W[-2])
         m.forecast_from_IC(20, W[-3])

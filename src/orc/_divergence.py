@@ -41,9 +41,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _errors
 from ._errors import warn_at_caller
 
-__all__ = ["DivergenceWarning", "check_forecast", "report_divergence"]
+__all__ = [
+    "DivergenceWarning",
+    "check_forecast",
+    "report_divergence",
+    "report_overflow",
+]
 
 BLOWUP = 100.0
 BLOWUP_DATA = 10.0
@@ -161,6 +167,25 @@ def report_divergence(owner: str, out, reference=None, scale=None):
             DivergenceWarning,
         )
     return out
+
+
+def report_overflow(owner: str, out, dtype, inputs=()) -> None:
+    """Warn (:class:`DivergenceWarning`, returned with the results of the
+    compiled orc program that calls it, so also under ``jax.jit``) when the
+    open-loop outputs ``out`` of checked, finite inputs hold NaN/inf: the
+    inputs overflow the model's arithmetic (data far beyond the training's
+    scale). Nothing is fed back here, so it is not a forecast's divergence,
+    but it is never returned silently either. ``inputs``: the arrays the
+    outputs came from; where one is not finite its own error names it and
+    nothing is warned here."""
+    finite_inputs = jnp.all(jnp.asarray([jnp.all(jnp.isfinite(x)) for x in inputs]))
+    _errors.warn(
+        ~jnp.all(jnp.isfinite(out)) & finite_inputs,
+        f"{owner}: the outputs hold NaN/inf although the inputs are finite: "
+        f"they overflow the model's {jnp.dtype(dtype).name} arithmetic. Scale "
+        "the data as the training data was scaled.",
+        DivergenceWarning,
+    )
 
 
 def check_forecast(forecast, reference=None, *, error: bool = True):

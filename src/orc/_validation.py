@@ -199,9 +199,24 @@ def check_static_int(name: str, value, owner: str, *, minimum: int = 0) -> int:
 
 
 def check_rank(name: str, x, ndim: int | tuple[int, ...], owner: str, what: str = ""):
-    """``x`` is array-like of the given rank(s); returns it as a JAX array."""
+    """``x`` is array-like of the given rank(s); returns it as a JAX array
+    (text, ``None`` and other objects: ``TypeError`` naming ``name``)."""
     if not hasattr(x, "shape"):
-        x = jnp.asarray(x)
+        held = np.asarray(x, dtype=object) if x is None else None
+        if held is None:
+            try:
+                held = np.asarray(x)
+            except (TypeError, ValueError) as err:
+                raise TypeError(
+                    f"{owner}: {name} must be an array of numbers, got "
+                    f"{type(x).__name__} that is not one ({err})"
+                ) from err
+        if held.dtype.kind not in "biufc":
+            raise TypeError(
+                f"{owner}: {name} must be an array of numbers, got "
+                f"{type(x).__name__} {x!r:.40}"
+            )
+        x = jnp.asarray(held)
     ranks = (ndim,) if isinstance(ndim, int) else ndim
     if x.ndim not in ranks:
         expect = " or ".join(f"{r}-D" for r in ranks)

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ._compose import check_model
+from ._divergence import report_overflow
 from ._esn import esn_components
 from ._fit import (
     AbstractTeacherForcing,
@@ -199,7 +200,11 @@ class RCRegressorBase(eqx.Module):
     ) -> Float[Array, "seq_len out_dim"]:
         """Output for each input: ``y_t`` from the state reached after ``u_t``."""
         in_seq, res_state = self._check_input(in_seq, res_state)
-        return self.output(self._run(in_seq, res_state), in_seq)
+        out = self.output(self._run(in_seq, res_state), in_seq)
+        report_overflow(
+            f"{type(self).__name__}.predict", out, self.dtype, (in_seq, res_state)
+        )
+        return out
 
     def __call__(self, in_seq: Array, res_state: Array | None = None) -> Array:
         """Same as :meth:`predict`."""

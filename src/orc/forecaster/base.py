@@ -25,7 +25,7 @@ from jaxtyping import Array, Float
 from .. import _errors, _strategy
 from .._bank import declares
 from .._compose import check_model
-from .._divergence import report_divergence
+from .._divergence import report_divergence, report_overflow
 from .._random import seed_field
 from .._strategy import compiled, method, model_hash
 from .._validation import (
@@ -240,7 +240,9 @@ class RCForecasterBase(eqx.Module):
             )
         else:
             states = self.force(in_seq, res_state)
-        return self.readout.batch_readout(states)
+        out = self.readout.batch_readout(states)
+        report_overflow(f"{owner}.predict", out, self.dtype, (in_seq, res_state))
+        return out
 
     def set_readout(self, readout: ReadoutBase):
         """A copy of the model with ``readout`` replaced."""
@@ -588,7 +590,9 @@ class CRCForecasterBase(RCForecasterBase):
         ts = self._check_ts(ts, ts.shape[0], "ts")
         spinup_data = _check_sequence(self, spinup_data, "spinup_data")
         spinup_data = self._finite(spinup_data.astype(self.dtype), "spinup_data")
-        if spinup_ts is None:
+        if spinup_ts is not None:
+            spinup_ts = self._check_ts(spinup_ts, spinup_data.shape[0], "spinup_ts")
+        else:
             spinup_ts = jnp.arange(spinup_data.shape[0], dtype=self.dtype) * (
                 ts[1] - ts[0]
             )

@@ -30,7 +30,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .. import _strategy
-from .._divergence import BLOWUP_DATA, report_divergence
+from .._divergence import BLOWUP_DATA, report_divergence, report_overflow
 from .._fit import (
     check_flag,
     next_sample_forcing,
@@ -43,7 +43,6 @@ from .._training import training_noise
 from .._validation import (
     check_data,
     check_dtype,
-    check_finite,
     check_float,
     check_input_finite,
     check_int,
@@ -532,7 +531,9 @@ class NVARForecaster(eqx.Module):
         seq = self._check_seq(in_seq, "in_seq", self.window)
         seq = check_input_finite(seq, "in_seq", type(self).__name__)
         feats = self._rows(seq, jnp.arange(self.window - 1, seq.shape[0]))
-        return self._next(feats, seq[self.window - 1 :])
+        out = self._next(feats, seq[self.window - 1 :])
+        report_overflow(f"{type(self).__name__}.predict", out, self.dtype, (seq,))
+        return out
 
     def _closed_loop(self, fcast_len: int, window: Array) -> Array:
         def step(w, _):
@@ -577,14 +578,15 @@ class NVARForecaster(eqx.Module):
 
     @compiled(host_results=True)  # read by report_divergence
     def _forecast(self, fcast_len: int, window: Array) -> Array:
-        # one program for both entry points, so the message names both
-        window = check_finite(
-            window,
-            "the delay window to forecast from (res_state, or the last window "
-            "samples of spinup_data)",
-            type(self).__name__,
-        )
+        window = check_input_finite(window, "res_state", type(self).__name__)
         return self._closed_loop(fcast_len, window)
+
+    @compiled(host_results=True)  # read by report_divergence
+    def _forecast_from_IC(self, fcast_len: int, seq: Array) -> Array:
+        # every row checked, also those before the last window (which the
+        # forecast does not read): NaN/inf anywhere is bad data, refused
+        seq = check_input_finite(seq, "spinup_data", type(self).__name__)
+        return self._closed_loop(fcast_len, seq[seq.shape[0] - self.window :])
 
     @method
     def forecast_from_IC(
@@ -594,6 +596,8 @@ class NVARForecaster(eqx.Module):
 
         Only the last ``window`` samples of ``spinup_data`` matter (they form
         the delay window); ``out[0]`` predicts the sample right after it.
+        NaN or inf in any row of ``spinup_data`` raises (also under
+        ``jax.jit``), naming its first bad row.
 
         Parameters
         ----------
@@ -615,7 +619,7 @@ class NVARForecaster(eqx.Module):
         _strategy.to_host_soon([spinup_data])  # read by report_divergence
         return report_divergence(
             f"{type(self).__name__}.forecast_from_IC",
-            self._forecast(fcast_len, seq[seq.shape[0] - self.window :]),
+            self._forecast_from_IC(fcast_len, seq),
             spinup_data,
         )
 

@@ -23,6 +23,7 @@ from .._fit import (
     start_states,
     teacher_forcing_arguments,
 )
+from .._validation import check_data
 from .base import RCForecasterBase
 from .models import (
     ORC_TIME_CONST,
@@ -281,16 +282,32 @@ def _warn_time_const(owner, model, ts) -> None:
         )
 
 
-def _check_t_train(owner, t_train, train_seq, has_target):
-    """``t_train``: one time per sample of ``train_seq`` (one more with a
-    ``target_seq``, the time of its appended last row)."""
-    t_train = jnp.asarray(t_train)
-    lead = tuple(jnp.shape(train_seq))[:-1]
+def _check_t_train(owner, model, t_train, train_seq, has_target):
+    """``t_train``: real numbers, one time per sample of ``train_seq`` (one
+    more with a ``target_seq``, the time of its appended last row), finite and
+    strictly increasing (checked here when concrete, naming ``t_train``; traced
+    times are checked by the forcing). A ``train_seq`` that is not a sequence
+    of samples is left to :func:`train_RCForecaster`, which names it."""
+    t_train = check_data("t_train", t_train, owner, model.dtype)
+    shape = getattr(train_seq, "shape", None)
+    if shape is None or len(shape) < 2 or 0 in shape:
+        return t_train
+    lead = tuple(shape)[:-1]
     expected = lead[:-1] + (lead[-1] + 1,) if has_target else lead
     if tuple(t_train.shape) != expected:
         raise ValueError(
             f"{owner}: t_train must have shape {expected}, got {tuple(t_train.shape)}"
         )
+    if not isinstance(t_train, jax.core.Tracer):
+        times = np.asarray(t_train)
+        bad = ~np.isfinite(times)
+        bad[..., 1:] |= np.diff(times, axis=-1) <= 0
+        if bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(
+                f"{owner}: t_train must be finite and strictly increasing; "
+                f"t_train[{', '.join(map(str, where))}] = {float(times[where])} breaks it"
+            )
     return t_train
 
 
@@ -383,7 +400,7 @@ def train_CESNForecaster(
     """
     owner = "train_CESNForecaster"
     check_model_type(owner, model, CESNForecaster)
-    t_train = _check_t_train(owner, t_train, train_seq, target_seq is not None)
+    t_train = _check_t_train(owner, model, t_train, train_seq, target_seq is not None)
     return train_RCForecaster(
         model, train_seq, target_seq, spinup, initial_res_state, beta, batch_size,
         multi_sequence,
