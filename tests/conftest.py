@@ -9,11 +9,10 @@ import tempfile
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true")
 
-# A persistent compilation cache per test process, shared with the
-# subprocesses it starts (docs pages, command-line runs, reproducibility
-# checks), which inherit it: a program the process compiled is loaded by its
-# subprocesses and the other way round. One directory per xdist worker under
-# one per run, created empty and removed at the end of the run: no run reads
+# A persistent compilation cache per test process for the subprocesses it
+# starts (docs pages, command-line runs, reproducibility checks), which
+# inherit it: a program one subprocess compiled is loaded by the next. One
+# directory per xdist worker under one per run, created empty and removed at the end of the run: no run reads
 # another's programs, and no two processes use a directory at the same time
 # (a test waits for its subprocesses), which matters because jax writes cache
 # entries in place and locks them only when the cache has a size limit, whose
@@ -21,6 +20,12 @@ os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true")
 # made the suite twice as slow). (_helpers.count_compiles counts a program
 # loaded from the cache as a compilation.)
 # A cache the user set (JAX_COMPILATION_CACHE_DIR) is left as it is.
+# The test processes themselves do not write to it (switched off below, after
+# the import): with every program serialised, a worker that had compiled
+# some thousand programs crashed twice inside XLA's executable serialisation
+# (jax 0.10.2, compilation_cache.put_executable_and_time; 2026-11-26 and
+# 2026-11-27) and took its xdist run down; the cache saved only ~6% of a
+# worker's time. The subprocesses, short-lived, still share their programs.
 _CACHE_OWNER = not {"ORC_TEST_JAX_CACHE", "JAX_COMPILATION_CACHE_DIR"} & set(os.environ)
 if _CACHE_OWNER:
     os.environ["ORC_TEST_JAX_CACHE"] = tempfile.mkdtemp(prefix="orc-test-jax-cache-")
@@ -33,6 +38,7 @@ if "ORC_TEST_JAX_CACHE" in os.environ:  # the run's (inherited by the workers)
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_enable_compilation_cache", False)  # see above
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 
 
