@@ -4,6 +4,7 @@ ends at the NaN, and NVAR with its defaults is stable on Lorenz63."""
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import equinox as eqx
@@ -15,6 +16,14 @@ import pytest
 import orc
 from orc import forecaster as F
 from orc.forecaster.nvar import _raw_weights
+
+
+@functools.cache
+def _lorenz63(dt: float) -> np.ndarray:
+    """80 time units of Lorenz63 at spacing ``dt``: one integration (one
+    compiled program) per spacing for the whole file."""
+    u, _ = orc.data.lorenz63(tN=80, dt=dt)
+    return np.asarray(u)
 
 
 def _doubling_nvar():
@@ -37,8 +46,7 @@ def test_forecast_blow_up_warns_with_the_step():
 
 
 def test_esn_forecast_that_leaves_the_attractor_warns():
-    u, _ = orc.data.lorenz63(tN=30, dt=0.01)
-    u = jnp.asarray(u[500:])
+    u = jnp.asarray(_lorenz63(0.01)[500:3000])
     model, states = F.train_RCForecaster(F.ESNForecaster(3, 100, seed=0), u[:1500])
     with warnings.catch_warnings():
         warnings.simplefilter("error", F.DivergenceWarning)
@@ -49,7 +57,8 @@ def test_esn_forecast_that_leaves_the_attractor_warns():
     with pytest.warns(
         F.DivergenceWarning, match="forecast_from_IC: the forecast diverged at step 0"
     ):
-        wild.forecast_from_IC(50, u[1300:1500])
+        # 300 steps as above: the same compiled forecast, other weights
+        wild.forecast_from_IC(300, u[1300:1500])
 
 
 def test_check_forecast_names_the_first_bad_step_and_works_under_jit():
@@ -119,8 +128,7 @@ def test_nvar_defaults_are_stable_on_lorenz63(dt, n_train):
     accurately integrated Lorenz63: with the paper's raw features and s=1 the
     closed loop diverges (reported); with the defaults (standardised,
     s="auto", cubic, input_noise="auto") it forecasts well."""
-    u, _ = orc.data.lorenz63(tN=n_train * dt + 60, dt=dt)
-    u = np.asarray(u)[int(10 / dt) :]
+    u = _lorenz63(dt)[int(10 / dt) :]  # tN = n_train * dt + 60 = 80
     lyap_steps = int(round(1 / (0.906 * dt)))
     model, _ = F.train_NVARForecaster(F.NVARForecaster(3), jnp.asarray(u[:n_train]))
     # s="auto": ~30 taps per Lorenz oscillation (period ~0.75): the paper's s=1
