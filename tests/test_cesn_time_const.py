@@ -3,6 +3,7 @@ default ``time_const="auto"`` (set by training: ORC 0.4's 50 where it suits
 the sampling, 0.5 / dt on coarser samples) and the warning when a fixed constant such as ORC 0.4's 50 is
 far too fast for the samples (issue 19)."""
 
+import functools
 import warnings
 
 import jax
@@ -14,6 +15,7 @@ import orc
 from orc import forecaster as F
 
 
+@functools.cache  # each spacing integrated once for the file
 def _lorenz(dt, n=300):
     u, t = orc.data.lorenz63(tN=n * dt, dt=dt)
     return u[:n], t[:n]
