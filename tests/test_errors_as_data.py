@@ -9,6 +9,7 @@ compiles nothing) and ``orc.export`` serialises them into a fresh process.
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -46,8 +47,16 @@ def _trained():
     return orc.forecaster.train_RCForecaster(_esn(), U)
 
 
-def _programs():
-    """(name, function, args) for the main entry points."""
+@functools.cache
+def _programs(backend):
+    """(name, function, args) for the main entry points, built (and the
+    models trained) under ``backend``; one list per backend, shared by the
+    tests below."""
+    with orc.use_backend(backend):
+        return _build_programs()
+
+
+def _build_programs():
     esn, (model, R) = _esn(), _trained()
     seqs, labels = noisy_sinusoids(jax.random.key(0), 2, n_classes=2, seq_len=30)
     cls = orc.classifier.ESNClassifier(3, 2, 30, seed=0)
@@ -70,8 +79,7 @@ def _programs():
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_entry_programs_hold_no_host_callback(backend):
     with orc.use_backend(backend):
-        programs = _programs()
-        for name, fn, args in programs:
+        for name, fn, args in _programs(backend):
             text = _hlo(fn, *args)
             found = [m for m in CALLBACK_MARKERS if m in text]
             assert not found, f"{name}: {found} in the compiled program"
@@ -114,7 +122,7 @@ def test_device_programs_hold_no_host_callback(backend):
     # ledger and would become equinox's callback there (it did for the
     # reservoir's column check in the forecast and the training run)
     with orc.use_backend(backend):
-        for name, fn, args in _programs():
+        for name, fn, args in _programs(backend):
             jaxpr = jax.make_jaxpr(orc.capture_errors(fn))(*args).jaxpr
             assert not _callbacks_off_cpu(jaxpr), name
 
@@ -240,20 +248,26 @@ jax.config.update("jax_compilation_cache_dir", sys.argv[1])
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 import numpy as np, jax.numpy as jnp, orc
-with orc.use_backend(sys.argv[2]):
-    u = jnp.asarray(np.sin(np.arange(600)[:, None] * [0.05, 0.07, 0.11]))
-    model, R = orc.forecaster.train_RCForecaster(
-        orc.forecaster.ESNForecaster(3, 50, seed=1), u)
-    fc = model.forecast(100, R[-1])
-    fc2 = model.forecast_from_IC(60, u[-40:])
-    jax.block_until_ready((fc, fc2))
-hits = events.count("/jax/compilation_cache/cache_hits")
-misses = events.count("/jax/compilation_cache/cache_misses")
-print(hits, misses, float(jnp.sum(fc)), float(jnp.sum(fc2)))
+# every backend in one process, each on its own reservoir size so that no
+# program of one is a program of another (each compiles its own)
+for i, backend in enumerate(sys.argv[2].split(",")):
+    start = len(events)
+    with orc.use_backend(backend):
+        u = jnp.asarray(np.sin(np.arange(600)[:, None] * [0.05, 0.07, 0.11]))
+        model, R = orc.forecaster.train_RCForecaster(
+            orc.forecaster.ESNForecaster(3, 50 + i, seed=1), u)
+        fc = model.forecast(100, R[-1])
+        fc2 = model.forecast_from_IC(60, u[-40:])
+        jax.block_until_ready((fc, fc2))
+    ours = events[start:]
+    hits = ours.count("/jax/compilation_cache/cache_hits")
+    misses = ours.count("/jax/compilation_cache/cache_misses")
+    print(backend, hits, misses, float(jnp.sum(fc)), float(jnp.sum(fc2)))
 """
 
 
-def _python(code: str, *argv: str) -> str:
+def _python(code: str, *argv: str) -> list[str]:
+    """The lines ``code`` printed, run in a fresh Python."""
     proc = subprocess.run(
         [sys.executable, "-c", code, *argv],
         capture_output=True,
@@ -262,80 +276,98 @@ def _python(code: str, *argv: str) -> str:
         env={**os.environ, "JAX_PLATFORMS": "cpu"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout.strip().splitlines()[-1]
+    return proc.stdout.strip().splitlines()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_second_process_compiles_nothing(backend, tmp_path):
+def test_second_process_compiles_nothing(tmp_path):
     # training and both forecasts (and every small program around them) are
     # written to the persistent cache by the first process and read back by
-    # the second: no "uses host callbacks" refusal, nothing compiled again
-    first = _python(_CACHE_SCRIPT, str(tmp_path), backend).split()
-    second = _python(_CACHE_SCRIPT, str(tmp_path), backend).split()
-    hits1, misses1 = int(first[0]), int(first[1])
-    hits2, misses2 = int(second[0]), int(second[1])
-    assert misses1 >= 3 and hits1 == 0, first
-    assert misses2 == 0, f"second process compiled {misses2} programs again"
-    assert hits2 == misses1, (first, second)
-    assert first[2:] == second[2:]  # same numbers, bit for bit in repr
+    # the second: no "uses host callbacks" refusal, nothing compiled again.
+    # Both processes run every backend (one process start each, not one per
+    # backend); the counts are per backend.
+    first = _python(_CACHE_SCRIPT, str(tmp_path), ",".join(BACKENDS))
+    second = _python(_CACHE_SCRIPT, str(tmp_path), ",".join(BACKENDS))
+    runs = {line.split()[0]: (line.split(), other.split())
+            for line, other in zip(first[-len(BACKENDS):], second[-len(BACKENDS):],
+                                   strict=True)}  # fmt: skip
+    assert sorted(runs) == sorted(BACKENDS), (first, second)
+    for backend, (one, two) in runs.items():
+        assert two[0] == backend, (first, second)
+        hits1, misses1 = int(one[1]), int(one[2])
+        hits2, misses2 = int(two[1]), int(two[2])
+        assert misses1 >= 3 and hits1 == 0, (backend, one)
+        assert misses2 == 0, f"{backend}: second process compiled {misses2} again"
+        assert hits2 == misses1, (backend, one, two)
+        assert one[3:] == two[3:], backend  # same numbers, bit for bit in repr
 
 
-_EXPORT_WRITE = """
-import sys, jax
-jax.config.update("jax_enable_x64", True)
-import numpy as np, jax.numpy as jnp, orc
-path, backend = sys.argv[1], sys.argv[2]
-u = jnp.asarray(np.sin(np.arange(600)[:, None] * [0.05, 0.07, 0.11]))
-model, R = orc.forecaster.train_RCForecaster(
-    orc.forecaster.ESNForecaster(3, 50, seed=1), u, backend=backend)
-exp = orc.export(lambda r: model.forecast(100, r), R[-1], backend=backend)
-open(path + ".bin", "wb").write(exp.serialize())
-y, errors = exp.call(R[-1])
-errors.raise_if_any()
-np.save(path + ".r0.npy", np.asarray(R[-1]))
-np.save(path + ".y.npy", np.asarray(y))
-np.save(path + ".direct.npy", np.asarray(model.forecast(100, R[-1], backend=backend)))
-tr = orc.export(lambda u: orc.forecaster.train_RCForecaster(
-    orc.forecaster.ESNForecaster(3, 50, seed=1), u)[0].readout.wout, u, backend=backend)
-open(path + ".train.bin", "wb").write(tr.serialize())
-np.save(path + ".u.npy", np.asarray(u))
-print("ok")
-"""
+def _export_write(path: str, backend: str) -> None:
+    """Export a forecast and a training in this process (the fresh process
+    reads them back, ``_EXPORT_READ``)."""
+    u = jnp.asarray(np.sin(np.arange(600)[:, None] * [0.05, 0.07, 0.11]))
+    model, R = orc.forecaster.train_RCForecaster(
+        orc.forecaster.ESNForecaster(3, 50, seed=1), u, backend=backend
+    )
+    exp = orc.export(lambda r: model.forecast(100, r), R[-1], backend=backend)
+    with open(path + ".bin", "wb") as f:
+        f.write(exp.serialize())
+    y, errors = exp.call(R[-1])
+    errors.raise_if_any()
+    np.save(path + ".r0.npy", np.asarray(R[-1]))
+    np.save(path + ".y.npy", np.asarray(y))
+    direct = model.forecast(100, R[-1], backend=backend)
+    np.save(path + ".direct.npy", np.asarray(direct))
+    tr = orc.export(
+        lambda u: (
+            orc.forecaster.train_RCForecaster(
+                orc.forecaster.ESNForecaster(3, 50, seed=1), u
+            )[0].readout.wout
+        ),
+        u,
+        backend=backend,
+    )
+    with open(path + ".train.bin", "wb") as f:
+        f.write(tr.serialize())
+    np.save(path + ".u.npy", np.asarray(u))
+
 
 _EXPORT_READ = """
 import sys, jax
 jax.config.update("jax_enable_x64", True)
 import numpy as np, jax.numpy as jnp, equinox as eqx
 import orc  # registers the native kernels and orc.Errors' serialisation
-path = sys.argv[1]
-exp = jax.export.deserialize(open(path + ".bin", "rb").read())
-y, errors = exp.call(jnp.asarray(np.load(path + ".r0.npy")))
-assert errors.found() == [], errors.found()
-np.save(path + ".y2.npy", np.asarray(y))
-tr = jax.export.deserialize(open(path + ".train.bin", "rb").read())
-u = np.load(path + ".u.npy")
-u[10, 1] = np.nan
-w, errors = tr.call(jnp.asarray(u))
-found = errors.found()
-assert found[0][0] == "error" and "train_seq" in found[0][1], found
-try:
-    errors.raise_if_any()
-except eqx.EquinoxRuntimeError as e:
-    assert "train_seq" in str(e)
-else:
-    raise AssertionError("raise_if_any did not raise")
-print("ok")
+for path in sys.argv[1:]:
+    exp = jax.export.deserialize(open(path + ".bin", "rb").read())
+    y, errors = exp.call(jnp.asarray(np.load(path + ".r0.npy")))
+    assert errors.found() == [], errors.found()
+    np.save(path + ".y2.npy", np.asarray(y))
+    tr = jax.export.deserialize(open(path + ".train.bin", "rb").read())
+    u = np.load(path + ".u.npy")
+    u[10, 1] = np.nan
+    w, errors = tr.call(jnp.asarray(u))
+    found = errors.found()
+    assert found[0][0] == "error" and "train_seq" in found[0][1], found
+    try:
+        errors.raise_if_any()
+    except eqx.EquinoxRuntimeError as e:
+        assert "train_seq" in str(e)
+    else:
+        raise AssertionError("raise_if_any did not raise")
+    print("ok", path)
 """
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_export_round_trips_into_a_fresh_process(backend, tmp_path):
-    path = str(tmp_path / "fc")
-    assert _python(_EXPORT_WRITE, path, backend) == "ok"
-    assert _python(_EXPORT_READ, path) == "ok"
-    direct = np.load(path + ".direct.npy")
-    np.testing.assert_array_equal(np.load(path + ".y.npy"), direct)
-    np.testing.assert_array_equal(np.load(path + ".y2.npy"), direct)
+def test_export_round_trips_into_a_fresh_process(tmp_path):
+    # written here, read back by one fresh process for every backend
+    paths = {backend: str(tmp_path / f"fc-{backend}") for backend in BACKENDS}
+    for backend, path in paths.items():
+        _export_write(path, backend)
+    done = _python(_EXPORT_READ, *paths.values())
+    assert done[-len(paths) :] == [f"ok {path}" for path in paths.values()]
+    for backend, path in paths.items():
+        direct = np.load(path + ".direct.npy")
+        np.testing.assert_array_equal(np.load(path + ".y.npy"), direct, backend)
+        np.testing.assert_array_equal(np.load(path + ".y2.npy"), direct, backend)
 
 
 def test_errors_is_a_pytree_that_serialises():
