@@ -7,7 +7,10 @@ model can represent), finite differences, and the paper's Lorenz63 figures.
 
 from __future__ import annotations
 
+import warnings
+
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -576,3 +579,34 @@ def test_auto_stride_save_load(tmp_path):
     x = jnp.asarray(_sines(3000, 60))
     m = train_NVARForecaster(loaded, x, return_states=False)[0]
     assert m.s == 2
+
+
+def test_divergence_is_judged_against_the_training_data_scale(tmp_path):
+    # issue 47 item 7 for NVAR: the training data's largest magnitude per
+    # dimension is kept (data_scale); forecasts of data that decays far
+    # below it never warn, a readout that puts the forecast far above it
+    # warns from the first steps of a short forecast, and the scale survives
+    # a save and load
+    t = np.arange(2200) * 0.01
+    decay = np.array([1.0, -2.0, 3.0]) * np.exp(
+        -np.array([5.0, 10.0, 20.0]) * t[:, None]
+    )
+    m, W = train_NVARForecaster(NVARForecaster(3, k=2, s=1, order=2), decay[:2000])
+    # the targets: every sample after the first
+    expected = np.abs(decay[1:2000]).max(axis=0)
+    np.testing.assert_array_equal(np.asarray(m.data_scale), expected)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no DivergenceWarning
+        m.forecast(300, W[-1])
+        m.forecast_from_IC(300, decay[1900:2000])
+    loud = eqx.tree_at(lambda n: n.wout, m, m.wout * 1e6)
+    with pytest.warns(orc.forecaster.DivergenceWarning, match=r"at step [01] of 3"):
+        loud.forecast(3, W[-1])
+    orc.save(tmp_path / "nvar.orc", m)
+    back = orc.load(tmp_path / "nvar.orc")
+    np.testing.assert_array_equal(np.asarray(back.data_scale), np.asarray(m.data_scale))
+    assert NVARForecaster(3).data_scale is None  # untrained: the earlier rule
+    # a file holding what the constructor allows not (checked on load)
+    orc.save(tmp_path / "bad.orc", eqx.tree_at(lambda n: n.data_scale, m, jnp.ones(2)))
+    with pytest.raises(orc.io.ModelFileError, match="data_scale must have shape"):
+        orc.load(tmp_path / "bad.orc")

@@ -12,8 +12,9 @@ concrete to look at until their program ends, so nothing is checked;
 anywhere else, e.g. to turn the warning into an error.
 
 The scale is the training data's, kept with the model: its readout's
-``data_scale`` (:attr:`orc.readouts.ReadoutBase.data_scale`), the largest
-magnitude of each output's training targets, set by training. A step
+``data_scale`` (:attr:`orc.readouts.ReadoutBase.data_scale`; an
+:class:`~orc.forecaster.NVARForecaster` keeps its own ``data_scale``), the
+largest magnitude of each output's training targets, set by training. A step
 diverged when an output exceeds ``BLOWUP_DATA = 10`` times its scale (an
 output's scale is taken as at least ``SCALE_FLOOR`` times the largest, so
 that an output that was constant zero in training is not held to zero);

@@ -55,6 +55,7 @@ from ..metrics import (
     mutual_information_delay,
     valid_prediction_time,
 )
+from ..readouts import check_data_scale
 
 __all__ = [
     "NVARForecaster",
@@ -296,6 +297,11 @@ class NVARForecaster(eqx.Module):
     constant: bool = eqx.field(static=True)
     target: str = eqx.field(static=True)
     dtype: object = eqx.field(static=True)
+    # The training data's largest magnitude per dimension, what forecasts are
+    # judged against (orc._divergence; the ESN families keep theirs in the
+    # readout). Set by training; None until then and in files written before
+    # it was kept (orc.io loads a missing "added_field" as None).
+    data_scale: Array | None = eqx.field(default=None, metadata={"added_field": True})
 
     def __init__(
         self,
@@ -349,6 +355,10 @@ class NVARForecaster(eqx.Module):
         self.dtype = check_dtype(dtype, owner)
         n_feat = _n_features(self.k * self.data_dim, self.order, self.constant)
         self.wout = jnp.zeros((self.data_dim, n_feat), self.dtype)
+        self.data_scale = None
+
+    def __check_init__(self):
+        check_data_scale(type(self).__name__, self.data_scale, self.data_dim)
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -372,7 +382,12 @@ class NVARForecaster(eqx.Module):
         new = type(self)(
             self.data_dim, self.k, s, self.order, self.constant, self.target, self.dtype
         )
-        return eqx.tree_at(lambda m: m.wout, new, self.wout)
+        return eqx.tree_at(
+            lambda m: (m.wout, m.data_scale),
+            new,
+            (self.wout, self.data_scale),
+            is_leaf=lambda x: x is None,
+        )
 
     @property
     def n_lin(self) -> int:
@@ -574,6 +589,7 @@ class NVARForecaster(eqx.Module):
             f"{type(self).__name__}.forecast",
             self._forecast(fcast_len, self._check_state(res_state)),
             res_state,
+            scale=self.data_scale,
         )
 
     @compiled(host_results=True)  # read by report_divergence
@@ -621,6 +637,7 @@ class NVARForecaster(eqx.Module):
             f"{type(self).__name__}.forecast_from_IC",
             self._forecast_from_IC(fcast_len, seq),
             spinup_data,
+            scale=self.data_scale,
         )
 
 
@@ -768,7 +785,16 @@ def _train(
     if standardize:
         wout = _raw_weights(model, wout, mu, sigma)
     wout = wout.astype(model.dtype)
-    model = eqx.tree_at(lambda m: m.wout, model, wout)
+    # the scale forecasts are judged against: the largest finite magnitude
+    # of each dimension's clean training targets (samples, in data units)
+    scale = jnp.abs(targets.reshape(-1, targets.shape[-1])).astype(model.dtype)
+    scale = jnp.max(jnp.where(jnp.isfinite(scale), scale, 0.0), axis=0, initial=0.0)
+    model = eqx.tree_at(
+        lambda m: (m.wout, m.data_scale),
+        model,
+        (wout, scale),
+        is_leaf=lambda x: x is None,
+    )
     if return_states:
         states = jax.vmap(lambda f: _sliding_windows(f, w))(clean)
     else:
