@@ -32,10 +32,11 @@ from orc._validation import (
 )
 from orc.forecaster import CESNForecaster, train_CESNForecaster
 
-#: seconds a subprocess of these tests may take: each takes 5-20 s of CPU
-#: (mostly compiling), a few times that on a loaded machine; a hang (the bug
-#: coming back) fails its test when it runs out
-TIMEOUT = 180
+#: seconds the one subprocess of these tests may take: it runs every case
+#: below (~30-60 s of CPU, mostly compiling; a few times that on a loaded
+#: machine); a hang (the bug coming back) fails the tests whose cases had not
+#: finished when it runs out
+TIMEOUT = 600
 
 # the subprocess's set-up: the suite's JAX settings, data and a small CESN
 _PRELUDE = """
@@ -52,6 +53,7 @@ from orc.forecaster import CESNForecaster, train_CESNForecaster
 t = np.arange(200) * 0.01
 U = np.stack([np.sin(t), np.cos(2 * t), np.sin(3 * t + 1)], axis=1)
 model = CESNForecaster(3, 20, seed=0)
+PREFIX = ""
 
 def bad(u, row, col=1, value=np.nan):
     u = np.array(u)
@@ -61,6 +63,7 @@ def bad(u, row, col=1, value=np.nan):
 def outcome(case, call):
     # one line per case: the error's class and its line that carries orc's
     # message (a callback's error lists a traceback before it)
+    case = PREFIX + case
     try:
         jax.block_until_ready(call())
         print(case, "RETURNED", "", sep="\\t", flush=True)
@@ -71,35 +74,78 @@ def outcome(case, call):
         print(case, type(err).__name__, line, sep="\\t", flush=True)
 """
 
+#: each test's cases, run in one fresh Python (the ``outcomes`` fixture): one
+#: interpreter start and one compilation of the programs the cases share
+#: (the CESN of 20 nodes on 200 samples) instead of one per test
+_BODIES = {}
 
-def _outcomes(body: str) -> dict[str, tuple[str, str]]:
-    """Run ``_PRELUDE + body`` in a fresh Python; ``{case: (error class, message
-    line)}`` of its ``outcome`` calls. Fails (rather than hangs) past ``TIMEOUT``."""
+
+def _cases(name: str, body: str) -> str:
+    """Register ``body``'s cases under ``name`` (their keys are ``name/case``)."""
+    _BODIES[name] = body
+    return name
+
+
+def _run_all() -> tuple[dict[str, tuple[str, str]], str | None]:
+    """Run ``_PRELUDE`` and every registered body in a fresh Python;
+    ``({"name/case": (error class, message line)}, None)``, or with the
+    cases that finished and why the rest did not (past ``TIMEOUT``: a hang)."""
+    code = _PRELUDE + "".join(
+        f"\nPREFIX = {name + '/'!r}\n{body}"
+        f"print(PREFIX + {_DONE!r}, '', '', sep='\\t', flush=True)\n"
+        for name, body in _BODIES.items()
+    )
+    problem = None
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _PRELUDE + body],
+            [sys.executable, "-c", code],
             capture_output=True,
             text=True,
             timeout=TIMEOUT,
         )
+        out = proc.stdout
+        if proc.returncode != 0:
+            problem = f"the subprocess failed: {proc.stderr[-3000:]}"
     except subprocess.TimeoutExpired as err:
         out = err.stdout or ""
-        done = out.decode() if isinstance(out, bytes) else out
-        pytest.fail(f"still running after {TIMEOUT} s (a hang); finished: {done!r}")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+        out = out.decode() if isinstance(out, bytes) else out
+        problem = f"still running after {TIMEOUT} s (a hang); finished: {out!r}"
     found = {}
-    for line in proc.stdout.splitlines():
+    for line in out.splitlines():
         case, kind, msg = line.split("\t")
         found[case] = (kind, msg)
-    return found
+    return found, problem
+
+
+_DONE = "<every case ran>"
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    """``get(name)``: ``{case: (error class, message line)}`` of the body
+    registered under ``name``; a test whose cases did not all finish fails
+    (rather than hangs)."""
+    found, problem = _run_all()
+
+    def get(name):
+        ours = {
+            key.removeprefix(name + "/"): value
+            for key, value in found.items()
+            if key.startswith(name + "/")
+        }
+        if ours.pop(_DONE, None) is None:  # this body's cases did not all run
+            pytest.fail(problem or f"the cases of {name!r} did not finish")
+        return ours
+
+    return get
 
 
 # --------------------------------------------------------------------------- #
 # (a) non-finite data: refused before the solve
 # --------------------------------------------------------------------------- #
-def test_nonfinite_rows_are_refused_eagerly_naming_the_first_bad_row():
-    found = _outcomes(
-        """
+EAGER = _cases(
+    "eager",
+    """
 outcome("last", lambda: train_CESNForecaster(model, bad(U, -1), t, spinup=50))
 outcome("first", lambda: train_CESNForecaster(model, bad(U, 0), t, spinup=50))
 outcome("middle", lambda: train_CESNForecaster(model, bad(U, 120, 2, np.inf), t))
@@ -111,8 +157,12 @@ outcome("multi", lambda: train_CESNForecaster(
 outcome("target", lambda: train_CESNForecaster(
     model, U[:-1], t, target_seq=bad(U[1:], -1)))
 outcome("warm-up", lambda: model.forecast_from_IC(t[:10], bad(U[:60], -1)))
-"""
-    )
+""",
+)
+
+
+def test_nonfinite_rows_are_refused_eagerly_naming_the_first_bad_row(outcomes):
+    found = outcomes(EAGER)
     hint = "Remove or interpolate missing samples before training."
     rows = {"last": 199, "first": 0, "middle": 120, "two": 40}
     for case, row in rows.items():
@@ -136,17 +186,21 @@ outcome("warm-up", lambda: model.forecast_from_IC(t[:10], bad(U[:60], -1)))
     )
 
 
-def test_nonfinite_training_data_under_filter_jit_ends_with_its_error():
-    # traced data cannot be looked at before the program: the compiled check
-    # names the argument and the solve integrates zeros in its place, so the
-    # program ends and the error is raised (it hung on the last row)
-    found = _outcomes(
-        """
+FILTER_JIT = _cases(
+    "filter_jit",
+    """
 train = eqx.filter_jit(train_CESNForecaster)
 for row in (-1, 0, 120):
     outcome(f"train {row}", lambda: train(model, bad(U, row), t, spinup=50))
-"""
-    )
+""",
+)
+
+
+def test_nonfinite_training_data_under_filter_jit_ends_with_its_error(outcomes):
+    # traced data cannot be looked at before the program: the compiled check
+    # names the argument and the solve integrates zeros in its place, so the
+    # program ends and the error is raised (it hung on the last row)
+    found = outcomes(FILTER_JIT)
     for row in (-1, 0, 120):
         assert found[f"train {row}"][0] == "EquinoxRuntimeError"
         # the same words as the eager refusal, the first bad row included
@@ -157,17 +211,21 @@ for row in (-1, 0, 120):
         )
 
 
-def test_nonfinite_warm_up_data_and_states_end_with_their_error():
-    found = _outcomes(
-        """
+WARM_UP_AND_STATES = _cases(
+    "warm_up_and_states",
+    """
 # an untrained model integrates as a trained one does (its readout is zero)
 ts, r0 = t[:10], jnp.zeros((1, 20))
 fic = eqx.filter_jit(lambda m, u: m.forecast_from_IC(ts, u))
 outcome("warm-up", lambda: fic(model, bad(U[:60], -1)))
 outcome("state", lambda: model.forecast(ts, r0.at[0, 3].set(jnp.nan)))
 outcome("force", lambda: model.force(bad(U[:60], -1), r0, t[:60]))
-"""
-    )
+""",
+)
+
+
+def test_nonfinite_warm_up_data_and_states_end_with_their_error(outcomes):
+    found = outcomes(WARM_UP_AND_STATES)
     assert found["warm-up"][0] == "EquinoxRuntimeError"
     assert (
         "spinup_data contains NaN or inf values (first at row 59)."
@@ -188,9 +246,9 @@ outcome("force", lambda: model.force(bad(U[:60], -1), r0, t[:60]))
 # --------------------------------------------------------------------------- #
 # (b) a step limit on every adaptive solve
 # --------------------------------------------------------------------------- #
-def test_the_step_limit_ends_in_an_error_that_says_what_to_change():
-    found = _outcomes(
-        """
+STEP_LIMIT = _cases(
+    "step_limit",
+    """
 tiny = CESNForecaster(3, 20, seed=0, max_steps=5)
 outcome("train", lambda: train_CESNForecaster(tiny, U, t, spinup=50))
 # a model whose weights hold a NaN (no data check can see it): the default
@@ -198,8 +256,12 @@ outcome("train", lambda: train_CESNForecaster(tiny, U, t, spinup=50))
 nan_w = eqx.tree_at(
     lambda m: m.readout.wout, model, model.readout.wout.at[0, 0, 0].set(jnp.nan))
 outcome("nan weights", lambda: nan_w.forecast(t[:20], jnp.zeros((1, 20))))
-"""
-    )
+""",
+)
+
+
+def test_the_step_limit_ends_in_an_error_that_says_what_to_change(outcomes):
+    found = outcomes(STEP_LIMIT)
     kind, msg = found["train"]
     assert kind == "EquinoxRuntimeError"
     assert "CESNForecaster: the reservoir's ODE solve stopped at max_steps=5" in msg
@@ -224,16 +286,20 @@ def test_the_step_limit_is_one_of_orcs_result_codes():
     assert "ODE solve stopped at max_steps=5" in msg
 
 
-def test_data_systems_end_a_nan_or_blow_up_solve_with_an_error():
-    # a NaN parameter or a trajectory that blows up made the data systems'
-    # adaptive solve (ORC's max_steps=None) retry forever
-    found = _outcomes(
-        """
+DATA_SYSTEMS = _cases(
+    "data_systems",
+    """
 outcome("nan", lambda: orc.data.lorenz63(tN=1.0, dt=0.01, rho=float("nan")))
 outcome("blow-up", lambda: orc.data.lorenz63(
     tN=1.0, dt=0.01, sigma=-10.0, beta=-8.0 / 3.0))
-"""
-    )
+""",
+)
+
+
+def test_data_systems_end_a_nan_or_blow_up_solve_with_an_error(outcomes):
+    # a NaN parameter or a trajectory that blows up made the data systems'
+    # adaptive solve (ORC's max_steps=None) retry forever
+    found = outcomes(DATA_SYSTEMS)
     for case in ("nan", "blow-up"):
         kind, msg = found[case]
         assert kind == "EquinoxRuntimeError", case
