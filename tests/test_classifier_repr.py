@@ -10,6 +10,8 @@ series.
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -29,6 +31,31 @@ from orc.readouts import LinearReadout
 
 RES_DIM = 40
 SPINUP = 4
+MODEL_SPACE_DIM = 12
+
+
+def _model(state_repr):
+    """The float64 classifier of every test below: one size and one set of
+    static options, so that the tests share its compiled programs (the
+    numpy references check the untrained one, the trained one is the same
+    model with its readout fitted)."""
+    return ESNClassifier(
+        3,
+        3,
+        RES_DIM,
+        state_repr=state_repr,
+        embedding_scaling=0.5,
+        model_space_dim=MODEL_SPACE_DIM,
+    )
+
+
+@functools.cache
+def _forcer(dtype):
+    """A model of fixed structure (its representation is static, part of a
+    compiled program's identity) that forces a series through another
+    model's driver and embedding: one force program per dtype and length,
+    not one per representation."""
+    return ESNClassifier(3, 3, RES_DIM, dtype=dtype)
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +66,14 @@ def data():
 
 
 def _states(model, seq):
-    """The driver's states ``(T, res_dim)`` for ``seq`` from the default state."""
-    return np.asarray(model.force(seq, model.driver.default_state()))
+    """The driver's states ``(T, res_dim)`` for ``seq`` from the default state:
+    ``model``'s own driver and embedding, forced by ``force``."""
+    forcer = eqx.tree_at(
+        lambda m: (m.driver, m.embedding),
+        _forcer(model.dtype),
+        (model.driver, model.embedding),
+    )
+    return np.asarray(forcer.force(seq, model.driver.default_state()))
 
 
 def _stats_ref(states, spinup):
@@ -81,7 +114,7 @@ def _reference(model, seq, spinup):
 @pytest.mark.parametrize("state_repr", STATE_REPRS)
 def test_features_match_numpy_reference(data, state_repr):
     (seqs, _), _ = data
-    model = ESNClassifier(3, 3, RES_DIM, state_repr=state_repr, model_space_dim=12)
+    model = _model(state_repr)
     feats = np.asarray(model.features(seqs[5], spinup=SPINUP))
     ref = _reference(model, seqs[5], SPINUP)
     assert feats.shape == (model.feature_dim,) == ref.shape
@@ -151,16 +184,8 @@ def trained(data):
 
     def get(state_repr):
         if state_repr not in cache:
-            clf = ESNClassifier(
-                3,
-                3,
-                60,
-                state_repr=state_repr,
-                embedding_scaling=0.5,
-                model_space_dim=15,
-            )
             cache[state_repr] = train_RCClassifier(
-                clf, seqs, labels, spinup=SPINUP, beta=1e-6
+                _model(state_repr), seqs, labels, spinup=SPINUP, beta=1e-6
             )
         return cache[state_repr]
 
