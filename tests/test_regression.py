@@ -7,6 +7,7 @@ state noise on a regression (it adds ``n σ²`` to the Gram's diagonal).
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -133,9 +134,13 @@ def _dense(layer) -> np.ndarray:
 
 def test_deep_driver_matches_layer_by_layer_update():
     d = DeepESNDriver(25, n_layers=3, coupling_scaling=0.4, seed=2)
-    r = 0.3 * jax.random.normal(jax.random.key(0), (75,))
-    p = 0.2 * jax.random.normal(jax.random.key(1), (25,))
-    out = np.asarray(d.advance(p, r))
+    rng = np.random.default_rng(0)
+    r = jnp.asarray(0.3 * rng.standard_normal(75))
+    p = jnp.asarray(0.2 * rng.standard_normal(25))
+    # one compiled step (called eagerly, each of its operations compiles
+    # its own small program)
+    advance = eqx.filter_jit(lambda d, p, r: d.advance(p, r))
+    out = np.asarray(advance(d, p, r))
     drive, new = np.asarray(p), []
     for i, (layer, ri) in enumerate(
         zip(d.layers, np.split(np.asarray(r), 3), strict=True)
@@ -147,9 +152,9 @@ def test_deep_driver_matches_layer_by_layer_update():
         new.append((1 - a) * ri + a * np.tanh(W @ ri + drive + b))
     np.testing.assert_allclose(out, np.concatenate(new), rtol=1e-12, atol=1e-12)
     # the input reaches the top layer in the same step
-    top = d.advance(p, jnp.zeros(75))[50:]
-    top0 = d.advance(jnp.zeros(25), jnp.zeros(75))[50:]
-    assert float(jnp.max(jnp.abs(top - top0))) > 1e-3
+    top = np.asarray(advance(d, p, jnp.zeros(75)))[50:]
+    top0 = np.asarray(advance(d, jnp.zeros(25), jnp.zeros(75)))[50:]
+    assert np.max(np.abs(top - top0)) > 1e-3
 
 
 def test_deep_forecaster_trains_and_forecasts_lorenz():
@@ -170,12 +175,15 @@ def test_one_layer_deep_forecaster_is_an_esn_of_one_layer():
     deep = DeepESNForecaster(3, 30, n_layers=1, seed=4)
     assert isinstance(deep.driver, DeepESNDriver) and deep.n_layers == 1
     (layer,) = deep.driver.layers
-    r = 0.3 * jax.random.normal(jax.random.key(0), (30,))
-    p = 0.2 * jax.random.normal(jax.random.key(1), (30,))
+    rng = np.random.default_rng(0)
+    rn, pn = 0.3 * rng.standard_normal(30), 0.2 * rng.standard_normal(30)
     a, b = float(layer.leak), float(layer.bias)
-    rn = np.asarray(r)
-    expected = (1 - a) * rn + a * np.tanh(_dense(layer) @ rn + np.asarray(p) + b)
-    np.testing.assert_allclose(np.asarray(deep.driver.advance(p, r)), expected, 1e-12)
+    expected = (1 - a) * rn + a * np.tanh(_dense(layer) @ rn + pn + b)
+    step = eqx.filter_jit(
+        lambda d, p, r: d.advance(p, r)
+    )  # one program, not one per op
+    got = np.asarray(step(deep.driver, jnp.asarray(pn), jnp.asarray(rn)))
+    np.testing.assert_allclose(got, expected, 1e-12)
     u = jnp.asarray(LORENZ[:1200] / 10)
     trained, R = train_RCForecaster(deep, u[:1000], spinup=100)
     assert R.shape == (1000, 30)
@@ -221,8 +229,10 @@ def test_state_noise_acts_like_ridge():
 
 
 def test_input_noise_is_seeded_and_only_perturbs_the_forcing():
-    u = jnp.asarray(LORENZ[:1001] / 10)
-    model = ESNForecaster(3, 30, seed=0)
+    # the model and data of test_state_noise_acts_like_ridge: the clean
+    # training is its program
+    u = jnp.asarray(LORENZ[:4001] / 10)
+    model = ESNForecaster(3, 40, seed=0)
     clean, R0 = train_RCForecaster(model, u)
     a, Ra = train_RCForecaster(model, u, input_noise=0.05, noise_seed=4)
     b, Rb = train_RCForecaster(model, u, input_noise=0.05, noise_seed=4)
