@@ -25,6 +25,28 @@ from orc.forecaster import RCForecasterBase
 
 LORENZ = lorenz_rk4(1400) / 10.0
 
+# The tests' own inputs, reference values and checks are numpy (``_np``,
+# ``_jx``, ``_finite``): an eager jnp operation compiles a program of its own
+# for every shape and dtype, which was most of this file's compilations.
+_RNG_SEED = 0
+
+
+def _np(x):
+    return np.asarray(x)
+
+
+def _jx(x, dtype=None):
+    """A numpy value as a JAX array (a transfer: nothing is compiled)."""
+    return jnp.asarray(np.asarray(x, dtype=dtype))
+
+
+def _normal(shape, dtype, seed=_RNG_SEED):
+    return _jx(np.random.default_rng(seed).standard_normal(shape), dtype)
+
+
+def _finite(x):
+    return bool(np.all(np.isfinite(_np(x))))
+
 
 def _custom_taylor(dtype):
     """A user-built model: Taylor driver + nonlinear readout on the base class."""
@@ -71,10 +93,16 @@ FORECASTERS = {
 
 
 def _series(model, n, offset=0):
+    """``(n, in_dim)`` Lorenz63 samples in the model's dtype, as numpy."""
     x = LORENZ[offset : offset + n]
     if model.in_dim == 6:
         x = np.concatenate([x, -x], axis=1)
-    return jnp.asarray(x, dtype=model.dtype)
+    return x.astype(model.dtype)
+
+
+# One forecast length throughout a test (its checks of jit, vmap, the loop,
+# forecast_from_IC and grad): each distinct length is a compiled program.
+N_FC = 10
 
 
 DTYPES = [jnp.float32, jnp.float64]
@@ -84,7 +112,8 @@ DTYPES = [jnp.float32, jnp.float64]
 @pytest.mark.parametrize("name", list(FORECASTERS))
 def test_forecaster_contract(name, dtype):
     model = FORECASTERS[name](dtype)
-    data1, data2 = _series(model, 400), _series(model, 400, offset=500)
+    x1, x2 = _series(model, 400), _series(model, 400, offset=500)
+    data1, data2 = _jx(x1), _jx(x2)
     tol = 1e-4 if dtype == jnp.float32 else 1e-9
 
     # training compiles once and is reused
@@ -97,13 +126,13 @@ def test_forecaster_contract(name, dtype):
     leaves = jax.tree.leaves(eqx.filter(trained, eqx.is_inexact_array))
     assert all(leaf.dtype == dtype for leaf in leaves)
 
-    r0 = R[-1]
-    out = block(trained.forecast(25, r0))
-    assert out.shape == (25, model.out_dim) and out.dtype == dtype
-    assert bool(jnp.all(jnp.isfinite(out)))
-    r1 = R[-2]
+    Rn = _np(R)
+    r0 = _jx(Rn[-1])
+    out = block(trained.forecast(N_FC, r0))
+    assert out.shape == (N_FC, model.out_dim) and out.dtype == dtype
+    assert _finite(out)
     with count_compiles() as c:
-        block(trained.forecast(25, r1))
+        block(trained.forecast(N_FC, _jx(Rn[-2])))
     assert c["compiles"] == 0, "forecast recompiled"
 
     # jax.jit with the model as an explicit argument
@@ -111,81 +140,95 @@ def test_forecaster_contract(name, dtype):
     def jf(m, n, r):
         return m.forecast(n, r)
 
-    np.testing.assert_allclose(jf(trained, 25, r0), out, rtol=tol, atol=tol)
+    np.testing.assert_allclose(jf(trained, N_FC, r0), out, rtol=tol, atol=tol)
 
     # vmap over a batch of start states equals the loop
-    starts = R[-4:]
-    batched = jax.vmap(lambda r: trained.forecast(10, r))(starts)
-    looped = jnp.stack([trained.forecast(10, r) for r in starts])
+    batched = jax.vmap(lambda r: trained.forecast(N_FC, r))(_jx(Rn[-4:]))
+    looped = np.stack([_np(trained.forecast(N_FC, _jx(r))) for r in Rn[-4:]])
     np.testing.assert_allclose(batched, looped, rtol=tol, atol=tol)
 
     # forecast_from_IC starts from the default state
-    from_ic = trained.forecast_from_IC(10, data1[-50:])
-    states = trained.force(data1[-50:], trained.driver.default_state())
+    warm = _jx(x1[-50:])
+    from_ic = trained.forecast_from_IC(N_FC, warm)
+    states = _np(trained.force(warm, trained.driver.default_state()))
     np.testing.assert_allclose(
-        from_ic, trained.forecast(10, states[-1]), rtol=tol, atol=tol
+        from_ic, trained.forecast(N_FC, _jx(states[-1])), rtol=tol, atol=tol
     )
 
     if dtype == jnp.float64:
-        # grad through the closed loop: directional derivative vs central difference
-        def loss(r):
-            return jnp.sum(trained.forecast(8, r) ** 2)
+        # grad through the closed loop, with respect to the start state and
+        # the trained weights in one call: the start state's directional
+        # derivative vs a central difference, the weights' finite
+        def loss(m, r):
+            return jnp.sum(m.forecast(N_FC, r) ** 2)
 
-        g = jax.grad(loss)(r0)
-        assert bool(jnp.all(jnp.isfinite(g)))
-        v = jax.random.normal(jax.random.key(0), r0.shape, dtype)
-        eps = 1e-6
-        fd = (loss(r0 + eps * v) - loss(r0 - eps * v)) / (2 * eps)
-        np.testing.assert_allclose(jnp.vdot(g, v), fd, rtol=1e-5, atol=1e-7)
-        # and with respect to the trained weights
-        gw = eqx.filter_grad(lambda m: jnp.sum(m.forecast(8, r0) ** 2))(trained)
+        gw, g = eqx.filter_grad(lambda mr: loss(*mr))((trained, r0))
+        assert _finite(g)
         assert all(
-            bool(jnp.all(jnp.isfinite(x)))
-            for x in jax.tree.leaves(eqx.filter(gw, eqx.is_inexact_array))
+            _finite(x) for x in jax.tree.leaves(eqx.filter(gw, eqx.is_inexact_array))
         )
+        v = np.random.default_rng(0).standard_normal(r0.shape)
+        eps = 1e-6
+
+        def loss_np(r):
+            return np.sum(_np(trained.forecast(N_FC, _jx(r))) ** 2)
+
+        fd = (loss_np(Rn[-1] + eps * v) - loss_np(Rn[-1] - eps * v)) / (2 * eps)
+        np.testing.assert_allclose(np.vdot(_np(g), v), fd, rtol=1e-5, atol=1e-7)
 
 
 def test_cesn_contract():
     dt = jnp.float64
     model = orc.forecaster.CESNForecaster(3, 30, max_steps=4096, dtype=dt)
-    t = jnp.arange(300, dtype=dt) * 0.01
-    data = jnp.asarray(LORENZ[:300])
-    data2 = data * 1.01
+    t = _jx(np.arange(300) * 0.01, np.float64)
+    data = _jx(LORENZ[:300])
+    data2 = _jx(LORENZ[:300] * 1.01)
     trained, R = orc.forecaster.train_CESNForecaster(model, data, t)
     assert R.shape == (300, 1, 30)
     with count_compiles() as c:
         block(orc.forecaster.train_CESNForecaster(model, data2, t))
     assert c["compiles"] == 0
-    ts = jnp.arange(20, dtype=dt) * 0.01
-    out = trained.forecast(ts, R[-1])
-    assert out.shape == (20, 3) and bool(jnp.all(jnp.isfinite(out)))
-    np.testing.assert_allclose(out[0], trained.readout.readout(R[-1]), rtol=1e-10)
+    Rn = _np(R)
+    r0 = _jx(Rn[-1])
+    ts = _jx(np.arange(20) * 0.01, np.float64)
+    out = trained.forecast(ts, r0)
+    assert out.shape == (20, 3) and _finite(out)
+    np.testing.assert_allclose(out[0], trained.readout.readout(r0), rtol=1e-10)
     jf = jax.jit(lambda m, ts, r: m.forecast(ts, r))
-    np.testing.assert_allclose(jf(trained, ts, R[-1]), out, rtol=1e-9, atol=1e-9)
-    g = jax.grad(lambda r: jnp.sum(trained.forecast(ts, r) ** 2))(R[-1])
-    assert bool(jnp.all(jnp.isfinite(g)))
-    batched = jax.vmap(lambda r: trained.forecast(ts, r))(R[-3:])
+    np.testing.assert_allclose(jf(trained, ts, r0), out, rtol=1e-9, atol=1e-9)
+    g = jax.grad(lambda r: jnp.sum(trained.forecast(ts, r) ** 2))(r0)
+    assert _finite(g)
+    batched = jax.vmap(lambda r: trained.forecast(ts, r))(_jx(Rn[-3:]))
     np.testing.assert_allclose(
-        batched[1], trained.forecast(ts, R[-2]), rtol=1e-8, atol=1e-9
+        batched[1], trained.forecast(ts, _jx(Rn[-2])), rtol=1e-8, atol=1e-9
     )
+
+
+@functools.cache
+def _sinusoids():
+    """The classification data, drawn once (eager draws compile per call)."""
+    seqs, labels = noisy_sinusoids(jax.random.key(0), 6, seq_len=60)
+    return np.asarray(seqs), labels
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 @pytest.mark.parametrize("state_repr", ["final", "mean"])
 def test_classifier_contract(dtype, state_repr):
-    seqs, labels = noisy_sinusoids(jax.random.key(0), 6, seq_len=60)
-    seqs = seqs.astype(dtype)
+    seqs_np, labels = _sinusoids()
+    seqs_np = seqs_np.astype(dtype)
+    seqs = _jx(seqs_np)
     clf = orc.classifier.ESNClassifier(3, 3, 50, dtype=dtype, state_repr=state_repr)
     trained = block(orc.classifier.train_RCClassifier(clf, seqs, labels, spinup=5))
-    seqs2 = seqs * 1.01
+    seqs2 = _jx(seqs_np * dtype(1.01))
     with count_compiles() as c:
         block(orc.classifier.train_RCClassifier(clf, seqs2, labels, spinup=5))
     assert c["compiles"] == 0
-    p = trained.classify(seqs[0])
+    s0, s1, s3 = (_jx(seqs_np[i]) for i in (0, 1, 3))
+    p = trained.classify(s0)
     assert p.shape == (3,) and p.dtype == dtype
-    np.testing.assert_allclose(jnp.sum(p), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(np.sum(_np(p)), 1.0, rtol=1e-5)
     with count_compiles() as c:
-        block(trained.classify(seqs[1]))
+        block(trained.classify(s1))
     assert c["compiles"] == 0
     probs = jax.vmap(trained.classify)(seqs)
     # float32: the batched and the single run round the states differently
@@ -193,56 +236,61 @@ def test_classifier_contract(dtype, state_repr):
     # interpolates (|W| ~ 770, the same weights as float64's since the fit
     # keeps float64 accuracy), so outputs agree to ~1e-4, not 1e-7.
     tol = 1e-3 if dtype == jnp.float32 else 1e-12
-    np.testing.assert_allclose(probs[3], trained.classify(seqs[3]), rtol=tol, atol=tol)
+    np.testing.assert_allclose(probs[3], trained.classify(s3), rtol=tol, atol=tol)
     jc = jax.jit(lambda m, s: m.classify(s))
-    np.testing.assert_allclose(jc(trained, seqs[0]), p, rtol=tol, atol=tol)
+    np.testing.assert_allclose(jc(trained, s0), p, rtol=tol, atol=tol)
     if dtype == jnp.float64:
-        g = jax.grad(lambda s: trained.classify(s)[0])(seqs[0])
-        assert bool(jnp.all(jnp.isfinite(g)))
+        g = jax.grad(lambda s: trained.classify(s)[0])(s0)
+        assert _finite(g)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 def test_controller_contract(dtype):
-    key = jax.random.key(1)
-    u = 0.3 * jax.random.normal(key, (300, 1), dtype)
-    A = jnp.array([[0.95, 0.1], [-0.1, 0.95]], dtype)
-    B = jnp.array([[0.1], [0.0]], dtype)
-
-    def step(x, c):
-        x = A @ x + B @ c
-        return x, x
-
-    y = jax.lax.scan(step, jnp.zeros(2, dtype), u)[1]
+    # the plant and its data in numpy: a stable linear system driven by noise
+    u = 0.3 * np.random.default_rng(1).standard_normal((300, 1))
+    A = np.array([[0.95, 0.1], [-0.1, 0.95]])
+    B = np.array([[0.1], [0.0]])
+    y = np.empty((300, 2))
+    x = np.zeros(2)
+    for k in range(300):
+        x = A @ x + B @ u[k]
+        y[k] = x
+    y, u = y.astype(dtype), u.astype(dtype)
     ctrl = orc.control.ESNController(2, 1, 50, dtype=dtype)
-    trained, R = block(orc.control.train_RCController(ctrl, y[:-1], u[1:]))
+    trained, R = block(orc.control.train_RCController(ctrl, _jx(y[:-1]), _jx(u[1:])))
     assert R.shape == (299, 50) and R.dtype == dtype
-    y2, u2 = 1.01 * y[:-1], u[1:]
     with count_compiles() as c:
-        block(orc.control.train_RCController(ctrl, y2, u2))
+        block(orc.control.train_RCController(ctrl, _jx(1.01 * y[:-1]), _jx(u[1:])))
     assert c["compiles"] == 0
-    cs = jnp.zeros((20, 1), dtype)
-    out = trained.apply_control(cs, R[-1])
+    r0 = _jx(_np(R)[-1])
+    cs_np = np.zeros((20, 1), dtype)
+    cs = _jx(cs_np)
+    out = trained.apply_control(cs, r0)
     assert out.shape == (20, 2) and out.dtype == dtype
     jf = jax.jit(lambda m, c, r: m.apply_control(c, r))
     tol = 1e-5 if dtype == jnp.float32 else 1e-12
-    np.testing.assert_allclose(jf(trained, cs, R[-1]), out, rtol=tol, atol=tol)
-    batched = jax.vmap(lambda c: trained.apply_control(c, R[-1]))(
-        jnp.stack([cs, cs + 0.1])
+    np.testing.assert_allclose(jf(trained, cs, r0), out, rtol=tol, atol=tol)
+    batched = jax.vmap(lambda c: trained.apply_control(c, r0))(
+        _jx(np.stack([cs_np, cs_np + dtype(0.1)]))
     )
     np.testing.assert_allclose(
-        batched[1], trained.apply_control(cs + 0.1, R[-1]), rtol=tol, atol=tol
+        batched[1],
+        trained.apply_control(_jx(cs_np + dtype(0.1)), r0),
+        rtol=tol,
+        atol=tol,
     )
     if dtype == jnp.float64:
-        ref = jnp.ones((20, 2), dtype)
+        ref = _jx(np.ones((20, 2), dtype))
 
         def pen(c):
-            return trained.compute_penalty(c, R[-1], ref)
+            return trained.compute_penalty(c, r0, ref)
 
-        g = jax.grad(pen)(cs + 0.05)
-        v = jax.random.normal(jax.random.key(2), cs.shape, dtype)
+        c0 = cs_np + 0.05
+        g = jax.grad(pen)(_jx(c0))
+        v = np.random.default_rng(2).standard_normal(cs_np.shape)
         eps = 1e-6
-        fd = (pen(cs + 0.05 + eps * v) - pen(cs + 0.05 - eps * v)) / (2 * eps)
-        np.testing.assert_allclose(jnp.vdot(g, v), fd, rtol=1e-6)
+        fd = (float(pen(_jx(c0 + eps * v))) - float(pen(_jx(c0 - eps * v)))) / (2 * eps)
+        np.testing.assert_allclose(np.vdot(_np(g), v), fd, rtol=1e-6)
 
 
 # ----------------------------------------------------------------- components
@@ -281,22 +329,27 @@ def test_driver_contract(name, dtype):
     # the drive has the first layer's size for stacked drivers
     p_shape = (d.sizes[0],) if isinstance(d, drivers.StackedDriver) else shape
     assert d.default_state().dtype == dtype
-    p = 0.1 * jax.random.normal(jax.random.key(0), p_shape, dtype)
-    r = 0.1 * jax.random.normal(jax.random.key(1), shape, dtype)
+    p_np = (0.1 * np.random.default_rng(0).standard_normal(p_shape)).astype(dtype)
+    r_np = (0.1 * np.random.default_rng(1).standard_normal(shape)).astype(dtype)
+    p, r = _jx(p_np), _jx(r_np)
     out = d.advance(p, r)
-    assert (
-        out.shape == shape and out.dtype == dtype and bool(jnp.all(jnp.isfinite(out)))
-    )
+    assert out.shape == shape and out.dtype == dtype and _finite(out)
     np.testing.assert_allclose(
         jax.jit(lambda d, p, r: d.advance(p, r))(d, p, r), out, rtol=1e-5
     )
-    batch = jax.vmap(d.advance)(jnp.stack([p, 2 * p]), jnp.stack([r, r]))
-    np.testing.assert_allclose(batch[1], d.advance(2 * p, r), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(
-        d(jnp.stack([p, 2 * p]), jnp.stack([r, r])), batch, rtol=1e-6
+    ps, rs = _jx(np.stack([p_np, 2 * p_np])), _jx(np.stack([r_np, r_np]))
+    # vmap and grad are traced inside one jax.jit each: run eagerly they
+    # compile every primitive of the driver (and of its derivative) as a
+    # program of its own; the transformations are the same
+    batch = jax.jit(jax.vmap(lambda d, p, r: d.advance(p, r), in_axes=(None, 0, 0)))(
+        d, ps, rs
     )
-    g = jax.grad(lambda r: jnp.sum(d.advance(p, r)))(r)
-    assert g.dtype == dtype and bool(jnp.all(jnp.isfinite(g)))
+    np.testing.assert_allclose(
+        batch[1], d.advance(_jx(2 * p_np), r), rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(d(ps, rs), batch, rtol=1e-6)
+    g = jax.jit(jax.grad(lambda r, d: jnp.sum(d.advance(p, r))))(r, d)
+    assert g.dtype == dtype and _finite(g)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
@@ -316,12 +369,12 @@ def test_embedding_and_readout_contract(dtype):
             (3, 20),
         ),
     ]
-    u = jnp.arange(4, dtype=dtype) / 4
+    u_np = (np.arange(4) / 4).astype(dtype)
+    u, seq, u2 = _jx(u_np), _jx(np.stack([u_np, 2 * u_np])), _jx(2 * u_np)
     for emb, shape in items:
         out = emb.embed(u)
         assert out.shape == shape and out.dtype == dtype
-        seq = jnp.stack([u, 2 * u])
-        np.testing.assert_allclose(emb(seq)[1], emb.embed(2 * u), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(emb(seq)[1], emb.embed(u2), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(
             jax.jit(lambda e, x: e.embed(x))(emb, u), out, rtol=1e-6
         )
@@ -334,11 +387,12 @@ def test_embedding_and_readout_contract(dtype):
         (readouts.EnsembleLinearReadout(4, 20, chunks=3, dtype=dtype), (3, 20)),
     ]
     for ro, shape in outs:
-        ro = ro.set_wout(jax.random.normal(jax.random.key(0), ro.wout.shape, dtype))
-        r = jax.random.normal(jax.random.key(1), shape, dtype)
+        ro = ro.set_wout(_normal(ro.wout.shape, dtype, seed=0))
+        r_np = np.random.default_rng(1).standard_normal(shape).astype(dtype)
+        r = _jx(r_np)
         y = ro.readout(r)
         assert y.shape == (4,) and y.dtype == dtype
-        np.testing.assert_allclose(ro(jnp.stack([r, r]))[0], y, rtol=1e-5)
+        np.testing.assert_allclose(ro(_jx(np.stack([r_np, r_np])))[0], y, rtol=1e-5)
         np.testing.assert_allclose(
             jax.jit(lambda m, x: m.readout(x))(ro, r), y, rtol=1e-5
         )
@@ -352,11 +406,13 @@ def test_regressor_contract(dtype, n_layers):
     model = ESNRegressor(
         2, 1, 30, n_layers=n_layers, input_passthrough=True, dtype=dtype, seed=1
     )
-    x = jnp.asarray(LORENZ[:400, :2], dtype)
-    y = jnp.asarray(LORENZ[:400, 2:], dtype)
+    x_np = LORENZ[:400, :2].astype(dtype)
+    x = _jx(x_np)
+    y = _jx(LORENZ[:400, 2:], dtype)
     tol = 1e-4 if dtype == jnp.float32 else 1e-9
     trained, last = block(train_RCRegressor(model, x, y, spinup=20))
-    x2 = block(2 * x)
+    x2_np = 2 * x_np
+    x2 = _jx(x2_np)
     with count_compiles() as c:
         block(train_RCRegressor(model, x2, y, spinup=20))
     assert c["compiles"] == 0, f"training recompiled {c}"
@@ -364,23 +420,28 @@ def test_regressor_contract(dtype, n_layers):
     assert all(leaf.dtype == dtype for leaf in leaves)
     assert last.shape == model.driver.default_state().shape
 
-    out = block(trained.predict(x[:50]))
+    xa, xb = _jx(x_np[:50]), _jx(x_np[50:100])
+    out = block(trained.predict(xa))
     assert out.shape == (50, 1) and out.dtype == dtype
     with count_compiles() as c:
-        block(trained.predict(x2[:50]))
+        block(trained.predict(_jx(x2_np[:50])))
     assert c["compiles"] == 0, "predict recompiled"
-    jitted = jax.jit(lambda m, u: m.predict(u))(trained, x[:50])
+    jitted = jax.jit(lambda m, u: m.predict(u))(trained, xa)
     np.testing.assert_allclose(jitted, out, rtol=tol, atol=tol)
-    batch = jax.vmap(trained.predict)(jnp.stack([x[:50], x[50:100]]))
-    np.testing.assert_allclose(batch[1], trained.predict(x[50:100]), rtol=tol, atol=tol)
+    batch = jax.vmap(trained.predict)(_jx(np.stack([x_np[:50], x_np[50:100]])))
+    np.testing.assert_allclose(batch[1], trained.predict(xb), rtol=tol, atol=tol)
     if dtype == jnp.float64:
-
+        # the gradient's forward length is the same 50 samples as predict's
+        # (one compiled predict program for the finite differences)
         def loss(u):
             return jnp.sum(trained.predict(u) ** 2)
 
-        u0 = x[:20]
-        g = jax.grad(loss)(u0)
-        v = jax.random.normal(jax.random.key(0), u0.shape, dtype)
+        def loss_np(u):
+            return float(np.sum(_np(trained.predict(_jx(u))) ** 2))
+
+        u0 = x_np[:50]
+        g = jax.grad(loss)(_jx(u0))
+        v = np.random.default_rng(0).standard_normal(u0.shape)
         eps = 1e-6
-        fd = (loss(u0 + eps * v) - loss(u0 - eps * v)) / (2 * eps)
-        np.testing.assert_allclose(jnp.vdot(g, v), fd, rtol=1e-5, atol=1e-7)
+        fd = (loss_np(u0 + eps * v) - loss_np(u0 - eps * v)) / (2 * eps)
+        np.testing.assert_allclose(np.vdot(_np(g), v), fd, rtol=1e-5, atol=1e-7)
