@@ -12,6 +12,7 @@ was kept have no scale (``None``) and keep the earlier rule.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import struct
@@ -29,14 +30,11 @@ from orc.readouts import LinearReadout
 
 DT = 0.01
 T = np.arange(1200) * DT
-SINES = jnp.asarray(
-    np.stack([np.sin(T), 2 * np.cos(1.3 * T), 0.5 * np.sin(0.7 * T + 1)], axis=1)
-)
+# numpy data (the library converts it): slicing it compiles nothing
+SINES = np.stack([np.sin(T), 2 * np.cos(1.3 * T), 0.5 * np.sin(0.7 * T + 1)], axis=1)
 # x' = -diag(5, 10, 20) x from (1, -2, 3): decays to ~1e-5 of its start by
 # row 250 and to ~1e-43 by the end of the training window
-DECAY = jnp.asarray(
-    np.array([1.0, -2.0, 3.0]) * np.exp(-np.array([5.0, 10.0, 20.0]) * T[:, None])
-)
+DECAY = np.array([1.0, -2.0, 3.0]) * np.exp(-np.array([5.0, 10.0, 20.0]) * T[:, None])
 
 DISCRETE = {
     "esn": lambda: F.ESNForecaster(3, 40, seed=0),
@@ -45,9 +43,18 @@ DISCRETE = {
     "deep": lambda: F.DeepESNForecaster(3, 40, n_layers=2, seed=0),
 }
 FAMILIES = [*DISCRETE, "cesn"]
+# Forecast lengths: every short forecast (at most ten steps, which the old
+# rule could not judge) is SHORT steps and every long one LONG, so that each
+# family compiles one program per entry point and length (its CESN programs
+# are the most expensive to compile).
+SHORT, LONG = 3, 200
 
 
-def _train(family, data, n=1000):
+@functools.cache
+def _train(family, data_name, n=1000):
+    """The trained model and states, one training per family and data set
+    (the models are immutable: the tests share them)."""
+    data = {"sines": SINES, "decay": DECAY}[data_name]
     if family == "cesn":
         ts = jnp.asarray(T[:n])
         return F.train_CESNForecaster(F.CESNForecaster(3, 40, seed=0), data[:n], ts)
@@ -81,7 +88,7 @@ def test_training_keeps_each_outputs_largest_target_magnitude(family):
         DISCRETE.get(family, lambda: F.CESNForecaster(3, 40))().readout.data_scale
         is None
     )
-    model, _ = _train(family, SINES)
+    model, _ = _train(family, "sines")
     expected = np.abs(np.asarray(SINES[1:1000])).max(axis=0)  # the targets
     np.testing.assert_allclose(np.asarray(model.readout.data_scale), expected, rtol=0)
 
@@ -93,7 +100,7 @@ def test_explicit_and_multi_sequence_targets_give_the_scale():
     np.testing.assert_allclose(
         np.asarray(model.readout.data_scale), np.abs(np.asarray(target)).max(axis=0)
     )
-    multi = jnp.stack([SINES[:400], 4.0 * SINES[400:800]])
+    multi = np.stack([SINES[:400], 4.0 * SINES[400:800]])
     model, _ = F.train_RCForecaster(esn, multi, multi_sequence=True)
     expected = np.abs(np.asarray(multi[:, 1:])).reshape(-1, 3).max(axis=0)
     np.testing.assert_allclose(np.asarray(model.readout.data_scale), expected)
@@ -101,30 +108,30 @@ def test_explicit_and_multi_sequence_targets_give_the_scale():
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_readout_scaled_by_1e6_warns_from_the_first_step_of_a_short_forecast(family):
-    model, states = _train(family, SINES)
+    model, states = _train(family, "sines")
     wild = eqx.tree_at(lambda m: m.readout.wout, model, model.readout.wout * 1e6)
     # three steps: the old rule (the forecast's own first ten steps) could not
     # see it; the training data's scale (at most 2) is 1e5 times below
-    found = _divergence_warnings(lambda: _forecast(family, wild, 3, states[-1]))
+    found = _divergence_warnings(lambda: _forecast(family, wild, SHORT, states[-1]))
     assert len(found) == 1
-    assert "the forecast diverged at step 0 of 3" in found[0]
+    assert f"the forecast diverged at step 0 of {SHORT}" in found[0]
     assert "times the scale of the training data" in found[0]
     found = _divergence_warnings(
-        lambda: _forecast_from_IC(family, wild, 5, SINES[1000:1100])
+        lambda: _forecast_from_IC(family, wild, SHORT, SINES[1000:1100])
     )
-    assert len(found) == 1 and "at step 0 of 5" in found[0]
+    assert len(found) == 1 and f"at step 0 of {SHORT}" in found[0]
     # the trained model itself is silent
-    assert not _divergence_warnings(lambda: _forecast(family, model, 3, states[-1]))
+    assert not _divergence_warnings(lambda: _forecast(family, model, SHORT, states[-1]))
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_forecasts_of_decaying_data_never_warn(family):
-    model, states = _train(family, DECAY)
+    model, states = _train(family, "decay")
     scale = np.abs(np.asarray(DECAY[1:1000])).max(axis=0)
     warm = DECAY[900:1000]  # the data's end: ~1e-20 of its start
     for call in (
-        lambda: _forecast(family, model, 200, states[-1]),
-        lambda: _forecast_from_IC(family, model, 200, warm),
+        lambda: _forecast(family, model, LONG, states[-1]),
+        lambda: _forecast_from_IC(family, model, LONG, warm),
     ):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -137,19 +144,19 @@ def test_forecasts_of_decaying_data_never_warn(family):
 def test_the_old_rule_flagged_the_decaying_forecast():
     # what the scale fixes: judged against its decayed warm-up data, the
     # same forecast is "diverged" (the model without its scale)
-    model, _ = _train("esn", DECAY)
+    model, _ = _train("esn", "decay")
     blind = model.set_readout(model.readout.with_data_scale(None))
     warm = DECAY[900:1000]
-    found = _divergence_warnings(lambda: blind.forecast_from_IC(200, warm))
+    found = _divergence_warnings(lambda: blind.forecast_from_IC(LONG, warm))
     assert found and "the scale it started from" in found[0]
-    assert not _divergence_warnings(lambda: model.forecast_from_IC(200, warm))
+    assert not _divergence_warnings(lambda: model.forecast_from_IC(LONG, warm))
 
 
 def test_each_output_is_judged_against_its_own_scale():
-    model, states = _train("esn", SINES)  # output scales ~1, 2, 0.5
+    model, states = _train("esn", "sines")  # output scales ~1, 2, 0.5
     wout = model.readout.wout.at[:, 2].multiply(40.0)  # output 2 only, ~20
     wild = eqx.tree_at(lambda m: m.readout.wout, model, wout)
-    found = _divergence_warnings(lambda: wild.forecast(3, states[-1]))
+    found = _divergence_warnings(lambda: wild.forecast(SHORT, states[-1]))
     assert len(found) == 1 and "in output 2" in found[0]
 
 
@@ -157,11 +164,11 @@ def test_unknown_scale_keeps_the_earlier_rule():
     # an untrained-then-hand-set readout: judged by the forecast's start
     model = F.ESNForecaster(3, 40, seed=0)
     assert model.readout.data_scale is None
-    trained, states = _train("esn", SINES)
+    trained, states = _train("esn", "sines")
     hand_set = model.set_readout(LinearReadout(3, 40).set_wout(trained.readout.wout))
     assert hand_set.readout.data_scale is None
     wild = eqx.tree_at(lambda m: m.readout.wout, hand_set, hand_set.readout.wout * 1e6)
-    assert not _divergence_warnings(lambda: wild.forecast(3, states[-1]))
+    assert not _divergence_warnings(lambda: wild.forecast(SHORT, states[-1]))
 
 
 def test_data_scale_values_are_checked():
@@ -187,7 +194,7 @@ def _rewrite_header(path, edit):
 
 
 def test_the_scale_is_saved_and_files_without_it_still_load(tmp_path):
-    model, states = _train("esn", SINES)
+    model, states = _train("esn", "sines")
     back = orc.load(orc.save(tmp_path / "m.orc", model))
     np.testing.assert_array_equal(
         np.asarray(back.readout.data_scale), np.asarray(model.readout.data_scale)
@@ -209,8 +216,8 @@ def test_the_scale_is_saved_and_files_without_it_still_load(tmp_path):
         np.asarray(loaded.readout.wout), np.asarray(model.readout.wout)
     )
     np.testing.assert_array_equal(
-        np.asarray(loaded.forecast(20, states[-1])),
-        np.asarray(model.forecast(20, states[-1])),
+        np.asarray(loaded.forecast(SHORT, states[-1])),
+        np.asarray(model.forecast(SHORT, states[-1])),
     )
     # an edited scale is refused like any value no training gives
     bad = orc.save(tmp_path / "bad.orc", model)
