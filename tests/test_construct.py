@@ -23,9 +23,12 @@ from orc._construct import (
 from orc._matrix import nonzeros_per_row
 from orc.utils.numerics import spectral_radius_np
 
+# reservoir_bank and spectral_radius are jitted themselves; the tests call
+# them directly, so that tests of one size share its compiled program, and
+# bank_jit (a user's jax.jit with the static arguments the docstring names)
+# where a test builds a program of its own anyway (dense method, float32)
 STATIC = ("n", "density", "chunks", "dtype", "method")
 bank_jit = jax.jit(reservoir_bank, static_argnames=STATIC)
-radius_jit = jax.jit(spectral_radius, static_argnames=("method", "krylov_dim"))
 
 
 def _dense_np(values, columns):
@@ -48,7 +51,14 @@ def _random_ell(seed, n, k):
 
 
 def test_distinct_columns_rows_are_distinct_and_in_range():
-    for n_rows, n_cols, k in [(300, 50, 7), (100, 10, 10), (64, 1, 1), (200, 1000, 40)]:
+    # k < n_cols < n_rows (the size of the marginals test: its program),
+    # k == n_cols, one column, n_cols > n_rows (the size of the jit/vmap test)
+    for n_rows, n_cols, k in [
+        (20000, 50, 7),
+        (100, 10, 10),
+        (64, 1, 1),
+        (200, 1000, 40),
+    ]:
         cols = np.asarray(distinct_columns(jax.random.key(1), n_rows, n_cols, k))
         assert cols.shape == (n_rows, k) and cols.dtype == np.int32
         assert cols.min() >= 0 and cols.max() < n_cols
@@ -81,17 +91,21 @@ def test_distinct_columns_subsets_uniform():
 
 
 def test_distinct_columns_jit_vmap():
+    # distinct_columns is jitted (sizes static): the loop runs the program of
+    # test_distinct_columns_rows_are_distinct_and_in_range's last size, the
+    # vmap the batched one
     keys = jax.random.split(jax.random.key(4), 3)
-    f = jax.jit(distinct_columns, static_argnums=(1, 2, 3))
-    batch = jax.vmap(lambda k: distinct_columns(k, 40, 30, 6))(keys)
+    batch = jax.vmap(lambda k: distinct_columns(k, 200, 1000, 40))(keys)
     for i in range(3):
-        np.testing.assert_array_equal(batch[i], f(keys[i], 40, 30, 6))
+        np.testing.assert_array_equal(
+            batch[i], distinct_columns(keys[i], 200, 1000, 40)
+        )
     assert not np.array_equal(batch[0], batch[1])
 
 
 @pytest.mark.parametrize("n, density", [(50, 0.1), (400, 0.02)])
 def test_bank_spectral_radius_matches_numpy(n, density):
-    values, columns = bank_jit(jax.random.key(n), n, density, 0.85, chunks=3)
+    values, columns = reservoir_bank(jax.random.key(n), n, density, 0.85, chunks=3)
     k = nonzeros_per_row(n, density)
     assert values.shape == columns.shape == (3, n, k)
     assert values.dtype == jnp.float64 and columns.dtype == jnp.int32
@@ -124,7 +138,7 @@ def test_bank_vmapped_spectral_radii():
 def test_bank_is_the_unscaled_draw_scaled():
     n, density = 400, 0.02  # the program of test_bank_spectral_radius_matches_numpy
     raw, raw_cols = unscaled_bank(jax.random.key(7), n, density, chunks=3)
-    values, columns = bank_jit(jax.random.key(7), n, density, 0.7, chunks=3)
+    values, columns = reservoir_bank(jax.random.key(7), n, density, 0.7, chunks=3)
     np.testing.assert_array_equal(columns, raw_cols)
     for c in range(3):
         factor = 0.7 / _radius_np(raw[c], raw_cols[c])
@@ -141,14 +155,16 @@ def test_unscaled_values_standard_normal():
     assert abs(np.mean(np.abs(x) < 1) - 0.6826894921) < 6 * 0.47 * se
 
 
-@pytest.mark.parametrize("n, k", [(30, 3), (120, 4), (200, 10)])
+# n below the Krylov dimension (200) and at it (each size compiles its own
+# Arnoldi and dense programs; a third size in between showed nothing new)
+@pytest.mark.parametrize("n, k", [(30, 3), (200, 10)])
 def test_arnoldi_exact_for_small_n(n, k):
     values, columns = _random_ell(n, n, k)
     reference = _radius_np(values, columns)
-    est = radius_jit(jnp.asarray(values), jnp.asarray(columns))
+    est = spectral_radius(jnp.asarray(values), jnp.asarray(columns))
     assert float(est) == pytest.approx(reference, rel=1e-8)
     assert float(est) == pytest.approx(spectral_radius_np(values, columns), rel=1e-8)
-    dense = radius_jit(jnp.asarray(values), jnp.asarray(columns), method="dense")
+    dense = spectral_radius(jnp.asarray(values), jnp.asarray(columns), method="dense")
     assert float(dense) == pytest.approx(reference, rel=1e-10)
 
 
@@ -156,11 +172,14 @@ def test_arnoldi_large_n():
     # n = 1000 at density 0.02: measured errors 1e-11 .. 1e-8 with 200 steps
     values, columns = _random_ell(11, 1000, 20)
     reference = _radius_np(values, columns)
-    est = float(radius_jit(jnp.asarray(values), jnp.asarray(columns)))
+    est = float(spectral_radius(jnp.asarray(values), jnp.asarray(columns)))
     assert est == pytest.approx(reference, rel=1e-6)
     assert est == pytest.approx(spectral_radius_np(values, columns), rel=1e-6)
-    # a Krylov space as large as the matrix is exact
-    full = float(radius_jit(jnp.asarray(values), jnp.asarray(columns), krylov_dim=1000))
+    # a Krylov space as large as the matrix is exact (m * n >= 400000: the
+    # only case here of the blocked orthogonalisation, hence n = 1000)
+    full = float(
+        spectral_radius(jnp.asarray(values), jnp.asarray(columns), krylov_dim=1000)
+    )
     assert full == pytest.approx(reference, rel=1e-11)
 
 
@@ -181,8 +200,8 @@ def test_arnoldi_breakdown_gives_no_nan():
 def test_vmap_equals_loop_bit_for_bit():
     keys = jax.random.split(jax.random.key(9), 4)
 
-    def build(k):
-        return reservoir_bank(k, 80, 0.05, 0.9, chunks=2)
+    def build(k):  # the size of test_bank_spectral_radius_matches_numpy[50-0.1]
+        return reservoir_bank(k, 50, 0.1, 0.9, chunks=3)
 
     # reservoir_bank is itself jitted: the loop runs its compiled program, the
     # vmap the batched one
@@ -217,14 +236,15 @@ def test_nilpotent_is_reported():
     values = jnp.asarray(np.r_[np.ones(n - 1), 0.0][:, None])
     rho = spectral_radius(values, columns, method="dense")
     assert float(rho) == 0.0
+    scale = jax.jit(_scale_to_radius)  # one program for the three calls
     with pytest.raises(Exception, match="nilpotent"):
-        jax.jit(_scale_to_radius)(values, rho, 0.9).block_until_ready()
+        scale(values, rho, 0.9).block_until_ready()
     # an all-zero matrix breaks the Arnoldi iteration down at once: radius 0
     zero = spectral_radius(jnp.zeros((n, 1)), columns)
     assert float(zero) == 0.0
     with pytest.raises(Exception, match="nilpotent"):
-        _scale_to_radius(jnp.zeros((n, 1)), zero, 0.9).block_until_ready()
-    ok = _scale_to_radius(values, jnp.asarray(2.0), 0.9)
+        scale(jnp.zeros((n, 1)), zero, 0.9).block_until_ready()
+    ok = scale(values, jnp.asarray(2.0), 0.9)
     np.testing.assert_allclose(ok, np.asarray(values) * 0.45)
 
 
@@ -254,10 +274,8 @@ def test_flat_draw_equals_the_shaped_draw(partitionable):
     # numbers for the shape, in both of jax's threefry bit layouts
     from orc._random import flat_draw
 
-    key = jax.random.key(7)
-    top = jnp.arange(40, 47) + 1
-    with jax.threefry_partitionable(partitionable):
-        cases = [
+    def draws(key, top):  # one compiled program for the six draws
+        return [
             (
                 jax.random.normal(key, (30, 7)),
                 flat_draw(jax.random.normal, key, (30, 7)),
@@ -278,6 +296,9 @@ def test_flat_draw_equals_the_shaped_draw(partitionable):
                 ),
             ),
         ]
+
+    with jax.threefry_partitionable(partitionable):
+        cases = jax.jit(draws)(jax.random.key(7), jnp.arange(40, 47) + 1)
     for shaped, flat in cases:
         assert flat.shape == shaped.shape and flat.dtype == shaped.dtype
         np.testing.assert_array_equal(np.asarray(flat), np.asarray(shaped))

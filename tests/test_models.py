@@ -155,7 +155,8 @@ def test_classifier_accuracy():
     for repr_ in ("final", "mean"):
         clf = orc.classifier.ESNClassifier(3, 3, 300, state_repr=repr_, seed=0)
         clf = orc.classifier.train_RCClassifier(clf, train, labels, spinup=10)
-        probs = jax.vmap(lambda s, c=clf: c.classify(s, spinup=10))(test)
+        # jitted: an eager vmap compiles every operation on its own
+        probs = jax.jit(jax.vmap(lambda s, c=clf: c.classify(s, spinup=10)))(test)
         acc = float(
             jnp.mean(jnp.argmax(probs, axis=1).astype(jnp.int32) == test_labels)
         )
