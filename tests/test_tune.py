@@ -129,6 +129,14 @@ def test_table_csv_and_report(nrmse_search, tmp_path):
     assert curve[-1] == pytest.approx(res.best["score"])
     assert np.all(np.diff(curve) <= 0)  # NRMSE: the best so far only falls
     assert "12 candidates, 12 ok" in repr(res)
+    # a panel per hyperparameter that varied, none for one that did not
+    panels = {a.get_xlabel() for a in res.plot().axes if a.get_visible()}
+    assert panels == {*SPACE, "beta", "candidates tried"}
+    one = [r for r in res.rows if r["beta"] == res.rows[0]["beta"]]
+    fixed_beta = type(res)(one, res.columns, False, None, res.metric, res.log_scaled)
+    panels = {a.get_xlabel() for a in fixed_beta.plot().axes if a.get_visible()}
+    assert panels == {*SPACE, "candidates tried"}
+    plt.close("all")
 
 
 def test_vpt_search_picks_the_longest_valid_time():

@@ -26,6 +26,7 @@ from typing import Any
 
 import jax
 import matplotlib.pyplot as plt
+import matplotlib.ticker as mticker
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -923,7 +924,7 @@ def plot_confusion_matrix(
 
 def plot_search(result, path=None) -> Figure | None:
     """A search's report (:meth:`orc.tune.SearchResult.plot`): the score of
-    every candidate against each searched hyperparameter (log axes for the
+    every candidate against each hyperparameter that varied (log axes for the
     ridge strength and the log-uniform ones; failed candidates as red crosses on
     the lower edge) and the best score so far against the candidates tried.
 
@@ -942,7 +943,13 @@ def plot_search(result, path=None) -> Figure | None:
         "seconds",
     }
     names = [c for c in result.columns if c not in fixed and c != result.metric]
-    names = [n for n in names if isinstance(rows[0][n], (int, float))]
+    # a panel per hyperparameter that took more than one value (a fixed
+    # ridge strength or a one-value choice says nothing against the score)
+    names = [
+        n
+        for n in names
+        if isinstance(rows[0][n], (int, float)) and len({r[n] for r in rows}) > 1
+    ]
     n_panels = len(names) + 1
     cols = min(n_panels, 3)
     lines = -(-n_panels // cols)
@@ -965,6 +972,13 @@ def plot_search(result, path=None) -> Figure | None:
             ax.legend(loc="best", fontsize="small")
         if name in getattr(result, "log_scaled", ()) and np.all(x > 0):
             ax.set_xscale("log")
+            if x.max() < 10 * x.min():
+                # within a decade matplotlib labels the minor ticks too, as
+                # 5x10^-1: plain numbers, slanted so they do not run together
+                plain = mticker.FuncFormatter(lambda v, _: f"{v:g}")
+                ax.xaxis.set_major_formatter(plain)
+                ax.xaxis.set_minor_formatter(plain)
+                ax.tick_params(axis="x", which="both", labelrotation=30)
         ax.set_xlabel(name)
         ax.set_ylabel(label)
         if result.best is not None:
