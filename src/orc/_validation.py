@@ -198,19 +198,24 @@ def check_static_int(name: str, value, owner: str, *, minimum: int = 0) -> int:
     return check_int(name, value, owner, minimum=minimum)
 
 
+def _host_array(name: str, x, owner: str, kind: str) -> np.ndarray:
+    """``x`` (a list, scalar or other object without a dtype) as a NumPy
+    array; ``TypeError`` naming ``name`` when NumPy cannot make one (a
+    ragged list). Its dtype is the caller's to judge."""
+    try:
+        return np.asarray(x)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"{owner}: {name} must be an array of {kind}, got "
+            f"{type(x).__name__} that is not one ({err})"
+        ) from err
+
+
 def check_rank(name: str, x, ndim: int | tuple[int, ...], owner: str, what: str = ""):
     """``x`` is array-like of the given rank(s); returns it as a JAX array
     (text, ``None`` and other objects: ``TypeError`` naming ``name``)."""
     if not hasattr(x, "shape"):
-        held = np.asarray(x, dtype=object) if x is None else None
-        if held is None:
-            try:
-                held = np.asarray(x)
-            except (TypeError, ValueError) as err:
-                raise TypeError(
-                    f"{owner}: {name} must be an array of numbers, got "
-                    f"{type(x).__name__} that is not one ({err})"
-                ) from err
+        held = _host_array(name, x, owner, "numbers")
         if held.dtype.kind not in "biufc":
             raise TypeError(
                 f"{owner}: {name} must be an array of numbers, got "
@@ -611,13 +616,7 @@ def check_data(name: str, x, owner: str, dtype):
     target = np.dtype(dtype)
     declared = hasattr(x, "dtype") and hasattr(x, "shape")
     if not declared:
-        try:
-            x = np.asarray(x)
-        except (TypeError, ValueError) as err:
-            raise TypeError(
-                f"{owner}: {name} must be an array of real numbers, got "
-                f"{type(x).__name__} that is not one ({err})"
-            ) from err
+        x = _host_array(name, x, owner, "real numbers")
     src = np.dtype(x.dtype)
     if src == np.dtype(bool):
         raise TypeError(
