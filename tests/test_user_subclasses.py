@@ -13,6 +13,11 @@ re-implementation of the user's model from its arrays (``wr.todense()``,
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -86,6 +91,27 @@ def test_subclasses_declare_nothing_and_take_the_generic_path():
 
 
 def test_user_driver_and_readout_train_and_forecast_as_numpy_says():
+    # In a fresh interpreter: in full-suite runs (2026-11-27, twice) the
+    # xdist worker that reached this test after some thousand compiled
+    # programs died of a segmentation fault inside XLA while compiling or
+    # serialising this model's programs (jax 0.10.2); the test passes alone.
+    # Until that crash is understood, its process is its own, so that a
+    # crash fails this test with XLA's trace instead of the whole run.
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    code = (
+        "import jax; jax.config.update('jax_enable_x64', True); "
+        "jax.config.update('jax_numpy_dtype_promotion', 'strict'); "
+        "import test_user_subclasses as t; t._train_and_forecast_as_numpy_says()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", code],
+        cwd=Path(__file__).parent, env=env, capture_output=True, text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+def _train_and_forecast_as_numpy_says():
     U = _data()
     spinup = 50
     model, R = train_RCForecaster(
