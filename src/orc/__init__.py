@@ -73,6 +73,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for tools that read c
         UnregularizedRidgeWarning,
         UntrainedModelWarning,
     )
+    from .forecaster._sharding import shard
     from .io import load, save
 
 # Submodules and re-exported names are imported on first use (PEP 562), so
@@ -106,6 +107,7 @@ _NAMES = {
     "UntrainedModelWarning": "._validation",
     "load": ".io",
     "save": ".io",
+    "shard": ".forecaster._sharding",
 }
 
 
@@ -182,6 +184,7 @@ __all__ = [
     "tune",
     "utils",
     "use_backend",
+    "shard",
     "show_config",
     "capture_errors",
     "Errors",

@@ -27,6 +27,7 @@ from .._bank import declares
 from .._compose import check_model
 from .._divergence import report_divergence, report_overflow
 from .._random import seed_field
+from .._shard import forecast_sharded, placement
 from .._strategy import compiled, method, model_hash
 from .._validation import (
     ODE_STEPS_MIN,
@@ -288,6 +289,9 @@ class RCForecasterBase(eqx.Module):
             "fcast_len", fcast_len, type(self).__name__, minimum=1
         )
         res_state = _check_state(self, res_state)
+        placed = placement(self)  # a bank placed by orc.shard: one shard per device
+        if placed is not None:
+            return forecast_sharded(self, fcast_len, res_state, placed, backend)
         warn_if_untrained(self, f"{type(self).__name__}.forecast")
         return report_divergence(
             f"{type(self).__name__}.forecast",

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from .._ridge import RESULTS
+from .._shard import population_map
 from .._strategy import compiled, resolve
 from ._task import member
 
@@ -74,16 +75,30 @@ def train_one(model, task, beta):
 
 
 @compiled
-def evaluate(model_class, static_kw, names, task, betas, values, seeds, width):
+def evaluate(
+    model_class, static_kw, names, task, betas, values, seeds, width, mesh=None
+):
     """Scores and status codes ``(K, B)`` of ``K`` trajectories (``values``
     ``(K, len(names))``, ``seeds`` ``(K,)``) for the ``B`` ridge strengths
-    ``betas``, ``width`` trajectories at a time."""
+    ``betas``, ``width`` trajectories at a time. With ``mesh`` (a
+    :class:`jax.sharding.Mesh` of one axis, ``K`` a multiple of its size)
+    the trajectories are shared out over its devices, each running its own
+    with no communication (:func:`orc._shard.population_map`), and the
+    scores are gathered at the end."""
     backend = resolve(None)
 
-    def one(xs):
-        v, s = xs
-        return _trajectory(
-            model_class, static_kw, names, task, betas, backend, (tuple(v), s)
-        )
+    def run(shared, members):
+        task, betas = shared
 
-    return jax.lax.map(one, (values, seeds), batch_size=None if width == 1 else width)
+        def one(xs):
+            v, s = xs
+            return _trajectory(
+                model_class, static_kw, names, task, betas, backend, (tuple(v), s)
+            )
+
+        batch = None if width == 1 else width
+        return jax.lax.map(one, members, batch_size=batch)
+
+    if mesh is None:
+        return run((task, betas), (values, seeds))
+    return population_map(run, (task, betas), (values, seeds), mesh, mesh.axis_names[0])

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._progress import ProgressBar, resolve
+from .._shard import mesh_axis, place_population
 from .._strategy import use_backend
 from . import _population
 from ._space import AbstractDistribution, LogUniform, check_space, unit_design
@@ -217,6 +218,7 @@ def search(
     points: Sequence[dict] | None = None,
     progress: bool | None = None,
     backend: str | None = None,
+    mesh=None,
 ) -> SearchResult:
     """Search ``model_class``'s hyperparameters on ``task``.
 
@@ -255,6 +257,13 @@ def search(
     progress : bool, optional
         A bar on stderr (default on a terminal).
     backend : {"native", "xla"}, optional
+    mesh : jax.sharding.Mesh, optional
+        A mesh of one axis (e.g. ``jax.make_mesh((jax.device_count(),),
+        ("population",))``, over several hosts after
+        ``jax.distributed.initialize()``): each compiled call's trajectories
+        are shared out over its devices, each device training and scoring
+        its own with no communication until the scores are gathered (the
+        same scores as without a mesh; see ``docs/examples/cluster.md``).
 
     Returns
     -------
@@ -281,6 +290,9 @@ def search(
     ridge_points = _positive_int("ridge_points", ridge_points)
     seed_list = _seeds(seeds)
     betas = _betas(beta, ridge_points, task.default_beta)
+    devices = 1
+    if mesh is not None:
+        axis, devices = mesh_axis(OWNER, mesh, None)
 
     names = tuple(space)
     traced = tuple(n for n in names if space[n].traced)
@@ -314,7 +326,7 @@ def search(
                                trajectories)  # fmt: skip
             task.check_model(OWNER, example)
             width = _width(task.trajectory_bytes(example, n_b), len(members))
-            chunk = _chunk(len(members), width)
+            chunk = _chunk(len(members), width * devices)
             for start in range(0, len(members), chunk):
                 part = members[start : start + chunk]
                 padded = part + [part[-1]] * (chunk - len(part))
@@ -324,11 +336,13 @@ def search(
                 ).reshape(len(padded), len(traced))
                 s = np.array([trajectories[k][0] for k in padded], np.int32)
                 t0 = time.perf_counter()
+                shared = (task, jnp.asarray(betas, example.dtype))
+                members_ = (jnp.asarray(v, example.dtype), jnp.asarray(s))
+                if mesh is not None:  # laid out over the mesh's devices
+                    shared, members_ = place_population(shared, members_, mesh, axis)
                 out = _population.evaluate(
-                    model_class, static_kw, traced, task,
-                    jnp.asarray(betas, example.dtype),
-                    jnp.asarray(v, example.dtype), jnp.asarray(s), width,
-                    backend=backend,
+                    model_class, static_kw, traced, *shared, *members_, width,
+                    mesh, backend=backend,
                 )  # fmt: skip
                 sc, st = (np.asarray(a) for a in jax.block_until_ready(out))
                 dt = (time.perf_counter() - t0) / len(part)
