@@ -1,0 +1,139 @@
+"""Runs for tests/test_shard.py, each in a process of its own (the number
+of host devices is fixed before JAX is imported):
+
+``python tests/_shard_worker.py single OUT_DIR``
+    One process with 4 host devices, on the Kuramoto-Sivashinsky data in
+    ``OUT_DIR/data.npz`` (``U``, written by the test, :func:`ks_data`): the
+    unsharded training and forecast, the same on a mesh of 4 devices and of
+    1 device, the compiled sharded forecast's HLO text, and a search
+    population without a mesh and on 4 devices. Results in
+    ``OUT_DIR/single.npz`` and ``OUT_DIR/hlo.txt``.
+
+``python tests/_shard_worker.py distributed OUT_DIR PROCESS_ID PORT``
+    One of two processes with 2 host devices each, joined by
+    ``jax.distributed.initialize`` on loopback (CPU collectives through
+    gloo): the sharded training and forecast of the same model on the mesh
+    of all 4 devices, and the population on it. Process 0 writes
+    ``OUT_DIR/distributed.npz``.
+
+Float64 and strict dtype promotion as in tests/conftest.py.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+MODE, OUT = sys.argv[1], Path(sys.argv[2])
+DEVICES = {"single": 4, "distributed": 2}[MODE]
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "")
+    + f" --xla_force_host_platform_device_count={DEVICES}"
+)
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_numpy_dtype_promotion", "strict")
+if MODE == "distributed":
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        coordinator_address=f"127.0.0.1:{sys.argv[4]}",
+        num_processes=2,
+        process_id=int(sys.argv[3]),
+    )
+
+import numpy as np  # noqa: E402
+from jax.experimental import multihost_utils  # noqa: E402
+
+import orc  # noqa: E402
+from _helpers import lorenz_rk4  # noqa: E402
+from orc import tune  # noqa: E402
+from orc.forecaster import ESNForecaster, train_RCForecaster  # noqa: E402
+
+NX, CHUNKS, RES, LOCALITY = 64, 8, 30, 3
+TRAIN, SPINUP, HORIZON = 300, 50, 40
+# the forecast length whose compiled program's HLO the test reads
+HLO_STEPS = 5
+
+
+def model() -> ESNForecaster:
+    return ESNForecaster(
+        NX, RES, chunks=CHUNKS, locality=LOCALITY, leak_rate=1.0, bias=0.5,
+        Wr_spectral_radius=0.6, embedding_scaling=0.1, seed=3,
+    )  # fmt: skip
+
+
+def train_and_forecast(esn, U):
+    esn, R = train_RCForecaster(esn, U[:TRAIN], spinup=SPINUP, beta=1e-4)
+    return esn, R, esn.forecast(HORIZON, R[-1])
+
+
+def population(mesh=None) -> np.ndarray:
+    U = np.asarray(lorenz_rk4(1000))
+    task = tune.Forecast(U[:600], U[600:], spinup=50, warmup=40, horizon=30,
+                         windows=2, metric="nrmse")  # fmt: skip
+    space = {"Wr_spectral_radius": tune.Uniform(0.3, 1.2),
+             "embedding_scaling": tune.LogUniform(0.01, 1.0)}  # fmt: skip
+    result = tune.search(ESNForecaster, space, task, draws=4,
+                         fixed={"data_dim": 3, "res_dim": 20}, mesh=mesh)  # fmt: skip
+    return result.scores()
+
+
+def host(x) -> np.ndarray:
+    """``x`` on this host, gathered from every process when it is not all here."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(x)
+
+
+def sharding(x) -> str:
+    """``x``'s partition spec (trailing ``None`` left out) and device count."""
+    spec = list(x.sharding.spec)
+    while spec and spec[-1] is None:
+        spec.pop()
+    return repr(tuple(spec)) + f" over {x.sharding.mesh.devices.size}"
+
+
+def single() -> None:
+    U = np.load(OUT / "data.npz")["U"]
+    m1, R1, y1 = train_and_forecast(model(), U)
+    mesh = jax.make_mesh((4,), ("bank",))
+    m4, R4, y4 = train_and_forecast(orc.shard(model(), mesh), U)
+    yo = orc.shard(m1, jax.make_mesh((1,), ("bank",))).forecast(HORIZON, R1[-1])
+    from orc._shard import _forecast_sharded
+
+    program = jax.jit(
+        orc.capture_errors(
+            lambda m, r: _forecast_sharded.__wrapped__(m, HLO_STEPS, r, mesh, "bank")
+        )
+    )
+    (OUT / "hlo.txt").write_text(program.lower(m4, R4[-1]).compile().as_text())
+    np.savez(
+        OUT / "single.npz",
+        wout1=m1.readout.wout, R1=R1, y1=y1, scale1=m1.readout.data_scale,
+        wout4=m4.readout.wout, R4=R4, y4=y4, scale4=m4.readout.data_scale,
+        y_one_device=yo, win=m4.embedding.win, values=m4.driver.wr.values,
+        columns=m4.driver.wr.columns, bias=m4.driver.bias,
+        shardings=np.array([sharding(a) for a in (
+            m4.readout.wout, m4.driver.wr.values, m4.embedding.win,
+            m4.driver.bias, R4, y4)]),
+        pop1=population(), pop4=population(jax.make_mesh((4,), ("population",))),
+    )  # fmt: skip
+
+
+def distributed() -> None:
+    U = np.load(OUT / "data.npz")["U"]
+    mesh = jax.make_mesh((4,), ("bank",))
+    m, R, y = train_and_forecast(orc.shard(model(), mesh), U)
+    pop = population(jax.make_mesh((4,), ("population",)))
+    out = dict(wout=host(m.readout.wout), R=host(R), y=host(y), pop=pop,
+               processes=jax.process_count(), devices=jax.device_count(),
+               sharding=sharding(m.readout.wout))  # fmt: skip
+    if jax.process_index() == 0:
+        np.savez(OUT / "distributed.npz", **out)
+
+
+if __name__ == "__main__":
+    {"single": single, "distributed": distributed}[MODE]()
