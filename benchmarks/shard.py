@@ -117,6 +117,22 @@ def ks_data(n: int) -> np.ndarray:
     return np.asarray(U)[transient:, :GRID]
 
 
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _jax_version() -> str:
+    import jax
+
+    return jax.__version__
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--res-dim", type=int, default=500)
@@ -155,7 +171,8 @@ def main() -> None:
             str(s): float(rel[s - 1]) for s in (1, 10, 100, len(rel)) if s <= len(rel)
         }
     result = dict(
-        machine=platform.processor() or platform.machine(),
+        machine=_cpu_name(),
+        jax=_jax_version(),
         cores=os.cpu_count(),
         load=os.getloadavg(),
         res_dim=args.res_dim,
@@ -219,18 +236,21 @@ def report(r: dict) -> str:
         [
             "# Sharded parallel reservoirs (issue 46)",
             "",
-            "Written by `benchmarks/shard.py`. Pathak et al.'s layout: Kuramoto-Sivashinsky",
-            f"at L = 200 on {GRID} grid points, {CHUNKS} reservoirs of {r['res_dim']} nodes",
-            f"(degree 3, spectral radius 0.6, locality {LOCALITY}), float64, trained on "
-            f"{r['train']} samples",
-            "by streaming statistics (`return_states=False`; the state history would be "
-            f"{r['train'] * CHUNKS * r['res_dim'] * 8 / 2**30:.1f} GiB),",
-            f"forecast for {fc} steps. Machine: {r['machine']}, {r['cores']} cores, load "
-            f"{r['load'][0]:.1f} when the run ended.",
-            "Each device count is a fresh process with that many forced host devices: with",
+            f"Measured on **{r['machine']}, {r['cores']} cores** (load {r['load'][0]:.1f} "
+            f"when the run ended), jax {r['jax']}, float64; written by `benchmarks/shard.py`.",
+            "",
+            "Pathak et al.'s layout: Kuramoto-Sivashinsky at L = 200 on",
+            f"{GRID} grid points, {CHUNKS} reservoirs of {r['res_dim']} nodes (degree 3,",
+            f"spectral radius 0.6, locality {LOCALITY}), trained on {r['train']} samples by",
+            "streaming statistics (`return_states=False`; the state history would be",
+            f"{r['train'] * CHUNKS * r['res_dim'] * 8 / 2**30:.1f} GiB), forecast for {fc} steps.",
+            "Each device count is a fresh process with that many forced host devices",
+            "(`--xla_force_host_platform_device_count`): with",
             f"{r['cores']} cores, more devices than cores share them, so these rows time the",
             "partitioned program (and its exchanges), not more processors. Training is timed",
             "on its second call (the first compiles), the forecast likewise.",
+            "",
+            "## Scaling",
             "",
             *rows,
             "",

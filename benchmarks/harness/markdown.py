@@ -153,6 +153,7 @@ def _errors(payload: dict, labels: dict) -> list[str]:
 
 GPU_REPORT = Path(__file__).resolve().parent.parent / "GPU.md"
 TUNE_REPORT = Path(__file__).resolve().parent.parent / "TUNE.md"
+SHARD_REPORT = Path(__file__).resolve().parent.parent / "SHARD.md"
 
 
 def included_section(path: Path, section: str, title: str, intro: str) -> list[str]:
@@ -203,12 +204,26 @@ def tune_section(path: Path = TUNE_REPORT) -> list[str]:
     )
 
 
+def shard_section(path: Path = SHARD_REPORT) -> list[str]:
+    """The device scaling table of ``benchmarks/SHARD.md``
+    (``benchmarks/shard.py``)."""
+    return included_section(
+        path,
+        "## Scaling",
+        "## Sharded parallel reservoirs: KS L = 200, 64 reservoirs on 1, 2, 4 devices",
+        "From `benchmarks/SHARD.md` (`benchmarks/shard.py`), measured on {device} "
+        "with forced host devices (more devices than cores share them); the "
+        "size, the equality checks and the communication model are there.",
+    )
+
+
 def render_results(payload: dict, labels: dict) -> str:
     lines = _header(payload, labels)
     for wl in payload["workloads"]:
         lines += _section(payload, labels, wl)
     lines += gpu_section()
     lines += tune_section()
+    lines += shard_section()
     lines += _errors(payload, labels)
     lines += [
         "## Settings that differ between libraries",
