@@ -102,11 +102,14 @@ def single() -> None:
     mesh = jax.make_mesh((4,), ("bank",))
     m4, R4, y4 = train_and_forecast(orc.shard(model(), mesh), U)
     yo = orc.shard(m1, jax.make_mesh((1,), ("bank",))).forecast(HORIZON, R1[-1])
-    from orc._shard import _forecast_sharded
+    # an entry point without a sharded program of its own: XLA partitions it
+    fic1, fic4 = (m.forecast_from_IC(5, U[:60]) for m in (m1, m4))
+    from orc._shard import _forecast_sharded, placement
 
+    placed, axis = placement(m4)  # the mesh's devices, in automatic mode
     program = jax.jit(
         orc.capture_errors(
-            lambda m, r: _forecast_sharded.__wrapped__(m, HLO_STEPS, r, mesh, "bank")
+            lambda m, r: _forecast_sharded.__wrapped__(m, HLO_STEPS, r, placed, axis)
         )
     )
     (OUT / "hlo.txt").write_text(program.lower(m4, R4[-1]).compile().as_text())
@@ -114,7 +117,7 @@ def single() -> None:
         OUT / "single.npz",
         wout1=m1.readout.wout, R1=R1, y1=y1, scale1=m1.readout.data_scale,
         wout4=m4.readout.wout, R4=R4, y4=y4, scale4=m4.readout.data_scale,
-        y_one_device=yo, win=m4.embedding.win, values=m4.driver.wr.values,
+        y_one_device=yo, fic1=fic1, fic4=fic4, win=m4.embedding.win, values=m4.driver.wr.values,
         columns=m4.driver.wr.columns, bias=m4.driver.bias,
         shardings=np.array([sharding(a) for a in (
             m4.readout.wout, m4.driver.wr.values, m4.embedding.win,

@@ -192,6 +192,13 @@ def test_sharded_forecast_equals_one_device_and_the_unsharded_model(runs):
                                atol=1e-10 * scale)  # fmt: skip
 
 
+def test_other_entry_points_of_a_placed_model_run_partitioned_by_xla(runs):
+    r, _ = runs
+    # forecast_from_IC has no sharded program of its own: XLA partitions the
+    # unplaced one (the mesh's axes are placed in automatic mode)
+    np.testing.assert_array_equal(r["fic4"], r["fic1"])
+
+
 def _loop_computations(hlo: str) -> str:
     """The text of every computation a ``while`` loop of ``hlo`` runs (its
     bodies and the computations they call, transitively)."""

@@ -265,8 +265,21 @@ def check_shardable(owner: str, model, size: int) -> None:
 
 def place(model, mesh: Mesh, axis: str):
     """``model`` with its bank along ``axis`` of ``mesh`` (see
-    :func:`orc.shard`; checked by the caller)."""
-    return _put_tree(model, _specs(model, model.driver.chunks, axis), mesh)
+    :func:`orc.shard`; checked by the caller).
+
+    The arrays are placed on ``mesh``'s devices with its axes in JAX's
+    automatic mode (``AxisType.Auto``; ``jax.make_mesh`` makes explicit
+    ones): orc's own sharded programs are ``shard_map``s, which take either,
+    and the entry points that run the unplaced program on a placed model
+    (``force``, ``predict``, ``forecast_from_IC``) are then partitioned by
+    XLA (correct, with the gathers it needs) instead of refused by the
+    typing rules of explicit sharding (a ``vmap`` over a sharded axis)."""
+    auto = Mesh(
+        mesh.devices,
+        mesh.axis_names,
+        axis_types=(jax.sharding.AxisType.Auto,) * len(mesh.axis_names),
+    )
+    return _put_tree(model, _specs(model, model.driver.chunks, axis), auto)
 
 
 def placement(model) -> tuple[Mesh, str] | None:
