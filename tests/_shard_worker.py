@@ -44,6 +44,7 @@ if MODE == "distributed":
         process_id=int(sys.argv[3]),
     )
 
+import equinox as eqx  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.experimental import multihost_utils  # noqa: E402
 
@@ -96,6 +97,39 @@ def sharding(x) -> str:
     return repr(tuple(spec)) + f" over {x.sharding.mesh.devices.size}"
 
 
+def halo_drive(periodic: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A 64-input, 8-reservoir embedding's drive of random inputs: sharded
+    over 4 devices (each device's HaloEmbedding, its halo by ppermute) and
+    unsharded (orc.embeddings.ParallelLinearEmbedding)."""
+    from jax.sharding import PartitionSpec as P
+
+    from orc._shard import HaloEmbedding
+    from orc._validation import from_fields
+
+    emb = orc.embeddings.ParallelLinearEmbedding(
+        NX, 6, 0.5, chunks=CHUNKS, locality=LOCALITY, periodic=periodic, seed=1
+    )
+    u = np.random.default_rng(1).standard_normal((20, NX))
+    mesh = jax.make_mesh((4,), ("bank",), axis_types=(jax.sharding.AxisType.Auto,))
+
+    def body(win, u):
+        fields = dict(in_dim=NX // 4, res_dim=6, dtype=emb.dtype, chunks=CHUNKS // 4,
+                      win=win, chunk_size=NX // CHUNKS, locality=LOCALITY,
+                      periodic=periodic, axis="bank", devices=4)  # fmt: skip
+        return from_fields(HaloEmbedding, fields).batch_embed(u)
+
+    sharded = jax.jit(
+        jax.shard_map(
+            body,
+            mesh=mesh,
+            in_specs=(P("bank"), P(None, "bank")),
+            out_specs=P(None, "bank"),
+        )  # fmt: skip
+    )(emb.win, u)
+    # both compiled (eager operations round each product and sum on its own)
+    return np.asarray(sharded), np.asarray(eqx.filter_jit(emb.batch_embed)(u))
+
+
 def single() -> None:
     U = np.load(OUT / "data.npz")["U"]
     m1, R1, y1 = train_and_forecast(model(), U)
@@ -123,6 +157,7 @@ def single() -> None:
             m4.readout.wout, m4.driver.wr.values, m4.embedding.win,
             m4.driver.bias, R4, y4)]),
         pop1=population(), pop4=population(jax.make_mesh((4,), ("population",))),
+        halo_periodic=np.stack(halo_drive(True)), halo_edges=np.stack(halo_drive(False)),
     )  # fmt: skip
 
 

@@ -31,6 +31,8 @@ import numpy as np
 import pytest
 
 import orc
+from orc._shard import HaloEmbedding
+from orc._validation import from_fields
 from orc.forecaster import CESNForecaster, ESNForecaster, train_RCForecaster
 
 HERE = Path(__file__).resolve().parent
@@ -199,6 +201,16 @@ def test_other_entry_points_of_a_placed_model_run_partitioned_by_xla(runs):
     np.testing.assert_array_equal(r["fic4"], r["fic1"])
 
 
+@pytest.mark.parametrize("case", ["halo_periodic", "halo_edges"])
+def test_sharded_drive_equals_the_parallel_embedding(runs, case):
+    # each of 4 devices embeds its 2 reservoirs' windows from its own inputs
+    # and its neighbours' halo; the outer edges of a non-periodic input
+    # repeat its boundary values on the first and last device
+    r, _ = runs
+    sharded, unsharded = r[case]
+    np.testing.assert_array_equal(sharded, unsharded)
+
+
 def _loop_computations(hlo: str) -> str:
     """The text of every computation a ``while`` loop of ``hlo`` runs (its
     bodies and the computations they call, transitively)."""
@@ -260,6 +272,31 @@ def test_two_processes_equal_one_process(runs):
     np.testing.assert_array_equal(dist["R"], r["R1"])
     np.testing.assert_array_equal(dist["y"], r["y4"])
     np.testing.assert_array_equal(dist["pop"], r["pop1"])
+
+
+@pytest.mark.parametrize("periodic", [True, False])
+def test_halo_embedding_unsharded_is_the_parallel_embedding(periodic):
+    # on one device the halo is the bank's own wrap (or edge values): the
+    # same drive, bit for bit, as the embedding it stands for
+    emb = orc.embeddings.ParallelLinearEmbedding(
+        16, 5, 0.5, chunks=4, locality=3, periodic=periodic, seed=1
+    )
+    fields = dict(
+        in_dim=16,
+        res_dim=5,
+        dtype=emb.dtype,
+        chunks=4,
+        win=emb.win,
+        chunk_size=4,
+        locality=3,
+        periodic=periodic,
+        axis=None,
+        devices=1,
+    )
+    halo = from_fields(HaloEmbedding, fields)  # fmt: skip
+    u = np.random.default_rng(0).standard_normal((7, 16))
+    np.testing.assert_array_equal(halo.batch_embed(u), emb.batch_embed(u))
+    np.testing.assert_array_equal(halo.embed(u[0]), emb.embed(u[0]))
 
 
 def test_shard_refuses_what_it_cannot_place():

@@ -65,7 +65,7 @@ from jaxtyping import Array
 from . import _errors
 from ._matrix import linear_drive
 from ._strategy import compiled
-from ._validation import check_finite, from_fields, warn_if_untrained
+from ._validation import check_finite, check_leaf, from_fields, warn_if_untrained
 from .embeddings import EmbedBase, _LinearEmbeddingCore, _take_windows
 
 __all__ = [
@@ -124,8 +124,9 @@ class HaloEmbedding(EmbedBase):
     own input ``u`` ``(chunks * s,)`` with the halo its neighbours send
     (:func:`extend`): the window :class:`orc.embeddings.ParallelLinearEmbedding`
     gathers from the whole input, so the drive is the same numbers (the same
-    gather and :func:`orc._matrix.linear_drive`). Made by :func:`shard`'s
-    programs inside ``shard_map``; ``axis=None``: unsharded (a local wrap).
+    gather and :func:`orc._matrix.linear_drive`). Made by the sharded
+    programs of a model placed by :func:`orc.shard` inside ``shard_map``
+    (:func:`local_model`); ``axis=None``: unsharded (a local wrap).
     """
 
     win: Array
@@ -139,6 +140,18 @@ class HaloEmbedding(EmbedBase):
     # model's scan (its halo exchange sits between two steps of a kernel
     # that computes a whole forecast in one call otherwise)
     capabilities = frozenset({"linear"})
+
+    def __check_init__(self):
+        name = type(self).__name__
+        if self.in_dim != self.chunks * self.chunk_size:
+            raise ValueError(
+                f"{name}: in_dim ({self.in_dim}) must be chunks * chunk_size "
+                f"({self.chunks} * {self.chunk_size})"
+            )
+        width = self.chunk_size + 2 * self.locality
+        check_leaf(
+            name, "win", self.win, (self.chunks, self.res_dim, width), self.dtype
+        )
 
     def _window(self) -> np.ndarray:
         width = self.chunk_size + 2 * self.locality
