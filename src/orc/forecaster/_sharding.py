@@ -30,6 +30,15 @@ def shard(model, mesh: Mesh, axis: str | None = None):
     bit for bit; forecasts bit for bit between any numbers of devices,
     and to rounding against the unsharded ``forecast``, whose native CPU
     kernel runs the whole closed loop in one call with its own ``tanh``.
+    ``force``, ``predict`` and ``forecast_from_IC`` run the unplaced program,
+    partitioned by XLA: the arrays are placed on the mesh's devices with its
+    axes in JAX's automatic mode (``jax.make_mesh`` makes explicit ones, whose
+    typing rules refuse a ``vmap`` over a sharded axis).
+
+    Why a placement rather than a ``mesh=`` argument of every front: a
+    placed model is still the same model, placement is how JAX says where
+    arrays live, and the fronts read it once per call (as they resolve the
+    backend) and hand the mesh to the compiled program as a static argument.
 
     Parameters
     ----------
@@ -53,8 +62,8 @@ def shard(model, mesh: Mesh, axis: str | None = None):
     >>> esn = orc.shard(ESNForecaster(512, 1000, chunks=64, locality=6), mesh)
     >>> esn, R = train_RCForecaster(esn, U_train)      # 16 reservoirs per device
     >>> esn.readout.wout.sharding.spec
-    PartitionSpec('bank',)
-    >>> Y = esn.forecast(1000, R[-1])
+    PartitionSpec('bank', None, None)
+    >>> Y = esn.forecast(1000, R[-1])                  # (1000, 512), replicated
     """
     if not isinstance(model, RCForecasterBase) or isinstance(model, CRCForecasterBase):
         raise TypeError(
