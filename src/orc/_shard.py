@@ -298,7 +298,11 @@ def place(model, mesh: Mesh, axis: str):
 def placement(model) -> tuple[Mesh, str] | None:
     """``(mesh, axis)`` where ``model``'s bank is placed by :func:`shard`
     (its readout weights carry a ``NamedSharding`` along a mesh axis), else
-    ``None`` (an unplaced model, or one traced under the user's ``jit``)."""
+    ``None`` (an unplaced model, or one traced under the user's ``jit``).
+    Called by every training and forecast: in a process with one device it
+    looks at nothing else (~1 us; reading the model's fields costs ~3 us)."""
+    if jax.device_count() == 1:
+        return None
     wout = getattr(getattr(model, "readout", None), "wout", None)
     if not isinstance(wout, jax.Array) or isinstance(wout, jax.core.Tracer):
         return None
