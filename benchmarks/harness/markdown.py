@@ -210,7 +210,7 @@ def shard_section(path: Path = SHARD_REPORT) -> list[str]:
     return included_section(
         path,
         "## Scaling",
-        "## Sharded parallel reservoirs: KS L = 200, 64 reservoirs on 1, 2, 4 devices",
+        "## Sharded parallel reservoirs: KS L = 200, 64 reservoirs of 1000 nodes on 1, 2, 4 devices",
         "From `benchmarks/SHARD.md` (`benchmarks/shard.py`), measured on {device} "
         "with forced host devices (more devices than cores share them); the "
         "size, the equality checks and the communication model are there.",
