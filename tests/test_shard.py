@@ -124,12 +124,18 @@ def runs(tmp_path_factory):
         dist = dict(np.load(tmp / "distributed.npz"))
     else:
         text = "\n".join(err for _, err in results)
-        if re.search(
-            r"gloo.*(not (available|supported|built)|unknown|unsupported)", text, re.I
-        ):
-            dist = (
-                "this platform's jaxlib has no CPU collectives (gloo): " + text[-300:]
-            )
+        low = text.lower()
+        words = (
+            "unknown",
+            "unsupported",
+            "not supported",
+            "not available",
+            "not built",
+        )
+        if "gloo" in low and any(w in low for w in words):
+            # the one failure that is the platform's, not orc's
+            reason = "this platform's jaxlib has no CPU collectives (gloo): "
+            dist = reason + text[-300:]
         else:
             raise AssertionError(f"the distributed run failed:\n{text[-6000:]}")
     return single, dist
