@@ -185,6 +185,10 @@ def compiled(fn=None, *, host_results: bool = False):
         out_structure, out_marked, out_arrays = _split(out)
         return out_arrays, _Static((out_structure, out_marked))
 
+    # the program carries the entry point's name: jax's compile log, its
+    # profiler and XLA's dumps say jit(fit) or jit(forecast), not jit(run)
+    run.__name__ = fn.__name__.lstrip("_") or fn.__name__
+    run.__qualname__ = fn.__qualname__
     jitted = jax.jit(run, static_argnums=0)
 
     def call(*args, backend: str | None = None, **kwargs):
