@@ -4,7 +4,10 @@ Both are switched on here, in the test process, never by the library itself.
 """
 
 import os
+import pwd
 import shutil
+import socket
+import subprocess
 import tempfile
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true")
@@ -36,6 +39,7 @@ if "ORC_TEST_JAX_CACHE" in os.environ:  # the run's (inherited by the workers)
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
 
 import jax  # noqa: E402
+import pytest  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_enable_compilation_cache", False)  # see above
@@ -58,3 +62,60 @@ def pytest_report_header(config):
 def pytest_unconfigure(config):
     if _CACHE_OWNER:
         shutil.rmtree(os.environ["ORC_TEST_JAX_CACHE"], ignore_errors=True)
+
+
+# -- a PostgreSQL server (tests/test_tune_study.py, tests/test_cli_tune_workers.py)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A PostgreSQL server on loopback from the system's binaries, in a
+    temporary folder, for the test run (each test uses studies of its own
+    names); as root, run as the unprivileged user ``nobody`` (PostgreSQL
+    refuses to run as root). Skipped without the server's binaries or the
+    psycopg2 driver."""
+    initdb, pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
+    if not (initdb and pg_ctl):
+        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl) on PATH")
+    try:
+        import psycopg2  # noqa: F401
+    except ImportError:
+        pytest.skip('no PostgreSQL driver: pip install "orc[tune-postgres]"')
+    base = tempfile.mkdtemp(prefix="orc-pg-")  # in /tmp: the server user reads it
+    who = {}
+    if os.geteuid() == 0:
+        try:
+            user = pwd.getpwnam("nobody")
+        except KeyError:
+            shutil.rmtree(base)
+            pytest.skip("running as root with no user 'nobody' to run PostgreSQL as")
+        os.chown(base, user.pw_uid, user.pw_gid)
+        # set in the child by subprocess itself (no Python runs after fork)
+        who = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+
+    def as_server(*args):
+        return subprocess.run(
+            args, cwd=base, capture_output=True, text=True, timeout=120, **who
+        )
+
+    data = os.path.join(base, "data")
+    port = _free_port()
+    init = as_server(initdb, "-D", data, "-U", "postgres", "--auth=trust",
+                     "--no-sync", "--no-locale", "-E", "UTF8")  # fmt: skip
+    assert init.returncode == 0, init.stderr
+    options = (f"-c listen_addresses=127.0.0.1 -p {port} -k {base} -c fsync=off "
+               "-c max_connections=50")  # fmt: skip
+    start = as_server(pg_ctl, "-D", data, "-l", os.path.join(base, "server.log"),
+                      "-w", "-t", "60", "-o", options, "start")  # fmt: skip
+    assert start.returncode == 0, start.stdout + start.stderr
+    try:
+        yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        as_server(pg_ctl, "-D", data, "-m", "immediate", "-w", "stop")
+        shutil.rmtree(base, ignore_errors=True)

@@ -14,13 +14,9 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -318,58 +314,6 @@ def test_sqlite_study_resumes_after_kill_9(optuna, tmp_path, monkeypatch):
 
 
 # -- PostgreSQL: two workers, one killed ---------------------------------------
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    """A PostgreSQL server on loopback from the system's binaries, in a
-    temporary folder; as root, run as the unprivileged user ``nobody``
-    (PostgreSQL refuses to run as root)."""
-    initdb, pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
-    if not (initdb and pg_ctl):
-        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl) on PATH")
-    try:
-        import psycopg2  # noqa: F401
-    except ImportError:
-        pytest.skip('no PostgreSQL driver: pip install "orc[tune-postgres]"')
-    base = tempfile.mkdtemp(prefix="orc-pg-")  # in /tmp: the server user reads it
-    who = {}
-    if os.geteuid() == 0:
-        try:
-            user = pwd.getpwnam("nobody")
-        except KeyError:
-            shutil.rmtree(base)
-            pytest.skip("running as root with no user 'nobody' to run PostgreSQL as")
-        os.chown(base, user.pw_uid, user.pw_gid)
-        # set in the child by subprocess itself (no Python runs after fork)
-        who = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
-
-    def as_server(*args):
-        return subprocess.run(
-            args, cwd=base, capture_output=True, text=True, timeout=120, **who
-        )
-
-    data = os.path.join(base, "data")
-    port = _free_port()
-    init = as_server(initdb, "-D", data, "-U", "postgres", "--auth=trust",
-                     "--no-sync", "--no-locale", "-E", "UTF8")  # fmt: skip
-    assert init.returncode == 0, init.stderr
-    options = (f"-c listen_addresses=127.0.0.1 -p {port} -k {base} -c fsync=off "
-               "-c max_connections=50")  # fmt: skip
-    start = as_server(pg_ctl, "-D", data, "-l", os.path.join(base, "server.log"),
-                      "-w", "-t", "60", "-o", options, "start")  # fmt: skip
-    assert start.returncode == 0, start.stdout + start.stderr
-    try:
-        yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        as_server(pg_ctl, "-D", data, "-m", "immediate", "-w", "stop")
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_postgres_two_workers_one_killed_mid_trial(optuna, postgres_url, tmp_path):

@@ -44,7 +44,9 @@ row per candidate), ``report.png`` and ``best.orc`` (the best candidate,
 trained, with the metadata ``orc train`` stores). ``--storage`` keeps the
 search as an Optuna study in an SQLite file or a PostgreSQL database, so a
 killed or repeated run resumes it (``--budget`` counts the study's draws);
-``--dashboard`` serves it live with optuna-dashboard, an optional extra.
+``--workers N`` evaluates it in N processes of this host (and the same
+command on other hosts joins a PostgreSQL study); ``--dashboard`` serves it
+live with optuna-dashboard, an optional extra.
 
 The command line is an application, so unlike the library it sets JAX's
 configuration: float64 on, and a persistent compilation cache in
@@ -1886,6 +1888,169 @@ def _score_unit(metric: str, cfg: Settings) -> str:
     return "Lyapunov times" if cfg.lyapunov is not None else "time units"
 
 
+#: Set in the environment of the workers ``orc tune --workers`` starts
+#: (``i/N``): such a process evaluates trials and writes no outputs.
+WORKER_ENV = "_ORC_TUNE_WORKER"
+
+#: Seconds a worker is given to stop after Ctrl-C before it is killed (its
+#: running trials are then failed and retried by the study's heartbeat).
+WORKER_STOP_SECS = 20
+
+
+def _local_gpus() -> list[str] | None:
+    """This host's CUDA GPUs as ``CUDA_VISIBLE_DEVICES`` names them, or
+    None (a CPU or another platform). JAX starts here without taking the
+    GPUs' memory: this process only waits for its workers, then trains one
+    model."""
+    import jax
+
+    key = "XLA_PYTHON_CLIENT_PREALLOCATE"
+    before = os.environ.get(key)
+    os.environ.setdefault(key, "false")  # read when the backend starts
+    try:
+        devices = jax.local_devices()
+    finally:
+        if before is None:
+            os.environ.pop(key, None)  # the workers' environment is the user's
+    return _cuda_names(devices, os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+def _cuda_names(devices, visible: str | None) -> list[str] | None:
+    """The ``CUDA_VISIBLE_DEVICES`` names of JAX's ``devices`` (given
+    ``visible``, the variable's value), or None unless they are CUDA GPUs."""
+    if not devices or devices[0].platform != "gpu":
+        return None
+    version = str(getattr(devices[0].client, "platform_version", "")).lower()
+    if "cuda" not in version:
+        return None
+    names = [v.strip() for v in visible.split(",")] if visible else []
+    out = []
+    for d in devices:
+        i = getattr(d, "local_hardware_id", None)
+        i = d.id if i is None else i
+        out.append(names[i] if i < len(names) else str(i))
+    return out
+
+
+def _worker_envs(n: int, env: dict, gpus: list[str] | None) -> list[dict]:
+    """The environments of ``n`` workers: ``env`` with the worker's number
+    and, on a host of CUDA ``gpus``, one GPU each (in turn: with more workers
+    than GPUs some share one, and then every worker allocates memory as it
+    needs it instead of taking most of a GPU's at start, unless ``env`` sets
+    JAX's allocation)."""
+    mine = {"XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
+            "XLA_PYTHON_CLIENT_ALLOCATOR"}  # fmt: skip
+    envs = []
+    for i in range(n):
+        e = dict(env)
+        e[WORKER_ENV] = f"{i + 1}/{n}"
+        if gpus:
+            e["CUDA_VISIBLE_DEVICES"] = gpus[i % len(gpus)]
+            if n > len(gpus) and not mine & set(env):
+                e["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+        envs.append(e)
+    return envs
+
+
+def _run_workers(n: int, gpus: list[str] | None) -> dict[int, int]:
+    """Run ``n`` workers, each this ``orc`` command (its arguments) in a
+    process of its own, until they end; their exit codes by process id.
+
+    A worker's warnings are passed on to stderr, prefixed with its number;
+    its other lines (the plan, notes) are this command's. If every worker
+    failed, their first error is this command's (its exit code); if some
+    did, a note says so (the others finished the study, retrying the failed
+    one's trials). Ctrl-C (or SIGTERM) stops the workers: each gets SIGINT,
+    then SIGKILL after :data:`WORKER_STOP_SECS`."""
+    import signal
+    import subprocess
+    import threading
+
+    ctx = click.get_current_context()
+    argv = (ctx.find_root().obj or {}).get("argv")
+    if argv is None:  # called other than through main()
+        raise Failure("--workers starts this command again: run it as orc tune ...")
+    code = "import sys; from orc.cli import main; sys.exit(main(sys.argv[1:]))"
+    if gpus:
+        used = gpus[: min(n, len(gpus))]
+        idle = f"; {len(gpus) - n} idle" if n < len(gpus) else ""
+        _note(f"{n} workers on {len(gpus)} GPUs: GPU {', '.join(used)}{idle}")
+    procs, errors, relays = [], {}, []
+
+    def relay(i, proc):
+        for line in proc.stderr:
+            line = line.rstrip("\n")
+            if line.startswith("orc: error: "):
+                errors[proc.pid] = line[len("orc: error: ") :]
+            elif line.startswith("orc: warning: "):
+                click.echo(f"orc: worker {i}: {line[len('orc: ') :]}", err=True)
+
+    def stop(*_):
+        raise KeyboardInterrupt
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        for i, env in enumerate(_worker_envs(n, dict(os.environ), gpus), 1):
+            proc = subprocess.Popen(
+                [sys.executable, "-c", code, *argv], env=env, text=True,
+                errors="replace", stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                start_new_session=True,
+            )  # fmt: skip
+            procs.append(proc)
+            relays.append(threading.Thread(target=relay, args=(i, proc), daemon=True))
+            relays[-1].start()
+        click.echo(
+            f"started {n} workers (processes {', '.join(str(p.pid) for p in procs)}) "
+            "on the study; waiting for them"
+        )
+        for proc in procs:
+            proc.wait()
+    except KeyboardInterrupt:
+        _note("stopping the workers")
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + WORKER_STOP_SECS
+        for proc in procs:
+            try:
+                proc.wait(max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        raise click.exceptions.Abort from None
+    finally:
+        for proc in procs:  # an error here: no worker outlives the command
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        for thread in relays:
+            thread.join(5)
+
+    codes = {p.pid: p.returncode for p in procs}
+
+    def why(i, proc):
+        if proc.returncode < 0:
+            return f"worker {i} was killed by signal {-proc.returncode}"
+        return f"worker {i}: {errors.get(proc.pid, f'exit code {proc.returncode}')}"
+
+    failed = [(i, p) for i, p in enumerate(procs, 1) if p.returncode != 0]
+    if len(failed) == n:
+        i, proc = failed[0]
+        if proc.pid in errors and proc.returncode in (1, 2):
+            err = click.ClickException(errors[proc.pid])  # the command's own error
+            err.exit_code = proc.returncode
+            raise err
+        raise Failure(f"every worker failed ({why(i, proc)})")
+    for i, proc in failed:
+        _note(f"{why(i, proc)}; the other workers finished the study")
+    return codes
+
+
 def _tune_report(view, path: str, title: str, unit: str) -> None:
     """The search's report (:meth:`orc.tune.SearchResult.plot`), its score
     axes labelled with their unit, to the PNG ``path``."""
@@ -1934,6 +2099,19 @@ def _tune_report(view, path: str, title: str, unit: str) -> None:
     "--study-name",
     default=None,
     help="The study in --storage, created or resumed [default: the library's].",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes this command starts on this host, each evaluating "
+    "its own batches of the --storage study (needs --storage; on a host of "
+    "CUDA GPUs each worker gets one of them, so give as many as GPUs). The "
+    "command waits for them, then writes --out from the finished study. On "
+    "several hosts, run the command on each against one postgresql:// "
+    "--storage with its own --out: every command returns when the study's "
+    "--budget is finished, so each --out holds the whole study.",
 )
 @click.option(
     "--dashboard",
@@ -1998,9 +2176,9 @@ def _tune_report(view, path: str, title: str, unit: str) -> None:
     help="TOML file with option values and the [search] table: what to search "
     "(command-line options win; an unknown key is an error).",
 )
-def tune(data_file, out, budget, storage, study_name, dashboard, dashboard_port,
-         validation, warmup, horizon, windows, metric, threshold, res_dim,
-         leak_rate, spectral_radius, density, bias, embedding_scaling, chunks,
+def tune(data_file, out, budget, storage, study_name, workers, dashboard,
+         dashboard_port, validation, warmup, horizon, windows, metric, threshold,
+         res_dim, leak_rate, spectral_radius, density, bias, embedding_scaling, chunks,
          locality, beta, spinup, dt, lyapunov, time_column) -> None:  # fmt: skip
     """Search an echo state network's hyperparameters on DATA (CSV or .npy,
     time x features) and save the best model.
@@ -2035,6 +2213,12 @@ def tune(data_file, out, budget, storage, study_name, dashboard, dashboard_port,
     repeated run resumes. The best candidate is trained again and saved with
     dt, --lyapunov and the column names, as orc train saves a model; orc
     forecast continues it from the end of its training rows.
+
+    --workers N (with --storage) runs the study in N processes of this
+    command on this host and writes --out once it is finished; the same
+    command on other hosts, against one postgresql:// --storage, joins the
+    study (see --workers). A worker that dies leaves its trials to the
+    others (retried after its heartbeat stops); Ctrl-C stops them all.
     """
     ctx = click.get_current_context()
     plan = _search_plan(ctx)
@@ -2054,6 +2238,16 @@ def tune(data_file, out, budget, storage, study_name, dashboard, dashboard_port,
         raise click.UsageError(
             "--study-name names a study in --storage: give --storage too"
         )
+    if workers > 1 and storage is None:
+        raise click.UsageError(
+            f"--workers {workers} share one study, which needs --storage (e.g. "
+            "--storage study.db, or postgresql://user@host/db for several hosts)"
+        )
+    # a worker this command started (--workers): it evaluates the study's
+    # trials and leaves the outputs and the dashboard to the command
+    worker = os.environ.get(WORKER_ENV)
+    if worker is not None:
+        workers, dashboard = 1, False
     if dashboard and storage is None:
         raise click.UsageError(
             "--dashboard serves a study kept in --storage: give --storage too "
@@ -2071,6 +2265,7 @@ def tune(data_file, out, budget, storage, study_name, dashboard, dashboard_port,
         ],
     )
     _configure_jax()
+    gpus = _local_gpus() if workers > 1 else None
     import inspect
 
     import orc
@@ -2120,7 +2315,8 @@ def tune(data_file, out, budget, storage, study_name, dashboard, dashboard_port,
         space[_arg(name)] = dist(list(values)) if kind == "choice" else dist(*values)
     fixed = {_arg(n): ctx.params[n] for n in TUNABLE if n not in plan.space}
     betas = plan.beta if plan.beta is not None else [beta] if beta is not None else None
-    kw = dict(fixed=fixed, sampler=sampler, progress=sys.stderr.isatty())
+    kw = dict(fixed=fixed, sampler=sampler,
+              progress=worker is None and sys.stderr.isatty())  # fmt: skip
     if betas is not None:
         kw["beta"] = (
             orc.tune.LogUniform(*betas[1:]) if isinstance(betas, tuple) else betas
@@ -2240,7 +2436,12 @@ def tune(data_file, out, budget, storage, study_name, dashboard, dashboard_port,
     if db is not None:  # the library wants the SQLite file's folder to exist
         Path(db).parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    pool = {}
+    if workers > 1:  # the study's draws, evaluated by the workers
+        pool = _run_workers(workers, gpus)
     try:
+        # with workers, the finished study: nothing left to evaluate (or
+        # what a worker that failed left, evaluated here)
         result = run(orc.forecaster.ESNForecaster, space, task, **kw)
     except (ValueError, TypeError) as err:
         hint = ""
@@ -2248,6 +2449,8 @@ def tune(data_file, out, budget, storage, study_name, dashboard, dashboard_port,
             hint = " (here: --study-name, or another --storage)"
         raise click.UsageError(f"{err}{hint}") from err
     seconds = time.perf_counter() - t0
+    if worker is not None:
+        return
 
     # the results
     view = _cli_names(result)
@@ -2261,10 +2464,20 @@ def tune(data_file, out, budget, storage, study_name, dashboard, dashboard_port,
             if storage is not None
             else "Optuna study in memory"
         )
-        finished = len({r["trial"] for r in view.rows})
+        done = {r["trial"] for r in view.rows}
+        if pool:  # the workers' trials: orc.tune.study stores host:pid
+            import socket
+
+            names = {f"{socket.gethostname()}:{pid}" for pid in pool}
+            mine = {t.number for t in result.study.get_trials(deepcopy=False)
+                    if t.user_attrs.get("worker") in names}  # fmt: skip
+            by = f"this run's {len(pool)} workers"
+            evaluated = len((mine | set(result.evaluated)) & done)
+        else:
+            by, evaluated = "this run", len(result.evaluated)
         click.echo(
-            f"{which} ({sampler}): {_count(finished, 'draw')} finished, "
-            f"{len(result.evaluated)} evaluated by this run in {seconds:.1f} s; "
+            f"{which} ({sampler}): {_count(len(done), 'draw')} finished, "
+            f"{evaluated} evaluated by {by} in {seconds:.1f} s; "
             f"{len(view.rows)} candidates, {n_ok} ok"
         )
     else:
@@ -2383,7 +2596,10 @@ _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 def _main(argv: list[str] | None) -> int:
     try:
-        cli.main(args=argv, prog_name="orc", standalone_mode=False)
+        args = sys.argv[1:] if argv is None else [str(a) for a in argv]
+        # orc tune --workers starts its workers with the same arguments
+        cli.main(args=args, prog_name="orc", standalone_mode=False,
+                 obj={"argv": args})  # fmt: skip
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 1
