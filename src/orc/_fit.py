@@ -50,6 +50,7 @@ from ._ridge import (
     solve,
     symmetric,
 )
+from ._shard import fit_sharded, placement
 from ._strategy import compiled, full_precision
 from ._training import (
     check_initial_state,
@@ -575,7 +576,14 @@ def fit(
     ``throw=False`` (lineax's convention) returns ``(model, states,
     result)`` instead: how the solve went as a :class:`RESULTS` value (one
     per strength for a population solver), nothing raised or warned for it,
-    so that a search over many candidates scores a failed solve as data."""
+    so that a search over many candidates scores a failed solve as data.
+
+    A model whose bank :func:`orc.shard` placed on a mesh trains on every
+    device's share (:func:`orc._shard.fit_sharded`, the same program traced
+    per device)."""
+    placed = placement(model)
+    if placed is not None and throw:  # a bank placed by orc.shard
+        return fit_sharded(model, problem, solver, opts, placed, _fit.__wrapped__)
     steps = int(np.prod(problem.rows.shape[:-1]))
 
     def run(show):

@@ -421,9 +421,11 @@ def _fit_specs(model, problem, solver, axis: str):
     return specs[0], problem_specs, specs[2]
 
 
-def fit_sharded(model, problem, solver, opts, placed):
+def fit_sharded(model, problem, solver, opts, placed, program):
     """:func:`orc._fit.fit` of a placed model (see :mod:`orc._shard`):
-    ``(model, states)``, the weights and states laid out as the bank."""
+    ``(model, states)``, the weights and states laid out as the bank.
+    ``program`` is the front's own training function (``orc._fit._fit``'s,
+    uncompiled), traced on each device for its share of the bank."""
     mesh, axis = placed
     owner = problem.owner
     if opts.noise is not None:
@@ -440,13 +442,13 @@ def fit_sharded(model, problem, solver, opts, placed):
         _put_tree(a, s, mesh)
         for a, s in zip(args, _fit_specs(*args, axis), strict=True)
     )
-    return _fit_sharded(*args, opts.keep_states, mesh, axis, backend=opts.backend)
+    return _fit_sharded(
+        *args, opts.keep_states, mesh, axis, program, backend=opts.backend
+    )
 
 
 @compiled
-def _fit_sharded(model, problem, solver, keep, mesh, axis):
-    from ._fit import _fit
-
+def _fit_sharded(model, problem, solver, keep, mesh, axis, program):
     size = int(mesh.shape[axis])
     specs = _fit_specs(model, problem, solver, axis)
     dyn, static = eqx.partition((model, problem, solver), eqx.is_array)
@@ -455,9 +457,8 @@ def _fit_sharded(model, problem, solver, keep, mesh, axis):
     def body(dyn):
         model_l, problem_l, solver_l = eqx.combine(dyn, static)
         local = local_model(model_l, axis, size)
-        fit = _fit.__wrapped__  # the front's program, traced on this device
         (trained, states), codes, found = _local_errors(
-            fit, local, problem_l, solver_l, keep, False, None, axis=axis
+            program, local, problem_l, solver_l, keep, False, None, axis=axis
         )
         entries[:] = found
         scale = _gathered(trained.readout.data_scale, axis)

@@ -23,7 +23,6 @@ from .._fit import (
     start_states,
     teacher_forcing_arguments,
 )
-from .._shard import fit_sharded, placement
 from .._validation import check_data
 from .base import RCForecasterBase
 from .models import (
@@ -217,9 +216,6 @@ def train_RCForecaster(
     solver = ridge(owner, beta, model.dtype, batch_size=batch_size, data=(seq,))
     opts = options(owner, model.dtype, return_states, progress, input_noise,
                    state_noise, noise_seed, backend)  # fmt: skip
-    placed = placement(model)  # a bank placed by orc.shard: one shard per device
-    if placed is not None:
-        return fit_sharded(model, problem, solver, opts, placed)
     return fit(model, problem, solver, opts)
 
 
