@@ -601,7 +601,7 @@ def _esn_forecast_cluster_jvp(length, config, primals, tangents):
 # AVX2, 2000 steps, float64: res_dim 100 1.4 vs 3.2 ms, 500 8.9 vs 16.3 ms,
 # 800 15.2 vs 32.0 ms; float32 alike). The kernel itself shares a step
 # between two threads from 512 non-zeros per step on, in calls of at least
-# 2^20 non-zero-steps (ShareSteps in kernels.cc).
+# 2^20 non-zero-steps (ShareSteps in _native/esn.h).
 
 
 def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int):

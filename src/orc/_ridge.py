@@ -87,7 +87,7 @@ DEFAULT_BLOCK = 2048
 #: ``STATS_GROUP`` from its start gives the same bits as the range in one
 #: call (the two state modes of a training fold the same groups,
 #: :func:`orc._training.teacher_forced_stats`). It is the native Gram
-#: kernel's block of steps (``kGramKc`` in ``kernels.cc``, which groups a
+#: kernel's block of steps (``kGramKc`` in ``gram.h``, which groups a
 #: call's rows so itself), and XLA's CPU products (Eigen's contraction) never
 #: split a contraction of at most 320 terms, on one thread or many (measured
 #: with jax 0.10.2: 384 rows already sum in another order on two threads than
@@ -96,7 +96,7 @@ STATS_GROUP = 256
 
 #: From this many features on, the native statistics update and the fused
 #: training fit (``esn_fit``) use orc's own Gram kernel, which groups the rows
-#: by ``STATS_GROUP`` itself (``kGramMinFeatures`` in ``kernels.cc``). Below
+#: by ``STATS_GROUP`` itself (``kGramMinFeatures`` in ``gram.h``). Below
 #: it they call BLAS over whatever rows they are given (the fused fit in
 #: blocks of 512 rows and two column panels), so :func:`stats_update` calls
 #: the native update once per group there, and a training does not take the

@@ -1,8 +1,9 @@
 // C++ tests of orc's native kernels against scalar references (make
 // check-native builds them with AddressSanitizer + UndefinedBehaviorSanitizer
 // and with ThreadSanitizer; CMake option ORC_NATIVE_TESTS). The kernels'
-// internals live in an anonymous namespace, so this file includes the
-// translation unit itself.
+// internals are in the shared headers of src/orc/_native (namespace
+// orc_native); the kernel sources are compiled into this program with its
+// flags.
 //
 // Covered: the sparse row sums (every SIMD variant this CPU has, float and
 // double, odd sizes, rows of 1..41 entries, zero rows, NaN/inf inputs), the
@@ -13,12 +14,20 @@
 // cross-product kernels (every vector width this CPU runs, float and double)
 // against a long-double reference, split as the threads split them.
 
-#include "kernels.cc"
-
 #include <cinttypes>
 #include <cstdio>
 #include <mutex>
 #include <random>
+
+#include "cholesky.h"
+#include "esn.h"
+#include "gram.h"
+#include "isa.h"
+#include "rows.h"
+#include "stats.h"
+#include "workers.h"
+
+using namespace orc_native;  // the kernels' internals
 
 namespace {
 

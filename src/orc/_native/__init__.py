@@ -3,10 +3,11 @@
 The reservoir step is a sparse matrix-vector product inside ``lax.scan``. On
 CPU, XLA lowers the gather it needs to a generic loop at ~2 ns per non-zero,
 which makes that product the bottleneck of training and forecasting (about
-155 µs per step at ``res_dim=2000``). ``kernels.cc`` holds a small XLA FFI
-kernel for the same product. ``pip install`` compiles it (scikit-build-core
-and ``CMakeLists.txt`` at the repository root, against the FFI headers of
-the jaxlib in the build environment) into the extension module
+155 µs per step at ``res_dim=2000``). ``ell_matvec.cc`` holds a small XLA FFI
+kernel for the same product (the other kernels have a source each beside
+it). ``pip install`` compiles them (scikit-build-core and ``CMakeLists.txt``
+at the repository root, against the FFI headers of the jaxlib in the build
+environment) into the extension module
 :mod:`orc._native._kernels`, whose handlers are registered with XLA when this
 module is imported. Nothing is compiled, and no shared library is looked up
 in a cache, at run time: a file planted in a user-writable directory can

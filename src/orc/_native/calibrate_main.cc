@@ -1,5 +1,5 @@
 // orc_calibrate: measures the kernel variants this CPU runs (see Calibrate
-// in kernels.cc) and writes the fastest as a spec, their times as comments,
+// in calibrate.cc) and writes the fastest as a spec, their times as comments,
 // to the file named on the command line (standard output without one). The
 // build runs it once and installs the file next to the module as
 // calibration.txt; orc._native loads it at import.

@@ -1,4 +1,5 @@
-// What the Python module (module.cc) needs from the kernels (kernels.cc):
+// What the Python module (module.cc) needs from the kernels (config.cc,
+// calibrate.cc and the handlers' sources):
 // the BLAS/LAPACK routine table, a description of the variants picked on
 // this CPU, and the XLA FFI handler symbols.
 #ifndef ORC_NATIVE_H_
