@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import equinox as eqx
@@ -49,6 +50,21 @@ from orc._ridge import (
     stats_update,
     symmetric,
 )
+
+
+@functools.cache
+def _lorenz_record():
+    """Lorenz63 at dt 0.01 for tN = 45, integrated once. The tests take its
+    first rows: every distinct tN was a diffrax program of its own (six
+    programs, ~30 s of a loaded run); a prefix equals the shorter
+    integration's record to rounding (bit for bit at tN = 6, 12, 20)."""
+    U, _ = orc.data.lorenz63(tN=45, dt=0.01)
+    return U
+
+
+def _lorenz(tn):
+    return _lorenz_record()[: int(round(tn / 0.01))]
+
 
 RNG = np.random.default_rng(0)
 
@@ -126,7 +142,7 @@ def test_native_matvec_derivatives():
 
 
 def test_models_agree_with_and_without_native_kernel():
-    U, _ = orc.data.lorenz63(tN=12, dt=0.01)
+    U = _lorenz(12)
     esn = orc.forecaster.ESNForecaster(3, 120, chunks=3, locality=1)
     # the backend is resolved when an entry point is called (here while the
     # user's jax.jit traces) and is a static argument of the compiled program
@@ -546,7 +562,7 @@ def test_training_restores_blas_threads_and_matches_plain_path():
     """Training an ESN forecaster that keeps its states takes the overlapped
     path (one esn_fit call in the compiled program), leaves the process's
     BLAS thread count as it found it, and trains what the plain path trains."""
-    U, _ = orc.data.lorenz63(tN=20, dt=0.01)
+    U = _lorenz(20)
     esn = orc.forecaster.ESNForecaster(3, 700, seed=1)
     train = jax.jit(lambda m, u: orc.forecaster.train_RCForecaster(m, u, beta=1e-6))
     assert "orc_esn_fit" in train.lower(esn, U).as_text()
@@ -707,7 +723,7 @@ def test_models_forecast_with_fused_loop_equals_per_step():
     driver, readout and embedding gives, from a state and from a warm-up;
     models the call does not cover (quadratic features, ensemble readout)
     keep the per-step loop."""
-    U, _ = orc.data.lorenz63(tN=30, dt=0.01)
+    U = _lorenz(30)
     U = jnp.asarray(U[500:2500])
     U6 = jnp.concatenate([U, U[:, ::-1]], axis=1)
     cases = [
@@ -781,7 +797,7 @@ def test_models_forecast_with_fused_loop_equals_per_step():
 
 @pytest.mark.parametrize("kind", ["single", "parallel", "multi", "target"])
 def test_streaming_training_equals_stored_states(kind):
-    U, _ = orc.data.lorenz63(tN=45, dt=0.01)
+    U = _lorenz(45)
     U = U[500:]
     chunks = 3 if kind == "parallel" else 1
     esn = orc.forecaster.ESNForecaster(3, 60, chunks=chunks, locality=1, seed=2)
@@ -829,7 +845,7 @@ def test_nan_and_inf_propagate_as_in_xla(dtype):
     does on XLA's (the native tanh once capped it to +-1, a plausible state),
     and +-inf saturates the tanh to +-1 on both; through the teacher-forced
     run, the fused fit's states and the closed-loop forecast from them."""
-    U, _ = orc.data.lorenz63(tN=6, dt=0.01)
+    U = _lorenz(6)
     U = jnp.asarray(U, dtype)
     bad = U.at[100, 1].set(jnp.nan).at[200, 0].set(jnp.inf).at[300, 2].set(-jnp.inf)
     # 1000 nodes x 20 per row: the forecast is the native one-call kernel
@@ -871,7 +887,7 @@ def test_nan_reaches_every_kernel_on_both_paths(dtype):
     a NaN initial state (the data passes its own check, so the NaN goes
     through the run, the Gram and the solve): an error, never NaN weights,
     on both paths alike."""
-    U, _ = orc.data.lorenz63(tN=4, dt=0.01)
+    U = _lorenz(4)
     U = jnp.asarray(U, dtype)
     esn = orc.forecaster.ESNForecaster(3, 300, dtype=dtype, seed=2)
     r = esn.driver.default_state().at[..., 7].set(jnp.nan)
