@@ -223,14 +223,7 @@ def summary_line(res: dict) -> str:
 
 
 def machine_info(libraries: list[str]) -> dict:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = envs.cpu_name()
     ram_gib = None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():

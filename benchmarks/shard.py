@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from harness.envs import cpu_name
 
 HERE = Path(__file__).resolve().parent
 L, GRID, CHUNKS, LOCALITY, DT = 200.0, 512, 64, 6, 0.25
@@ -169,16 +170,6 @@ def ks_data(n: int) -> np.ndarray:
     return np.asarray(U)[transient:, :GRID]
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _jax_version() -> str:
     import jax
 
@@ -233,7 +224,7 @@ def run(args, out: Path, tmp: Path) -> None:
     print(json.dumps(pop), flush=True)
     result = dict(
         population=pop,
-        machine=_cpu_name(),
+        machine=cpu_name(),
         jax=_jax_version(),
         cores=os.cpu_count(),
         load=os.getloadavg(),

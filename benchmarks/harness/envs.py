@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -219,3 +220,14 @@ def _ours_version(lib: Library) -> str:
         last = (proc.stderr.strip().splitlines() or ["?"])[-1]
         return f"not importable ({last[:200]})"
     return proc.stdout.strip()
+
+
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
