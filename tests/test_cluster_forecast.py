@@ -52,9 +52,10 @@ def gpu_with_clusters(monkeypatch):
 
 
 def _cuda_calls(fn, *args):
-    exported = jax.export.export(
-        jax.jit(fn), platforms=["cuda"], disabled_checks=CHECKS
-    )(*args)
+    with _strategy.lowering_for("any"):  # traced here for a GPU
+        exported = jax.export.export(
+            jax.jit(fn), platforms=["cuda"], disabled_checks=CHECKS
+        )(*args)
     text = exported.mlir_module()
     return set(re.findall(r"custom_call @([A-Za-z0-9_]+)", text)), text
 

@@ -6,6 +6,7 @@ method's name, docstring and signature."""
 from __future__ import annotations
 
 import inspect
+import re
 
 import equinox as eqx
 import jax
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 import orc
-from orc import _strategy
+from orc import _native, _strategy
 
 
 def _counting():
@@ -150,3 +151,51 @@ def test_forecasts_start_their_host_copies_off_cpu(model, monkeypatch):
     # the same values either way
     monkeypatch.undo()
     np.testing.assert_array_equal(np.asarray(out), np.asarray(model.forecast(5, r)))
+
+
+def test_platform_branches_traced_only_where_they_can_be_lowered():
+    # In a CPU process a program is lowered for the CPU only: on_platform
+    # traces the CPU's branch alone; lowering_for("any") (orc.export for a
+    # GPU) traces them all, in a program of its own (not jit's cached one)
+    traced = []
+
+    @_strategy.compiled
+    def fn(x):
+        def branch(name):
+            def run(x):
+                traced.append(name)
+                return x * 2.0
+
+            return run
+
+        return _strategy.on_platform(
+            x, cpu=branch("cpu"), cuda=branch("cuda"), default=branch("default")
+        )
+
+    x = jnp.arange(3.0)
+    assert jax.default_backend() != "cpu" or _strategy.lowering_targets() == "cpu"
+    want = {"cpu"} if jax.default_backend() == "cpu" else {"cpu", "cuda", "default"}
+    np.testing.assert_array_equal(fn(x), [0.0, 2.0, 4.0])
+    assert set(traced) == want
+    traced.clear()
+    with _strategy.lowering_for("any"):
+        np.testing.assert_array_equal(fn(x), [0.0, 2.0, 4.0])
+        jaxpr = str(jax.make_jaxpr(lambda x: fn(x))(x))
+    assert set(traced) == {"cpu", "cuda", "default"}
+    assert "platform_index" in jaxpr
+    traced.clear()
+    fn(x)  # back outside the block: the first program again, no new trace
+    assert traced == []
+
+
+def test_export_for_a_gpu_holds_no_cpu_kernel():
+    u = jnp.asarray(np.sin(np.arange(300)[:, None] * [0.05, 0.07, 0.11]))
+    model, R = orc.forecaster.train_RCForecaster(
+        orc.forecaster.ESNForecaster(3, 30, seed=1), u
+    )
+    on_cpu = orc.export(lambda r: model.forecast(20, r), R[-1], platforms=["cpu"])
+    on_gpu = orc.export(lambda r: model.forecast(20, r), R[-1], platforms=["cuda"])
+    gpu_calls = set(re.findall(r"custom_call @(\w+)", on_gpu.mlir_module()))
+    assert not {c for c in gpu_calls if c.startswith("orc_")}, gpu_calls
+    if _native.native_available() and _strategy.resolve(None) == "native":
+        assert "orc_esn_forecast" in on_cpu.mlir_module()

@@ -24,7 +24,8 @@ from orc._ridge import RidgeStats, stats_update
 
 
 def _cuda_custom_calls(fn, *args) -> set[str]:
-    exported = jax.export.export(jax.jit(fn), platforms=["cuda"])(*args)
+    with _strategy.lowering_for("any"):  # traced here for a GPU
+        exported = jax.export.export(jax.jit(fn), platforms=["cuda"])(*args)
     return set(re.findall(r"custom_call @([A-Za-z0-9_]+)", exported.mlir_module()))
 
 

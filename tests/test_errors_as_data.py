@@ -23,7 +23,7 @@ import pytest
 
 import orc
 from _helpers import ON_CPU, RUNTIME_ERRORS, lorenz_rk4, noisy_sinusoids
-from orc import _native
+from orc import _native, _strategy
 
 NATIVE = _native.native_available() and os.environ.get("ORC_NATIVE") != "0"
 BACKENDS = ["native", "xla"] if NATIVE else ["xla"]
@@ -121,10 +121,15 @@ def test_device_programs_hold_no_host_callback(backend):
     # either: a check inside a platform branch cannot reach the program's
     # ledger and would become equinox's callback there (it did for the
     # reservoir's column check in the forecast and the training run)
-    with orc.use_backend(backend):
+    # (traced for every platform: in a CPU process only the CPU's branches
+    # would be traced otherwise)
+    branched = []
+    with orc.use_backend(backend), _strategy.lowering_for("any"):
         for name, fn, args in _programs(backend):
             jaxpr = jax.make_jaxpr(orc.capture_errors(fn))(*args).jaxpr
             assert not _callbacks_off_cpu(jaxpr), name
+            branched += [name] if "platform_index" in str(jaxpr) else []
+    assert "train" in branched and "forecast" in branched, branched
 
 
 def test_checks_still_raise_eagerly_and_under_filter_jit():

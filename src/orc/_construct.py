@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from . import _strategy
 from ._matrix import _dense_one, _gather_matvec, nonzeros_per_row
 from ._random import flat_draw
 
@@ -248,7 +249,7 @@ def _max_modulus(h: Array) -> Array:
     under ``vmap``, so it was most of a GPU build (N = 2000: 0.09 s alone,
     4.2 s for 64 reservoirs); the matrix is 320 kB, its copy to the host
     costs microseconds."""
-    return jax.lax.platform_dependent(
+    return _strategy.on_platform(
         h,
         cpu=lambda a: jnp.max(jnp.abs(jnp.linalg.eigvals(a))),
         default=_max_modulus_host,

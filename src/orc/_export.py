@@ -9,7 +9,7 @@ import jax
 
 from . import _native
 from ._errors import capture_errors
-from ._strategy import use_backend
+from ._strategy import lowering_for, lowering_targets, use_backend
 
 __all__ = ["export"]
 
@@ -49,7 +49,11 @@ def export(
         jax.export.DisabledSafetyCheck.custom_call(t) for t in _native.target_names()
     ]
     context = use_backend(backend) if backend is not None else contextlib.nullcontext()
-    with context:
+    # lowered for other platforms than the CPU (from any process): every
+    # branch of orc's platform-dependent code is traced, not the CPU's only
+    elsewhere = platforms is not None and set(platforms) - {"cpu"}
+    targets = "any" if elsewhere else lowering_targets()
+    with context, lowering_for(targets):
         return jax.export.export(
             jax.jit(capture_errors(fn)), platforms=platforms, disabled_checks=checks
         )(*args, **kwargs)

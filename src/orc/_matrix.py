@@ -35,7 +35,7 @@ from jaxtyping import Array, Float, Int
 
 from . import _errors, _native, _strategy
 from ._ridge import RidgeStats, stats_update
-from ._validation import check_dtype, check_index_bounds
+from ._validation import check_dtype, check_index_bounds, device_array
 from .utils.numerics import spectral_radius_np
 
 __all__ = [
@@ -118,9 +118,7 @@ def guarded(args, *, default, cpu=None, cuda=None):
             branches["cpu"] = lambda *a: (cpu(*a), jnp.zeros((), bool))
         if cuda is not None:
             branches["cuda"] = checked(cuda)
-        out, bad = jax.lax.platform_dependent(
-            *args, **branches, default=checked(default)
-        )
+        out, bad = _strategy.on_platform(*args, **branches, default=checked(default))
     return report_columns(out, bad)
 
 
@@ -153,7 +151,7 @@ def ell_matvec(values, indices, x, native: bool | None = None):
     """
     use = _strategy.native() if native is None else native
     if use and values.dtype == x.dtype and _native.ffi_target(values.dtype) is not None:
-        return jax.lax.platform_dependent(
+        return _strategy.on_platform(
             values,
             indices,
             x,
@@ -230,9 +228,7 @@ def _esn_run(values, indices, drive, r0, leak):
     :func:`guarded`, where a second check could not be reported)."""
     args = (values, indices, drive, r0, jnp.asarray(leak, drive.dtype))
     if _native_run(values, drive, r0):
-        return jax.lax.platform_dependent(
-            *args, cpu=_esn_run_native, default=_esn_run_scan
-        )
+        return _strategy.on_platform(*args, cpu=_esn_run_native, default=_esn_run_scan)
     return _esn_run_scan(*args)
 
 
@@ -887,7 +883,7 @@ def random_reservoir_matrices(
         vals.append(v * (spectral_radius / rho))
         cols.append(c)
     return ReservoirMatrix(
-        jnp.asarray(np.stack(vals), dtype=dtype), jnp.asarray(np.stack(cols))
+        device_array(np.stack(vals), dtype), device_array(np.stack(cols), np.int32)
     )
 
 

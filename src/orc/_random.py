@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._validation import device_array
+
 __all__ = ["seed_sequence", "spawn", "numpy_rng", "jax_key", "prng_key", "flat_draw"]
 
 
@@ -108,7 +110,7 @@ def seed_field(seed, owner: str):
         if seed < 0:
             raise ValueError(f"{owner}: seed must be non-negative, got {seed}")
         if seed < 2**31:
-            return jnp.asarray(seed, jnp.int32)
+            return device_array(seed, jnp.int32)
         words = []
         while seed:
             words.append(seed & 0xFFFFFFFF)

@@ -457,7 +457,7 @@ def stats_update(
         targets, start, stop = targets[start:stop], 0, stop - start
     targets = targets.astype(feats.dtype)
     native = _strategy.native()
-    gram, cross = jax.lax.platform_dependent(
+    gram, cross = _strategy.on_platform(
         stats.gram,
         stats.cross,
         feats,
@@ -665,7 +665,7 @@ def _min_norm(gram: Array, cross: Array, beta, native: bool) -> Array:
     # Cholesky solve (_shifted_solve), which needs no eigen-solver workspace.
     # (`native`, the backend, is an argument: see _stats_update_cpu.)
     on_cpu = _min_norm_host if native else _min_norm_xla
-    return jax.lax.platform_dependent(
+    return _strategy.on_platform(
         gram,
         cross,
         beta,
@@ -682,9 +682,7 @@ def _min_norm_jvp(native, primals, tangents):
     def elsewhere(*args):
         return jax.jvp(_shifted_solve, args[:3], args[3:])
 
-    return jax.lax.platform_dependent(
-        *primals, *tangents, cpu=on_cpu, default=elsewhere
-    )
+    return _strategy.on_platform(*primals, *tangents, cpu=on_cpu, default=elsewhere)
 
 
 #: Columns per block column of :func:`_cholesky_panels`: the trailing
@@ -883,7 +881,7 @@ def _over_stack(fn, gram):
 @functools.partial(jax.custom_jvp, nondiff_argnums=(3,))
 def _solve_cpu(gram: Array, cross: Array, beta, native: bool) -> tuple[Array, Array]:
     # `native`, the backend, is an argument (see _stats_update_cpu): this
-    # function is a branch of platform_dependent, whose traces are cached.
+    # function is a branch of _strategy.on_platform, whose traces are cached.
     target = _native.ridge_solve_target(gram.dtype) if native else None
     if target is not None and cross.dtype == gram.dtype:
         return _solve_native(gram, cross, jnp.asarray(beta, gram.dtype), target)
@@ -920,7 +918,7 @@ def _solve_one(gram: Float[Array, "... F F"], cross: Float[Array, "... F O"], be
     then copies the Gram before the in-place solve: 32 MB at 2000 features).
     """
     native = _strategy.native()
-    x, status = jax.lax.platform_dependent(
+    x, status = _strategy.on_platform(
         gram,
         cross,
         beta,
@@ -989,7 +987,7 @@ def _solve_qr(stats: RidgeStats, beta, intercept: bool) -> tuple[Array, Array]:
         return x.reshape(z2.shape)
 
     def fallback(_):
-        return jax.lax.platform_dependent(
+        return _strategy.on_platform(
             None, cpu=min_norm, default=lambda _: _qr_shifted_solve(r2, z2, tiny)
         )
 

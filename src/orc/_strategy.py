@@ -18,6 +18,13 @@ so it is part of the compiled program's identity: a function traced for one
 backend is never reused for the other, and ``jax.jit``'s cache never hides a
 change. The kernels below consult :func:`native` only while such a call is
 being traced.
+
+The platforms a program may be lowered for are part of its identity too
+(:func:`lowering_targets`): in a process whose default backend is the CPU,
+:func:`on_platform` traces only the branch the CPU runs (the others,
+``lax.platform_dependent``'s GPU and default branches, were traced there
+for nothing: ~60% of the tracing of a small ESN's training and forecasts),
+unless :func:`orc.export` lowers for other platforms.
 """
 
 from __future__ import annotations
@@ -41,6 +48,9 @@ __all__ = [
     "native",
     "compiled",
     "scan",
+    "on_platform",
+    "lowering_targets",
+    "lowering_for",
     "DEVICE_UNROLL",
     "full_precision",
     "model_hash",
@@ -50,6 +60,47 @@ BACKENDS = ("native", "xla")
 _current: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "orc_backend", default=None
 )
+
+
+_targets: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "orc_lowering_targets", default=None
+)
+
+
+def lowering_targets() -> str:
+    """``"cpu"`` when the programs traced now are lowered for the CPU only
+    (the process's default backend is the CPU and no :func:`lowering_for`
+    block says otherwise), else ``"any"``."""
+    targets = _targets.get()
+    if targets is None:
+        return "cpu" if jax.default_backend() == "cpu" else "any"
+    return targets
+
+
+@contextlib.contextmanager
+def lowering_for(targets: str):
+    """Trace the orc calls inside the block for ``targets`` (``"cpu"`` or
+    ``"any"``): :func:`orc.export` for other platforms than the CPU traces
+    with ``"any"``, so every branch of :func:`on_platform` is there to lower."""
+    token = _targets.set(targets)
+    try:
+        yield
+    finally:
+        _targets.reset(token)
+
+
+def on_platform(*args, default, cpu=None, cuda=None):
+    """``jax.lax.platform_dependent(*args, cpu=cpu, cuda=cuda, default=default)``
+    (the branches given), except in a trace lowered for the CPU only
+    (:func:`lowering_targets`), where it is simply the branch the CPU runs
+    (``cpu``, else ``default``) and the others are not traced. The branches
+    compute the same function, each the way its platform affords."""
+    if lowering_targets() == "cpu":
+        return (default if cpu is None else cpu)(*args)
+    branches = {"cpu": cpu, "cuda": cuda}
+    return jax.lax.platform_dependent(
+        *args, default=default, **{k: f for k, f in branches.items() if f is not None}
+    )
 
 
 def default_backend() -> str:
@@ -178,9 +229,9 @@ def compiled(fn=None, *, host_results: bool = False):
         return functools.partial(compiled, host_results=host_results)
 
     def run(static, arrays):
-        structure, marked, backend, in_loop = static
+        structure, marked, backend, targets, in_loop = static
         args, kwargs = _join(structure, marked, arrays)
-        with use_backend(backend), full_precision():
+        with use_backend(backend), lowering_for(targets), full_precision():
             out = _errors.collect_in(in_loop, fn, args, kwargs)
         out_structure, out_marked, out_arrays = _split(out)
         return out_arrays, _Static((out_structure, out_marked))
@@ -198,7 +249,8 @@ def compiled(fn=None, *, host_results: bool = False):
         in_loop = _errors.in_program_loop()
         try:
             out_arrays, static = jitted(
-                (structure, marked, resolve(backend), in_loop), arrays
+                (structure, marked, resolve(backend), lowering_targets(), in_loop),
+                arrays,
             )
         except TypeError:
             # JAX refuses a NumPy array of text or objects before fn can
@@ -372,15 +424,9 @@ DEVICE_UNROLL = 16
 def scan(step, init, xs, length: int | None = None):
     """``jax.lax.scan(step, init, xs, length)`` unrolled ``DEVICE_UNROLL``
     steps per iteration off CPU, rolled on CPU (the branch is chosen when the
-    program is lowered for its platform; the results are the same function,
-    rounding aside). In a process whose default device is the CPU the loop is
-    simply rolled: both branches of ``platform_dependent`` are traced, which
-    cost the CPU-only test suite ~5% more tracing for a branch that is never
-    lowered there (a program exported from such a process for a GPU then
-    runs its loop rolled: slower, same function)."""
-    if jax.default_backend() == "cpu":
-        return jax.lax.scan(step, init, xs, length=length)
-    return jax.lax.platform_dependent(
+    program is lowered for its platform, :func:`on_platform`; the results are
+    the same function, rounding aside)."""
+    return on_platform(
         init,
         xs,
         cpu=lambda i, x: jax.lax.scan(step, i, x, length=length),

@@ -22,6 +22,7 @@ import numpy as np
 from . import _errors
 
 __all__ = [
+    "device_array",
     "check_int",
     "check_float",
     "check_dtype",
@@ -196,6 +197,17 @@ def check_static_int(name: str, value, owner: str, *, minimum: int = 0) -> int:
         if np.issubdtype(np.asarray(value).dtype, np.integer):
             value = int(value)
     return check_int(name, value, owner, minimum=minimum)
+
+
+def device_array(x, dtype) -> jax.Array:
+    """``jnp.asarray(x, dtype)``, converted on the host first when ``x`` is
+    host data (a Python number, a NumPy array or scalar): JAX compiles a
+    program for every conversion it makes itself, one per new shape and
+    dtype (~20-90 ms each, at every model size a process builds), and none
+    for an array that already has the dtype asked for."""
+    if isinstance(x, (numbers.Number, np.ndarray, np.generic)):
+        x = np.asarray(x, dtype=jnp.dtype(dtype))  # a NumPy scalar would compile
+    return jnp.asarray(x, dtype)
 
 
 def _host_array(name: str, x, owner: str, kind: str) -> np.ndarray:

@@ -64,6 +64,7 @@ from ._validation import (
     check_int,
     check_leaf,
     check_leak_rates,
+    device_array,
     from_fields,
     init_component,
 )
@@ -175,7 +176,7 @@ class DriverBase(eqx.Module):
 
     def default_state(self) -> Array:
         """Zero state of shape :attr:`state_shape`."""
-        return jnp.zeros(self.state_shape, dtype=self.dtype)
+        return device_array(np.zeros(self.state_shape), self.dtype)
 
     def _check_shapes(self, proj_vars, res_state):
         """``(proj_vars, res_state)``, one state each, in :attr:`state_shape`
@@ -280,7 +281,7 @@ def _reservoir_matrix(
 
 
 def _scalar(value, dtype):
-    return jnp.asarray(value, dtype=dtype)
+    return device_array(value, dtype)
 
 
 # --------------------------------------------------------------------------- #

@@ -44,6 +44,7 @@ from ._validation import (
     check_float,
     check_int,
     check_leaf,
+    device_array,
     from_fields,
     init_component,
 )
@@ -224,7 +225,7 @@ class _LinearEmbeddingCore(EmbedBase):
         _check_scaling(name, scaling)
         self.chunk_size = self.in_dim if ensemble else self.in_dim // self.chunks
         width = self.chunk_size + (0 if ensemble else 2 * self.locality)
-        self.scaling = jnp.asarray(scaling, self.dtype)
+        self.scaling = device_array(scaling, self.dtype)
         shape = (self.chunks, self.res_dim, width)
         if construction == "jax":  # traceable (orc._construct), scaling too
             key = prng_key(seed, name)

@@ -43,6 +43,7 @@ from ._validation import (
     check_component,
     check_int,
     check_leaf,
+    device_array,
     init_component,
 )
 
@@ -314,7 +315,9 @@ class _LinearReadoutCore(ReadoutBase):
                 )
         self.nonlin_list = nonlin_list
         self.ensemble = ensemble
-        self.wout = jnp.zeros((self.chunks, per_chunk, self.res_dim), dtype=self.dtype)
+        self.wout = device_array(
+            np.zeros((self.chunks, per_chunk, self.res_dim)), self.dtype
+        )
 
     def nonlinear_transform(self, res_state: Array) -> Array:
         """Apply the periodic list of element-wise functions along the last axis."""

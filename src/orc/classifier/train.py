@@ -91,7 +91,7 @@ def column_quantiles(x, q):
     column (10000 x 500 float64: ~0.85 s of XLA's CPU sort otherwise, most of
     a "ppv" classifier's fit); elsewhere, and for derivatives, XLA's."""
     if _strategy.native() and _native.column_quantiles_target(x.dtype) is not None:
-        return jax.lax.platform_dependent(
+        return _strategy.on_platform(
             x, q, cpu=_column_quantiles_native, default=_column_quantiles_xla
         )
     return _column_quantiles_xla(x, q)
