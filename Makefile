@@ -6,9 +6,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # Test processes (pytest-xdist; whole files per process). Most of the suite's
 # time is single-threaded XLA compilation, so two processes on the 2-core CI
-# machine share the work (pytest 11-12 minutes on 2 cores, 2026-11-26; each
-# keeps a compilation cache for the subprocesses its tests start,
-# tests/conftest.py). `make test TEST_WORKERS=8` on more cores.
+# machine share the work (CI: 41 min on 2 cores, 2026-11-27, against a
+# 15-minute budget; where the time goes: docs/architecture.md, "The test
+# suite's time"; each keeps a compilation cache for the subprocesses its
+# tests start, tests/conftest.py). `make test TEST_WORKERS=8` on more cores.
 TEST_WORKERS ?= 2
 
 .PHONY: demo test docs lint bench bench-science dist check-dist check-native clean
