@@ -4,8 +4,8 @@ Every ESN model (forecasters, classifier, controller) is this pipeline with a
 layout: ``"single"`` (one reservoir, shown without the bank axis), ``"parallel"`` (local
 patches of the input, one reservoir each) or ``"ensemble"`` (every reservoir
 sees the whole input, outputs averaged). Hyperparameters are checked under the
-names the models expose; the models' signatures (ORC's) come from
-:mod:`orc._signatures`, and they hand their arguments on here as they are.
+names the models expose; the models hand their arguments on here as they
+are, and what a model does not take has its default from :mod:`orc._defaults`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import jax
 
 from ._construct import check_construction
+from ._defaults import ESN
 from ._random import prng_key, spawn
 from ._validation import check_dtype, check_esn_arguments, check_float, check_int
 from .drivers import DeepESNDriver, ESNDriver, ParallelESNDriver
@@ -45,17 +46,17 @@ def esn_components(
     bias,
     dtype,
     seed,
-    use_sparse_eigs: bool = True,
-    leak_rate=0.6,
-    mode: str = "discrete",
-    time_const=50.0,
-    chunks: int = 1,
-    locality: int = 0,
-    periodic: bool = True,
-    quadratic: bool = False,
+    use_sparse_eigs: bool = ESN.use_sparse_eigs,
+    leak_rate=ESN.leak_rate,
+    mode: str = ESN.mode,
+    time_const=ESN.time_const,
+    chunks: int = ESN.chunks,
+    locality: int = ESN.locality,
+    periodic: bool = ESN.periodic,
+    quadratic: bool = ESN.quadratic,
     n_layers: int | None = None,
-    coupling_scaling=0.2,
-    construction: str = "orc",
+    coupling_scaling=ESN.coupling_scaling,
+    construction: str = ESN.construction,
 ):
     """``(embedding, driver, readout, dtype)`` of an ESN model.
 

@@ -79,6 +79,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import sparse
 
+from ._defaults import ESN
 from ._random import flat_draw
 
 __all__ = [
@@ -348,9 +349,9 @@ def orc04_normalize(
 def orc04_reservoir(
     seed,
     res_dim: int,
-    density: float = 0.02,
-    spectral_radius: float = 0.8,
-    chunks: int = 1,
+    density: float = ESN.Wr_density,
+    spectral_radius: float = ESN.Wr_spectral_radius,
+    chunks: int = ESN.chunks,
     dtype=jnp.float64,
     *,
     use_sparse_eigs: bool = True,
@@ -453,8 +454,8 @@ def orc04_embedding(
     res_dim: int,
     scaling: float,
     dtype=jnp.float64,
-    chunks: int = 1,
-    locality: int = 0,
+    chunks: int = ESN.chunks,
+    locality: int = ESN.locality,
 ) -> jax.Array:
     """ORC 0.4's ``win`` of ``ParallelLinearEmbedding`` (``LinearEmbedding``:
     ``chunks=1, locality=0``).
@@ -473,7 +474,7 @@ def orc04_ensemble_embedding(
     in_dim: int,
     res_dim: int,
     scaling: float,
-    chunks: int = 5,
+    chunks: int = ESN.ensemble_chunks,
     dtype=jnp.float64,
 ) -> jax.Array:
     """ORC 0.4's ``win`` of ``EnsembleLinearEmbedding``: ``(chunks, res_dim,
@@ -533,7 +534,7 @@ _CHUNKED = {
 }
 
 
-def orc04_components(model_name: str, *args, seed=0, **hyperparameters) -> dict:
+def orc04_components(model_name: str, *args, seed=ESN.seed, **hyperparameters) -> dict:
     """ORC 0.4's random matrices for a whole model, from the model's ``seed``.
 
     ``model_name`` is one of ``ESNForecaster``, ``CESNForecaster``,
@@ -575,9 +576,9 @@ def orc04_components(model_name: str, *args, seed=0, **hyperparameters) -> dict:
         raise TypeError(f"{model_name}: unexpected arguments {unknown}")
 
     data_dim, res_dim = hyper["data_dim"], hyper["res_dim"]
-    chunks = hyper.get("chunks", 1)
-    locality = hyper.get("locality", 0)
-    scaling = hyper.get("embedding_scaling", 0.08)
+    chunks = hyper.get("chunks", ESN.chunks)
+    locality = hyper.get("locality", ESN.locality)
+    scaling = hyper.get("embedding_scaling", ESN.embedding_scaling)
     dtype = hyper.get("dtype", jnp.float64)
     default_float = jnp.asarray(0.0).dtype  # what ORC's models leave to defaults
 
@@ -592,11 +593,11 @@ def orc04_components(model_name: str, *args, seed=0, **hyperparameters) -> dict:
     wr = orc04_reservoir(
         seeds["driver"],
         res_dim,
-        density=hyper.get("Wr_density", 0.02),
-        spectral_radius=hyper.get("Wr_spectral_radius", 0.8),
+        density=hyper.get("Wr_density", ESN.Wr_density),
+        spectral_radius=hyper.get("Wr_spectral_radius", ESN.Wr_spectral_radius),
         chunks=chunks,
         dtype=dtype,
-        use_sparse_eigs=hyper.get("use_sparse_eigs", True),
+        use_sparse_eigs=hyper.get("use_sparse_eigs", ESN.use_sparse_eigs),
     )
     if model_name == "EnsembleESNForecaster":
         win = orc04_ensemble_embedding(

@@ -77,6 +77,8 @@ from pathlib import Path
 
 import click
 
+from ._defaults import ESN, NVAR
+
 LORENZ_LYAPUNOV = 0.906
 SYSTEMS = (
     "lorenz63",
@@ -145,6 +147,11 @@ def _configure_jax() -> None:
         )
     except OSError:  # read-only home: run without the cache
         pass
+
+
+def _number(x: float) -> str:
+    """``x`` as people write it: ``8e-8`` (Python: ``8e-08``)."""
+    return re.sub(r"e([+-])0*(\d)", r"e\1\2", f"{x:g}")
 
 
 def _note(text: str) -> None:
@@ -864,11 +871,13 @@ def cli(ctx: click.Context, compile_cache: bool) -> None:
 
 # ---------------------------------------------------------------------- demo
 @cli.command()
-@click.option("--res-dim", default=500, show_default=True, help="Reservoir size.")
+@click.option(
+    "--res-dim", default=ESN.res_dim, show_default=True, help="Reservoir size."
+)
 @click.option(
     "--train-steps", default=20000, show_default=True, help="Training samples."
 )
-@click.option("--seed", default=0, show_default=True, help="Model seed.")
+@click.option("--seed", default=ESN.seed, show_default=True, help="Model seed.")
 @click.option("--out", default="orc-output", show_default=True, help="Output folder.")
 @config_option
 def demo(res_dim: int, train_steps: int, seed: int, out: str) -> None:
@@ -1039,44 +1048,47 @@ ESN_ARGS = {
 
 # Options of `orc train` that `orc tune` shares (one declaration of each).
 res_dim_option = click.option(
-    "--res-dim", default=500, show_default=True, help="Reservoir size per chunk/layer."
+    "--res-dim",
+    default=ESN.res_dim,
+    show_default=True,
+    help="Reservoir size per chunk/layer.",
 )
 leak_rate_option = click.option(
     "--leak-rate",
-    default=0.6,
+    default=ESN.leak_rate,
     show_default=True,
     help="Leak rate a of the reservoir update r' = (1-a) r + a tanh(...).",
 )
 spectral_radius_option = click.option(
     "--spectral-radius",
-    default=0.8,
+    default=ESN.Wr_spectral_radius,
     show_default=True,
     help="Spectral radius the reservoir matrix is scaled to.",
 )
 density_option = click.option(
     "--density",
-    default=0.02,
+    default=ESN.Wr_density,
     show_default=True,
     help="Fraction of non-zero entries of the reservoir matrix.",
 )
 bias_option = click.option(
-    "--bias", default=1.6, show_default=True, help="Scale of the reservoir's bias."
+    "--bias", default=ESN.bias, show_default=True, help="Scale of the reservoir's bias."
 )
 embedding_scaling_option = click.option(
     "--embedding-scaling",
-    default=0.08,
+    default=ESN.embedding_scaling,
     show_default=True,
     help="Scale of the input (embedding) weights.",
 )
 chunks_option = click.option(
     "--chunks",
-    default=1,
+    default=ESN.chunks,
     show_default=True,
     help="esn: parallel reservoirs, each reading a slice of the features.",
 )
 locality_option = click.option(
     "--locality",
-    default=0,
+    default=ESN.locality,
     show_default=True,
     help="esn with --chunks: neighbouring features each chunk also reads.",
 )
@@ -1084,7 +1096,8 @@ beta_option = click.option(
     "--beta",
     default=None,
     type=non_negative,
-    help="Ridge regularisation [default: 8e-8; nvar 2.5e-6].",
+    help=f"Ridge regularisation [default: {_number(ESN.beta)}; nvar "
+    f"{_number(NVAR.beta)}].",
 )
 spinup_option = click.option(
     "--spinup", default=100, show_default=True, help="Transient states dropped."
@@ -1133,17 +1146,19 @@ def reservoir_options(command):
     "reservoirs (--layers); nvar: next-generation RC (--k, --order).",
 )
 @res_dim_option
-@click.option("--layers", default=2, show_default=True, help="deep-esn: layers.")
-@click.option("--k", default=2, show_default=True, help="nvar: delayed samples.")
+@click.option(
+    "--layers", default=ESN.n_layers, show_default=True, help="deep-esn: layers."
+)
+@click.option("--k", default=NVAR.k, show_default=True, help="nvar: delayed samples.")
 @click.option(
     "--order",
-    default="auto",
+    default=NVAR.order,
     show_default=True,
     help="nvar: monomial order; 'auto' is 3 while k x columns <= 20, else 2.",
 )
 @click.option(
     "--stride",
-    default="auto",
+    default=NVAR.s,
     show_default=True,
     help="nvar: spacing of the delayed samples; 'auto' chooses it from the "
     "data's sampling (about 30 per dominant period).",
@@ -1168,7 +1183,10 @@ def reservoir_options(command):
 @train_dt_option
 @lyapunov_option
 @click.option(
-    "--seed", default=0, show_default=True, help="Seed of the reservoir and noise."
+    "--seed",
+    default=ESN.seed,
+    show_default=True,
+    help="Seed of the reservoir and noise.",
 )
 @click.option("--out", required=True, help="Model file to write.")
 @time_column_option
@@ -1219,7 +1237,7 @@ def train(data_file, model, res_dim, layers, k, order, stride, input_noise, leak
     t0 = time.perf_counter()
     train_fn = fc.train_NVARForecaster if model == "nvar" else fc.train_RCForecaster
     if beta is None:
-        beta = 2.5e-6 if model == "nvar" else 8e-8
+        beta = NVAR.beta if model == "nvar" else ESN.beta
     if input_noise is None:
         input_noise = "auto" if model == "nvar" else 0.0
     esn, last = train_fn(

@@ -39,6 +39,7 @@ from jaxtyping import Array, Float
 from . import _strategy
 from ._bank import as_view, declares, lead_axes, to_bank, to_view
 from ._construct import GIVEN, check_construction, reservoir_bank
+from ._defaults import ESN
 from ._matrix import (
     ReservoirMatrix,
     acyclic_pattern,
@@ -56,7 +57,6 @@ from ._matrix import (
     scaling_radius,
 )
 from ._random import jax_key, numpy_rng, prng_key, spawn
-from ._signatures import REQUIRED, orc_signature
 from ._validation import (
     check_component,
     check_data,
@@ -335,13 +335,6 @@ def _leak_field(owner: str, leak, bank_shape: tuple[int, int], dtype) -> Array:
         return _scalar(leak, dtype)
     leak = check_leak_rates("leak", leak, owner, bank_shape[1], bank_shape[0])
     return jnp.broadcast_to(jnp.asarray(leak, dtype), bank_shape)
-
-
-# ORC's driver signatures, in pieces (orc._signatures): the reservoir's
-# hyperparameters, the ESN's mode, and how the matrices are built
-_SPARSE = ("spectral_radius", "density", "bias", "dtype")
-_ESN_MODE = ("mode", "time_const")
-_BUILD = ("*", "seed", "use_sparse_eigs", "eigenval_batch_size", "construction")
 
 
 class _SparseReservoirDriver(DriverBase):
@@ -797,24 +790,24 @@ class ParallelESNDriver(_ESNDriverCore):
     ----------
     res_dim : int
         Nodes per reservoir.
-    leak : float or array, default 0.6
+    leak : float or array
         Leak rate in (0, 1]: a number, or one rate per node, ``(res_dim,)``
         (the same in every reservoir) or ``(chunks, res_dim)``. Nodes with
         their own rates make a multi-timescale reservoir (e.g.
         ``np.geomspace(0.03, 1, res_dim)``: slow nodes integrate long
         stretches of the input, fast ones follow it); such a driver runs
         XLA's loop, not the native fused kernels, which take one rate.
-    spectral_radius : float, default 0.8
+    spectral_radius : float
         Spectral radius each ``W_c`` is scaled to (> 0).
-    density : float, default 0.02
+    density : float
         Fraction of non-zeros per row of ``W_c`` (at least one per row).
-    bias : float, default 1.6
+    bias : float
         Constant added inside the tanh.
     dtype : dtype, default float64
     chunks : int, default 1
         Number of parallel reservoirs (state shape ``(chunks, res_dim)``).
     mode : {"discrete", "continuous"}
-    time_const : float, default 50.0
+    time_const : float
         Rate ``γ`` of the continuous mode.
     seed : int or PRNG key
     use_sparse_eigs : bool, default True
@@ -843,22 +836,48 @@ class ParallelESNDriver(_ESNDriverCore):
 
     capabilities = frozenset({"sequence", "esn_kernels"})
 
-    @orc_signature(
-        "res_dim", "leak", *_SPARSE, "chunks", *_ESN_MODE, *_BUILD, seed=REQUIRED
-    )
-    def __init__(self, chunks, **hyper) -> None:
-        chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
-        self._init(chunks=chunks, **hyper)
+    def __init__(
+        self,
+        res_dim: int,
+        leak: float = ESN.leak_rate,
+        spectral_radius: float = ESN.Wr_spectral_radius,
+        density: float = ESN.Wr_density,
+        bias: float = ESN.bias,
+        dtype: type = jnp.float64,
+        chunks: int = ESN.chunks,
+        mode: str = ESN.mode,
+        time_const: float = ESN.time_const,
+        *,
+        seed: int,
+        use_sparse_eigs: bool = ESN.use_sparse_eigs,
+        eigenval_batch_size: int | None = None,
+        construction: str = ESN.construction,
+    ) -> None:
+        self._init(
+            res_dim=res_dim,
+            leak=leak,
+            spectral_radius=spectral_radius,
+            density=density,
+            bias=bias,
+            dtype=dtype,
+            chunks=check_int("chunks", chunks, type(self).__name__, minimum=1),
+            mode=mode,
+            time_const=time_const,
+            seed=seed,
+            use_sparse_eigs=use_sparse_eigs,
+            eigenval_batch_size=eigenval_batch_size,
+            construction=construction,
+        )
 
     @classmethod
     def from_matrices(
         cls,
         W,
         *,
-        leak: float = 0.6,
-        bias=1.6,
-        mode: str = "discrete",
-        time_const: float = 50.0,
+        leak: float = ESN.leak_rate,
+        bias=ESN.bias,
+        mode: str = ESN.mode,
+        time_const: float = ESN.time_const,
         dtype=None,
         spectral_radius: float | None = None,
     ) -> ParallelESNDriver:
@@ -885,14 +904,14 @@ class ParallelESNDriver(_ESNDriverCore):
             :class:`ReservoirMatrix` (e.g. another driver's ``wr``, kept
             entry for entry), or a list of ``(N, N)`` matrices of these
             kinds or ``scipy.sparse`` ones. Real and finite.
-        leak : float or array, default 0.6
+        leak : float or array
             Leak rate in (0, 1]: a number, one rate per node ``(N,)`` or
             ``(chunks, N)``, as for the constructor.
-        bias : float or array, default 1.6
+        bias : float or array
             Added inside the tanh: a number, one value per node ``(N,)``
             (the same for every reservoir) or ``(chunks, N)``.
         mode : {"discrete", "continuous"}, default "discrete"
-        time_const : float, default 50.0
+        time_const : float
             Rate of the continuous mode.
         dtype : dtype, optional
             Default: float32 where the given floating arrays are all
@@ -956,19 +975,47 @@ class ESNDriver(_ESNDriverCore):
 
     capabilities = frozenset({"sequence", "esn_kernels"})
 
-    @orc_signature("res_dim", "leak", *_SPARSE, *_ESN_MODE, *_BUILD, seed=REQUIRED)
-    def __init__(self, **hyper) -> None:
-        self._init(chunks=None, **hyper)
+    def __init__(
+        self,
+        res_dim: int,
+        leak: float = ESN.leak_rate,
+        spectral_radius: float = ESN.Wr_spectral_radius,
+        density: float = ESN.Wr_density,
+        bias: float = ESN.bias,
+        dtype: type = jnp.float64,
+        mode: str = ESN.mode,
+        time_const: float = ESN.time_const,
+        *,
+        seed: int,
+        use_sparse_eigs: bool = ESN.use_sparse_eigs,
+        eigenval_batch_size: int | None = None,
+        construction: str = ESN.construction,
+    ) -> None:
+        self._init(
+            res_dim=res_dim,
+            leak=leak,
+            spectral_radius=spectral_radius,
+            density=density,
+            bias=bias,
+            dtype=dtype,
+            chunks=None,
+            mode=mode,
+            time_const=time_const,
+            seed=seed,
+            use_sparse_eigs=use_sparse_eigs,
+            eigenval_batch_size=eigenval_batch_size,
+            construction=construction,
+        )
 
     @classmethod
     def from_matrices(
         cls,
         W,
         *,
-        leak: float = 0.6,
-        bias=1.6,
-        mode: str = "discrete",
-        time_const: float = 50.0,
+        leak: float = ESN.leak_rate,
+        bias=ESN.bias,
+        mode: str = ESN.mode,
+        time_const: float = ESN.time_const,
         dtype=None,
         spectral_radius: float | None = None,
     ) -> ESNDriver:
@@ -1083,15 +1130,39 @@ class ParallelTaylorDriver(_TaylorDriverCore):
     ----------
     n_terms : int
         Highest power kept, 0..5 (``n_terms=1`` is the linearisation).
-    res_dim, spectral_radius=0.8, density=0.02, bias=1.6, dtype, chunks=1, seed,
-    use_sparse_eigs=True, eigenval_batch_size=None
+    res_dim, spectral_radius, density, bias, dtype, chunks, seed, \
+use_sparse_eigs, eigenval_batch_size, construction
         As for :class:`ParallelESNDriver`.
     """
 
-    @orc_signature("n_terms", "res_dim", *_SPARSE, "chunks", *_BUILD, seed=REQUIRED)
-    def __init__(self, chunks, **hyper) -> None:
-        chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
-        self._init(chunks=chunks, **hyper)
+    def __init__(
+        self,
+        n_terms: int,
+        res_dim: int,
+        spectral_radius: float = ESN.Wr_spectral_radius,
+        density: float = ESN.Wr_density,
+        bias: float = ESN.bias,
+        dtype: type = jnp.float64,
+        chunks: int = ESN.chunks,
+        *,
+        seed: int,
+        use_sparse_eigs: bool = ESN.use_sparse_eigs,
+        eigenval_batch_size: int | None = None,
+        construction: str = ESN.construction,
+    ) -> None:
+        self._init(
+            n_terms=n_terms,
+            res_dim=res_dim,
+            spectral_radius=spectral_radius,
+            density=density,
+            bias=bias,
+            dtype=dtype,
+            chunks=check_int("chunks", chunks, type(self).__name__, minimum=1),
+            seed=seed,
+            use_sparse_eigs=use_sparse_eigs,
+            eigenval_batch_size=eigenval_batch_size,
+            construction=construction,
+        )
 
     @classmethod
     def from_matrices(
@@ -1099,7 +1170,7 @@ class ParallelTaylorDriver(_TaylorDriverCore):
         W,
         *,
         n_terms: int,
-        bias=1.6,
+        bias=ESN.bias,
         dtype=None,
         spectral_radius: float | None = None,
     ) -> ParallelTaylorDriver:
@@ -1120,9 +1191,33 @@ class ParallelTaylorDriver(_TaylorDriverCore):
 class TaylorDriver(_TaylorDriverCore):
     """Taylor-expanded ESN driver for a single reservoir (state ``(res_dim,)``)."""
 
-    @orc_signature("n_terms", "res_dim", *_SPARSE, *_BUILD, seed=REQUIRED)
-    def __init__(self, **hyper) -> None:
-        self._init(chunks=None, **hyper)
+    def __init__(
+        self,
+        n_terms: int,
+        res_dim: int,
+        spectral_radius: float = ESN.Wr_spectral_radius,
+        density: float = ESN.Wr_density,
+        bias: float = ESN.bias,
+        dtype: type = jnp.float64,
+        *,
+        seed: int,
+        use_sparse_eigs: bool = ESN.use_sparse_eigs,
+        eigenval_batch_size: int | None = None,
+        construction: str = ESN.construction,
+    ) -> None:
+        self._init(
+            n_terms=n_terms,
+            res_dim=res_dim,
+            spectral_radius=spectral_radius,
+            density=density,
+            bias=bias,
+            dtype=dtype,
+            chunks=None,
+            seed=seed,
+            use_sparse_eigs=use_sparse_eigs,
+            eigenval_batch_size=eigenval_batch_size,
+            construction=construction,
+        )
 
     @classmethod
     def from_matrices(
@@ -1130,7 +1225,7 @@ class TaylorDriver(_TaylorDriverCore):
         W,
         *,
         n_terms: int,
-        bias=1.6,
+        bias=ESN.bias,
         dtype=None,
         spectral_radius: float | None = None,
     ) -> TaylorDriver:
@@ -1357,8 +1452,8 @@ class DeepESNDriver(StackedDriver):
     ----------
     res_dim : int
         Nodes per layer.
-    n_layers : int, default 2
-    coupling_scaling : float, default 0.2
+    n_layers : int
+    coupling_scaling : float
         Scale of the inter-layer weights.
     leak, spectral_radius, density, bias, dtype, seed, use_sparse_eigs
         As for :class:`ESNDriver`.
@@ -1384,16 +1479,16 @@ class DeepESNDriver(StackedDriver):
     def __init__(
         self,
         res_dim: int,
-        n_layers: int = 2,
-        coupling_scaling: float = 0.2,
-        leak: float = 0.6,
-        spectral_radius: float = 0.8,
-        density: float = 0.02,
-        bias: float = 1.6,
+        n_layers: int = ESN.n_layers,
+        coupling_scaling: float = ESN.coupling_scaling,
+        leak: float = ESN.leak_rate,
+        spectral_radius: float = ESN.Wr_spectral_radius,
+        density: float = ESN.Wr_density,
+        bias: float = ESN.bias,
         dtype=jnp.float64,
         *,
         seed,
-        use_sparse_eigs: bool = True,
+        use_sparse_eigs: bool = ESN.use_sparse_eigs,
     ) -> None:
         name = type(self).__name__
         n_layers = check_int("n_layers", n_layers, name, minimum=1)

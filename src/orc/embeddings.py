@@ -36,9 +36,9 @@ from jaxtyping import Array, Float
 
 from ._bank import to_view
 from ._construct import check_construction, uniform_input_matrix
+from ._defaults import ESN
 from ._matrix import given_dense, given_dtype, linear_drive
 from ._random import numpy_rng, prng_key
-from ._signatures import REQUIRED, orc_signature
 from ._validation import (
     check_component,
     check_float,
@@ -141,11 +141,6 @@ def _check_scaling(owner: str, scaling) -> None:
     check_float("scaling", scaling, owner, low=0.0)
 
 
-# ORC's linear embedding signatures, in pieces (orc._signatures)
-_SIZES = ("in_dim", "res_dim", "scaling")
-_BUILD = ("*", "seed", "construction")
-
-
 class _LinearEmbeddingCore(EmbedBase):
     """Shared implementation of the linear embeddings. ``scaling`` is the
     recorded bound of the uniform draw; ``None`` for a given ``W_in``
@@ -205,8 +200,8 @@ class _LinearEmbeddingCore(EmbedBase):
         chunks,
         seed,
         construction,
-        locality=0,
-        periodic=True,
+        locality=ESN.locality,
+        periodic=ESN.periodic,
         ensemble=False,
     ):
         """``chunks=None`` makes a single embedding (a bank of one, shown
@@ -243,7 +238,15 @@ class _LinearEmbeddingCore(EmbedBase):
 
     @classmethod
     def _from_matrices(
-        cls, W_in, *, single, ensemble, in_dim=None, locality=0, periodic=True, dtype
+        cls,
+        W_in,
+        *,
+        single,
+        ensemble,
+        in_dim=None,
+        locality=ESN.locality,
+        periodic=ESN.periodic,
+        dtype,
     ):
         """The embedding with the input matrices ``W_in`` (the
         ``from_matrices`` constructors); ``single``: a single embedding."""
@@ -385,20 +388,38 @@ class ParallelLinearEmbedding(_LinearEmbeddingCore):
 
     capabilities = frozenset({"linear"})
 
-    @orc_signature(
-        *_SIZES, "dtype", "chunks", "locality", "periodic", *_BUILD, seed=REQUIRED
-    )
-    def __init__(self, chunks, **hyper) -> None:
-        chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
-        self._init(chunks=chunks, **hyper)
+    def __init__(
+        self,
+        in_dim: int,
+        res_dim: int,
+        scaling: float,
+        dtype: type = jnp.float64,
+        chunks: int = ESN.chunks,
+        locality: int = ESN.locality,
+        periodic: bool = ESN.periodic,
+        *,
+        seed: int,
+        construction: str = ESN.construction,
+    ) -> None:
+        self._init(
+            in_dim=in_dim,
+            res_dim=res_dim,
+            scaling=scaling,
+            dtype=dtype,
+            chunks=check_int("chunks", chunks, type(self).__name__, minimum=1),
+            seed=seed,
+            construction=construction,
+            locality=locality,
+            periodic=periodic,
+        )
 
     @classmethod
     def from_matrices(
         cls,
         W_in,
         *,
-        locality: int = 0,
-        periodic: bool = True,
+        locality: int = ESN.locality,
+        periodic: bool = ESN.periodic,
         in_dim: int | None = None,
         dtype=None,
     ) -> ParallelLinearEmbedding:
@@ -475,9 +496,25 @@ class LinearEmbedding(_LinearEmbeddingCore):
 
     capabilities = frozenset({"linear"})
 
-    @orc_signature(*_SIZES, "dtype", *_BUILD, seed=REQUIRED)
-    def __init__(self, **hyper) -> None:
-        self._init(chunks=None, **hyper)
+    def __init__(
+        self,
+        in_dim: int,
+        res_dim: int,
+        scaling: float,
+        dtype: type = jnp.float64,
+        *,
+        seed: int,
+        construction: str = ESN.construction,
+    ) -> None:
+        self._init(
+            in_dim=in_dim,
+            res_dim=res_dim,
+            scaling=scaling,
+            dtype=dtype,
+            chunks=None,
+            seed=seed,
+            construction=construction,
+        )
 
     @classmethod
     def from_matrices(cls, W_in, *, dtype=None) -> LinearEmbedding:
@@ -507,10 +544,27 @@ class EnsembleLinearEmbedding(_LinearEmbeddingCore):
 
     capabilities = frozenset({"linear"})
 
-    @orc_signature(*_SIZES, "chunks", "dtype", *_BUILD, chunks=5, seed=REQUIRED)
-    def __init__(self, chunks, **hyper) -> None:
-        chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
-        self._init(chunks=chunks, ensemble=True, **hyper)
+    def __init__(
+        self,
+        in_dim: int,
+        res_dim: int,
+        scaling: float,
+        chunks: int = ESN.ensemble_chunks,
+        dtype: type = jnp.float64,
+        *,
+        seed: int,
+        construction: str = ESN.construction,
+    ) -> None:
+        self._init(
+            in_dim=in_dim,
+            res_dim=res_dim,
+            scaling=scaling,
+            dtype=dtype,
+            chunks=check_int("chunks", chunks, type(self).__name__, minimum=1),
+            seed=seed,
+            construction=construction,
+            ensemble=True,
+        )
 
     @classmethod
     def from_matrices(cls, W_in, *, dtype=None) -> EnsembleLinearEmbedding:

@@ -1025,7 +1025,7 @@ def train_force(
     Notes
     -----
     The reservoir must respond to its fed-back input: with ORC's default ESN
-    hyperparameters (``bias=1.6``, ``embedding_scaling=0.08``) the units sit
+    hyperparameters (a large ``bias``, a small ``embedding_scaling``) the units sit
     deep in saturation and FORCE did not learn a sinusoid in our trials. With
     ``bias=0.5, embedding_scaling=0.5, Wr_spectral_radius=1.2,
     Wr_density=0.1`` and ``res_dim=200`` it learnt

@@ -39,6 +39,7 @@ import numpy as np
 from jaxtyping import Array
 
 from ._bank import as_view, lead_axes, to_bank
+from ._defaults import ESN
 from ._validation import (
     check_component,
     check_int,
@@ -373,7 +374,13 @@ class ParallelLinearReadout(_LinearReadoutCore):
     capabilities = frozenset({"linear"})
 
     def __init__(
-        self, out_dim: int, res_dim: int, chunks: int = 1, dtype=jnp.float64, *, seed=0
+        self,
+        out_dim: int,
+        res_dim: int,
+        chunks: int = ESN.chunks,
+        dtype=jnp.float64,
+        *,
+        seed=ESN.seed,
     ):
         chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
         self._init(out_dim, res_dim, chunks, dtype, (), False)
@@ -385,7 +392,7 @@ class LinearReadout(_LinearReadoutCore):
 
     capabilities = frozenset({"linear"})
 
-    def __init__(self, out_dim: int, res_dim: int, dtype=jnp.float64, *, seed=0):
+    def __init__(self, out_dim: int, res_dim: int, dtype=jnp.float64, *, seed=ESN.seed):
         self._init(out_dim, res_dim, None, dtype, (), False)
 
 
@@ -409,10 +416,10 @@ class ParallelNonlinearReadout(_LinearReadoutCore):
         out_dim: int,
         res_dim: int,
         nonlin_list: Sequence[Callable],
-        chunks: int = 1,
+        chunks: int = ESN.chunks,
         dtype=jnp.float64,
         *,
-        seed=0,
+        seed=ESN.seed,
     ):
         chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
         self._init(out_dim, res_dim, chunks, dtype, nonlin_list, False)
@@ -430,7 +437,7 @@ class NonlinearReadout(_LinearReadoutCore):
         nonlin_list: Sequence[Callable],
         dtype=jnp.float64,
         *,
-        seed=0,
+        seed=ESN.seed,
     ):
         self._init(out_dim, res_dim, None, dtype, nonlin_list, False)
 
@@ -441,7 +448,13 @@ class ParallelQuadraticReadout(_LinearReadoutCore):
     capabilities = frozenset({"linear"})
 
     def __init__(
-        self, out_dim: int, res_dim: int, chunks: int = 1, dtype=jnp.float64, *, seed=0
+        self,
+        out_dim: int,
+        res_dim: int,
+        chunks: int = ESN.chunks,
+        dtype=jnp.float64,
+        *,
+        seed=ESN.seed,
     ):
         chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
         self._init(out_dim, res_dim, chunks, dtype, _SQUARE, False)
@@ -452,7 +465,7 @@ class QuadraticReadout(_LinearReadoutCore):
 
     capabilities = frozenset({"linear"})
 
-    def __init__(self, out_dim: int, res_dim: int, dtype=jnp.float64, *, seed=0):
+    def __init__(self, out_dim: int, res_dim: int, dtype=jnp.float64, *, seed=ESN.seed):
         self._init(out_dim, res_dim, None, dtype, _SQUARE, False)
 
 
@@ -466,7 +479,13 @@ class EnsembleLinearReadout(_LinearReadoutCore):
     capabilities = frozenset({"linear"})
 
     def __init__(
-        self, out_dim: int, res_dim: int, chunks: int = 5, dtype=jnp.float64, *, seed=0
+        self,
+        out_dim: int,
+        res_dim: int,
+        chunks: int = ESN.ensemble_chunks,
+        dtype=jnp.float64,
+        *,
+        seed=ESN.seed,
     ):
         chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
         self._init(out_dim, res_dim, chunks, dtype, (), True)

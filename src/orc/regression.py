@@ -28,6 +28,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ._compose import check_model
+from ._defaults import ESN, REGRESSOR
 from ._divergence import report_overflow
 from ._esn import esn_components
 from ._fit import (
@@ -41,7 +42,6 @@ from ._fit import (
     teacher_forcing_arguments,
 )
 from ._random import seed_field
-from ._signatures import orc_signature
 from ._strategy import compiled, model_hash
 from ._validation import (
     check_data,
@@ -258,15 +258,11 @@ class ESNRegressor(RCRegressorBase):
     out_dim : int
     res_dim : int
         Nodes per reservoir layer.
-    leak_rate : float, default 0.6
-    bias : float, default 1.6
-    embedding_scaling : float, default 0.08
-    Wr_density : float, default 0.02
-    Wr_spectral_radius : float, default 0.8
+    leak_rate, bias, embedding_scaling, Wr_density, Wr_spectral_radius : float
     n_layers : int, default 1
         More than 1 stacks reservoirs (:class:`orc.drivers.DeepESNDriver`); the
         readout reads all layers.
-    coupling_scaling : float, default 0.2
+    coupling_scaling : float
         Inter-layer weight scale (``n_layers > 1``).
     input_passthrough : bool, default False
     readout_bias : bool, default True
@@ -287,44 +283,55 @@ class ESNRegressor(RCRegressorBase):
     >>> z_hat = reg.predict(U[8000:, :2])          # (2000, 1)
     """
 
-    @orc_signature(
-        "in_dim",
-        "out_dim",
-        "res_dim",
-        "leak_rate",
-        "bias",
-        "embedding_scaling",
-        "Wr_density",
-        "Wr_spectral_radius",
-        "n_layers",
-        "coupling_scaling",
-        "input_passthrough",
-        "readout_bias",
-        "quadratic",
-        "dtype",
-        "seed",
-        "use_sparse_eigs",
-        "construction",
-        n_layers=1,
-    )
-    def __init__(self, in_dim, out_dim, **hyper) -> None:
-        options = {
-            name: hyper.pop(name) for name in ("input_passthrough", "readout_bias")
-        }
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        res_dim: int,
+        leak_rate: float = ESN.leak_rate,
+        bias: float = ESN.bias,
+        embedding_scaling: float = ESN.embedding_scaling,
+        Wr_density: float = ESN.Wr_density,
+        Wr_spectral_radius: float = ESN.Wr_spectral_radius,
+        n_layers: int = REGRESSOR.n_layers,
+        coupling_scaling: float = ESN.coupling_scaling,
+        input_passthrough: bool = REGRESSOR.input_passthrough,
+        readout_bias: bool = REGRESSOR.readout_bias,
+        quadratic: bool = ESN.quadratic,
+        dtype: type = jnp.float64,
+        seed: int = ESN.seed,
+        use_sparse_eigs: bool = ESN.use_sparse_eigs,
+        construction: str = ESN.construction,
+    ) -> None:
         # one layer is the plain ESN driver (its fused kernels); more stack
-        layers = check_int(
-            "n_layers", hyper["n_layers"], type(self).__name__, minimum=1
-        )
-        hyper["n_layers"] = layers if layers > 1 else None
+        layers = check_int("n_layers", n_layers, type(self).__name__, minimum=1)
         embedding, driver, readout, dtype = esn_components(
             type(self).__name__,
             layout="single",
             in_dim=in_dim,
             out_dim=out_dim,
-            **hyper,
+            res_dim=res_dim,
+            leak_rate=leak_rate,
+            bias=bias,
+            embedding_scaling=embedding_scaling,
+            Wr_density=Wr_density,
+            Wr_spectral_radius=Wr_spectral_radius,
+            n_layers=layers if layers > 1 else None,
+            coupling_scaling=coupling_scaling,
+            quadratic=quadratic,
+            dtype=dtype,
+            seed=seed,
+            use_sparse_eigs=use_sparse_eigs,
+            construction=construction,
         )
         super().__init__(
-            driver, readout, embedding, dtype=dtype, seed=hyper["seed"], **options
+            driver,
+            readout,
+            embedding,
+            dtype=dtype,
+            seed=seed,
+            input_passthrough=input_passthrough,
+            readout_bias=readout_bias,
         )
 
 
@@ -375,7 +382,7 @@ def train_RCRegressor(
     target_seq: Array,
     spinup: int = 0,
     initial_res_state: Array | None = None,
-    beta: float = 1e-6,
+    beta: float = REGRESSOR.beta,
     multi_sequence: bool = False,
     return_states: bool = False,
     progress: bool | None = None,
@@ -401,7 +408,7 @@ def train_RCRegressor(
         Leading pairs left out of the fit (reservoir warm-up).
     initial_res_state : Array, optional
         Start state (default zeros); one per sequence with ``multi_sequence``.
-    beta : float, default 1e-6
+    beta : float, optional
         Ridge penalty on ``W_out`` and ``W_u`` (not on the bias).
     multi_sequence : bool, default False
         Fit one set of weights on several sequences (statistics are summed).

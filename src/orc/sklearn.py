@@ -63,6 +63,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data  # noqa: E40
 
 from . import classifier as _classifier  # noqa: E402
 from . import regression as _regression  # noqa: E402
+from ._defaults import CLASSIFIER, ESN, REGRESSOR  # noqa: E402
 from ._strategy import compiled  # noqa: E402
 from ._validation import check_dtype, default_float_dtype  # noqa: E402
 
@@ -133,15 +134,13 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    res_dim : int, default 500
+    res_dim : int
         Reservoir nodes.
-    leak_rate : float, default 0.6
-    bias : float, default 1.6
-    embedding_scaling : float, default 0.08
+    leak_rate, bias : float
+    embedding_scaling : float
         Scale of the input weights ``W_in``. Inputs of order one often want
         more (0.5 in orc's classification example).
-    Wr_density : float, default 0.02
-    Wr_spectral_radius : float, default 0.8
+    Wr_density, Wr_spectral_radius : float
     dtype : dtype or None, default None
         ``None``: float64 when JAX's x64 mode is on, else float32 (inputs
         are cast to it).
@@ -166,7 +165,7 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
         Leading states left out of every representation but ``"final"``;
         must be less than the series length. ``None``: a tenth of the
         training series' length (``n_timepoints // 10``).
-    beta : float, sequence of floats or None, default 8e-8
+    beta : float, sequence of floats or None
         Ridge penalty of the readout. Several candidates are chosen among by
         leave-one-out error on the training series (the chosen one is
         ``model_.selected_beta``); ``None``: the ten candidates
@@ -215,23 +214,23 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(
         self,
-        res_dim=500,
-        leak_rate=0.6,
-        bias=1.6,
-        embedding_scaling=0.08,
-        Wr_density=0.02,
-        Wr_spectral_radius=0.8,
+        res_dim=ESN.res_dim,
+        leak_rate=ESN.leak_rate,
+        bias=ESN.bias,
+        embedding_scaling=ESN.embedding_scaling,
+        Wr_density=ESN.Wr_density,
+        Wr_spectral_radius=ESN.Wr_spectral_radius,
         dtype=None,
-        seed=0,
-        quadratic=False,
-        use_sparse_eigs=True,
-        state_repr="final",
+        seed=ESN.seed,
+        quadratic=ESN.quadratic,
+        use_sparse_eigs=ESN.use_sparse_eigs,
+        state_repr=CLASSIFIER.state_repr,
         spinup=0,
-        beta=8e-8,
+        beta=ESN.beta,
         model_space_dim=None,
         channels_last=False,
-        input_differences=False,
-        input_lags=(),
+        input_differences=CLASSIFIER.input_differences,
+        input_lags=CLASSIFIER.input_lags,
     ):
         self.res_dim = res_dim
         self.leak_rate = leak_rate
@@ -412,16 +411,12 @@ class ESNRegressor(RegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    res_dim : int, default 500
+    res_dim : int
         Nodes per reservoir layer.
-    leak_rate : float, default 0.6
-    bias : float, default 1.6
-    embedding_scaling : float, default 0.08
-    Wr_density : float, default 0.02
-    Wr_spectral_radius : float, default 0.8
+    leak_rate, bias, embedding_scaling, Wr_density, Wr_spectral_radius : float
     n_layers : int, default 1
         More than 1 stacks reservoirs (:class:`orc.drivers.DeepESNDriver`).
-    coupling_scaling : float, default 0.2
+    coupling_scaling : float
         Inter-layer weight scale (``n_layers > 1``).
     input_passthrough : bool, default False
         Add a fitted linear term ``W_u u_t`` of the current input.
@@ -437,7 +432,7 @@ class ESNRegressor(RegressorMixin, BaseEstimator):
         Leading rows of the training data left out of the fit (the
         reservoir's warm-up), and of the data ``score`` is computed on; less
         than ``n_samples``.
-    beta : float, default 1e-6
+    beta : float
         Ridge penalty on ``W_out`` and ``W_u``.
     input_noise, state_noise : float, default 0.0
         Noise regularisation during training (Gaussian noise on the inputs
@@ -463,22 +458,22 @@ class ESNRegressor(RegressorMixin, BaseEstimator):
 
     def __init__(
         self,
-        res_dim=500,
-        leak_rate=0.6,
-        bias=1.6,
-        embedding_scaling=0.08,
-        Wr_density=0.02,
-        Wr_spectral_radius=0.8,
-        n_layers=1,
-        coupling_scaling=0.2,
-        input_passthrough=False,
-        readout_bias=True,
-        quadratic=False,
+        res_dim=ESN.res_dim,
+        leak_rate=ESN.leak_rate,
+        bias=ESN.bias,
+        embedding_scaling=ESN.embedding_scaling,
+        Wr_density=ESN.Wr_density,
+        Wr_spectral_radius=ESN.Wr_spectral_radius,
+        n_layers=REGRESSOR.n_layers,
+        coupling_scaling=ESN.coupling_scaling,
+        input_passthrough=REGRESSOR.input_passthrough,
+        readout_bias=REGRESSOR.readout_bias,
+        quadratic=ESN.quadratic,
         dtype=None,
-        seed=0,
-        use_sparse_eigs=True,
+        seed=ESN.seed,
+        use_sparse_eigs=ESN.use_sparse_eigs,
         spinup=0,
-        beta=1e-6,
+        beta=REGRESSOR.beta,
         input_noise=0.0,
         state_noise=0.0,
         noise_seed=0,

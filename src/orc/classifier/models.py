@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import equinox as eqx
+import jax.numpy as jnp
 
 from .._compose import check_esn_sizes
+from .._defaults import CLASSIFIER, ESN
 from .._esn import esn_components
-from .._signatures import ESN_MODEL, orc_signature
 from .._validation import check_int
 from .base import RCClassifierBase, _check_state_repr, check_lags, feature_dim
 
@@ -26,9 +27,8 @@ class ESNClassifier(RCClassifierBase):
     data_dim : int
     n_classes : int
     res_dim : int
-    leak_rate=0.6, bias=1.6, embedding_scaling=0.08, Wr_density=0.02,
-    Wr_spectral_radius=0.8, dtype=float64, seed=0, quadratic=False,
-    use_sparse_eigs=True
+    leak_rate, bias, embedding_scaling, Wr_density, Wr_spectral_radius, dtype, \
+seed, quadratic, use_sparse_eigs
         As for :class:`orc.forecaster.ESNForecaster`.
     state_repr : {"final", "mean", "stats", "model_space", "ppv", "bi_final", \
 "bi_mean", "bi_stats", "bi_model_space", "bi_ppv"}, default "final"
@@ -77,39 +77,51 @@ class ESNClassifier(RCClassifierBase):
     def __check_init__(self):
         check_esn_sizes(self)
 
-    @orc_signature(
-        "data_dim",
-        "n_classes",
-        "res_dim",
-        "leak_rate",
-        *ESN_MODEL,
-        "seed",
-        "quadratic",
-        "use_sparse_eigs",
-        "state_repr",
-        "construction",
-        "model_space_dim",
-        "input_differences",
-        "input_lags",
-    )
-    def __init__(self, data_dim, n_classes, **hyper) -> None:
+    def __init__(
+        self,
+        data_dim: int,
+        n_classes: int,
+        res_dim: int,
+        leak_rate: float = ESN.leak_rate,
+        bias: float = ESN.bias,
+        embedding_scaling: float = ESN.embedding_scaling,
+        Wr_density: float = ESN.Wr_density,
+        Wr_spectral_radius: float = ESN.Wr_spectral_radius,
+        dtype: type = jnp.float64,
+        seed: int = ESN.seed,
+        quadratic: bool = ESN.quadratic,
+        use_sparse_eigs: bool = ESN.use_sparse_eigs,
+        state_repr: str = CLASSIFIER.state_repr,
+        construction: str = ESN.construction,
+        model_space_dim: int | None = None,
+        input_differences: bool = CLASSIFIER.input_differences,
+        input_lags: tuple[int, ...] = CLASSIFIER.input_lags,
+    ) -> None:
         name = type(self).__name__
         data_dim = check_int("data_dim", data_dim, name, minimum=1)
         n_classes = check_int("n_classes", n_classes, name, minimum=2)
-        state_repr = _check_state_repr(hyper.pop("state_repr"), name)
-        model_space_dim = hyper.pop("model_space_dim")
-        differences = hyper.pop("input_differences")
-        if not isinstance(differences, bool):
+        state_repr = _check_state_repr(state_repr, name)
+        if not isinstance(input_differences, bool):
             raise TypeError(
-                f"{name}: input_differences must be a bool, got {differences!r}"
+                f"{name}: input_differences must be a bool, got {input_differences!r}"
             )
-        lags = check_lags(hyper.pop("input_lags"), name)
+        lags = check_lags(input_lags, name)
         embedding, driver, readout, dtype = esn_components(
             name,
             layout="single",
-            in_dim=data_dim * (1 + len(lags)) * (2 if differences else 1),
+            in_dim=data_dim * (1 + len(lags)) * (2 if input_differences else 1),
             out_dim=n_classes,
-            **hyper,
+            res_dim=res_dim,
+            leak_rate=leak_rate,
+            bias=bias,
+            embedding_scaling=embedding_scaling,
+            Wr_density=Wr_density,
+            Wr_spectral_radius=Wr_spectral_radius,
+            dtype=dtype,
+            seed=seed,
+            quadratic=quadratic,
+            use_sparse_eigs=use_sparse_eigs,
+            construction=construction,
         )
         if model_space_dim is not None:
             check_int("model_space_dim", model_space_dim, name, minimum=1)
@@ -123,8 +135,8 @@ class ESNClassifier(RCClassifierBase):
             n_classes,
             state_repr,
             dtype,
-            hyper["seed"],
-            input_differences=differences,
+            seed,
+            input_differences=input_differences,
             input_lags=lags,
         )
         self.data_dim = data_dim

@@ -12,6 +12,7 @@ import numpy as np
 from jaxtyping import Array, Int
 
 from .. import _errors, _native, _strategy
+from .._defaults import ESN
 from .._fit import AbstractRidgeSolver, Ridge, _real_number, solved
 from .._ridge import sequence_stats
 from .._strategy import compiled
@@ -356,7 +357,7 @@ def train_RCClassifier(
     train_seqs: Array,
     labels: Int[Array, " n_samples"],
     spinup: int = 0,
-    beta: float | Array = 8e-8,
+    beta: float | Array = ESN.beta,
     batch_size: int | None = None,
     **force_kwargs,
 ) -> Model:
@@ -376,8 +377,8 @@ def train_RCClassifier(
     spinup : int, default 0
         Leading states skipped by every representation but ``"final"`` (see
         :class:`RCClassifierBase`).
-    beta : float or 1-D sequence of floats, default 8e-8
-        The ridge strength. Several candidates (each > 0; e.g.
+    beta : float or 1-D sequence of floats, optional
+        The ridge strength (default ORC 0.4's). Several candidates (each > 0; e.g.
         ``np.logspace(-3, 3, 10)``) are chosen among by exact leave-one-out
         error (:func:`loo_ridge`): the features are then scaled to unit
         standard deviation over the training set before the ridge (the
@@ -439,7 +440,7 @@ def train_ESNClassifier(
     train_seqs: Array,
     labels: Array,
     spinup: int = 0,
-    beta: float = 8e-8,
+    beta: float = ESN.beta,
 ) -> ESNClassifier:
     """:func:`train_RCClassifier` for an :class:`ESNClassifier` (type-checked)."""
     if not isinstance(model, ESNClassifier):

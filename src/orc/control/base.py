@@ -25,6 +25,7 @@ from jaxtyping import Array, Float
 
 from .. import _errors
 from .._compose import check_model
+from .._defaults import CONTROLLER
 from .._random import seed_field
 from .._strategy import compiled, method, model_hash
 from .._validation import (
@@ -73,8 +74,9 @@ class RCControllerBase(eqx.Module):
         System output dimension fed back as input.
     control_dim : int
     dtype : dtype, default float64
-    alpha_1, alpha_2, alpha_3 : float, default 100, 1, 5
-        Weights of tracking error, control magnitude and control increments.
+    alpha_1, alpha_2, alpha_3 : float, optional
+        Weights of tracking error, control magnitude and control increments
+        (ORC 0.4's defaults).
     seed : int, default 0
     """
 
@@ -89,9 +91,9 @@ class RCControllerBase(eqx.Module):
     out_dim: int = eqx.field(static=True)
     res_dim: int = eqx.field(static=True)
     dtype: object = eqx.field(default=jnp.float64, static=True)
-    alpha_1: Array = 100.0
-    alpha_2: Array = 1.0
-    alpha_3: Array = 5.0
+    alpha_1: Array = float(CONTROLLER.alpha_1)
+    alpha_2: Array = float(CONTROLLER.alpha_2)
+    alpha_3: Array = float(CONTROLLER.alpha_3)
     seed: Array | None = None
 
     def __init__(
@@ -102,9 +104,9 @@ class RCControllerBase(eqx.Module):
         in_dim: int,
         control_dim: int,
         dtype=jnp.float64,
-        alpha_1: float = 100,
-        alpha_2: float = 1,
-        alpha_3: float = 5,
+        alpha_1: float = CONTROLLER.alpha_1,
+        alpha_2: float = CONTROLLER.alpha_2,
+        alpha_3: float = CONTROLLER.alpha_3,
         seed=0,
     ) -> None:
         name = type(self).__name__

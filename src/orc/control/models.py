@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import equinox as eqx
+import jax.numpy as jnp
 
 from .._compose import check_esn_sizes
+from .._defaults import CONTROLLER, ESN
 from .._esn import esn_components
-from .._signatures import ESN_MODEL, orc_signature
 from .._validation import check_int
 from .base import RCControllerBase
 
 __all__ = ["ESNController"]
-
-# the cost weights of RCControllerBase, in ORC's order
-_WEIGHTS = ("alpha_1", "alpha_2", "alpha_3")
 
 
 class ESNController(RCControllerBase):
@@ -28,12 +26,12 @@ class ESNController(RCControllerBase):
         System output dimension.
     control_dim : int
     res_dim : int
-    leak_rate=0.6, bias=1.6, embedding_scaling=0.08, Wr_density=0.02,
-    Wr_spectral_radius=0.8, dtype=float64
+    leak_rate, bias, embedding_scaling, Wr_density, Wr_spectral_radius, dtype
         As for :class:`orc.forecaster.ESNForecaster`.
-    alpha_1=100, alpha_2=1, alpha_3=5
+    alpha_1, alpha_2, alpha_3 : float
         Penalty weights (tracking, control magnitude, control increments).
-    seed=0, quadratic=False, use_sparse_eigs=True
+    seed, quadratic, use_sparse_eigs, construction
+        As for :class:`orc.forecaster.ESNForecaster`.
 
     Example
     -------
@@ -47,29 +45,44 @@ class ESNController(RCControllerBase):
     def __check_init__(self):
         check_esn_sizes(self)
 
-    @orc_signature(
-        "data_dim",
-        "control_dim",
-        "res_dim",
-        "leak_rate",
-        *ESN_MODEL,
-        *_WEIGHTS,
-        "seed",
-        "quadratic",
-        "use_sparse_eigs",
-        "construction",
-    )
-    def __init__(self, data_dim, control_dim, **hyper) -> None:
+    def __init__(
+        self,
+        data_dim: int,
+        control_dim: int,
+        res_dim: int,
+        leak_rate: float = ESN.leak_rate,
+        bias: float = ESN.bias,
+        embedding_scaling: float = ESN.embedding_scaling,
+        Wr_density: float = ESN.Wr_density,
+        Wr_spectral_radius: float = ESN.Wr_spectral_radius,
+        dtype: type = jnp.float64,
+        alpha_1: float = CONTROLLER.alpha_1,
+        alpha_2: float = CONTROLLER.alpha_2,
+        alpha_3: float = CONTROLLER.alpha_3,
+        seed: int = ESN.seed,
+        quadratic: bool = ESN.quadratic,
+        use_sparse_eigs: bool = ESN.use_sparse_eigs,
+        construction: str = ESN.construction,
+    ) -> None:
         name = type(self).__name__
         data_dim = check_int("data_dim", data_dim, name, minimum=1)
         control_dim = check_int("control_dim", control_dim, name, minimum=1)
-        weights = {alpha: hyper.pop(alpha) for alpha in _WEIGHTS}
         embedding, driver, readout, dtype = esn_components(
             name,
             layout="single",
             in_dim=data_dim + control_dim,
             out_dim=data_dim,
-            **hyper,
+            res_dim=res_dim,
+            leak_rate=leak_rate,
+            bias=bias,
+            embedding_scaling=embedding_scaling,
+            Wr_density=Wr_density,
+            Wr_spectral_radius=Wr_spectral_radius,
+            dtype=dtype,
+            seed=seed,
+            quadratic=quadratic,
+            use_sparse_eigs=use_sparse_eigs,
+            construction=construction,
         )
         super().__init__(
             driver,
@@ -78,7 +91,9 @@ class ESNController(RCControllerBase):
             in_dim=data_dim,
             control_dim=control_dim,
             dtype=dtype,
-            seed=hyper["seed"],
-            **weights,
+            alpha_1=alpha_1,
+            alpha_2=alpha_2,
+            alpha_3=alpha_3,
+            seed=seed,
         )
         self.data_dim = data_dim

@@ -7,6 +7,7 @@ from typing import TypeVar
 import equinox as eqx
 from jaxtyping import Array
 
+from .._defaults import ESN
 from .._fit import (
     AbstractTeacherForcing,
     check_model_type,
@@ -63,7 +64,7 @@ def train_RCController(
     target_seq: Array | None = None,
     spinup: int = 0,
     initial_res_state: Array | None = None,
-    beta: float = 8e-8,
+    beta: float = ESN.beta,
     batch_size: int | None = None,
     multi_sequence: bool = False,
     return_states: bool = True,
@@ -83,7 +84,8 @@ def train_RCController(
     target_seq : optional, same leading shape as ``train_seq``
     spinup : int, default 0
     initial_res_state : optional start state (per trajectory with ``multi_sequence``)
-    beta : float, default 8e-8
+    beta : float, optional
+        Ridge regularisation (default ORC 0.4's).
     batch_size : int, optional
     multi_sequence : bool, default False
     return_states : bool, default True
@@ -120,7 +122,7 @@ def train_ESNController(
     target_seq: Array | None = None,
     spinup: int = 0,
     initial_res_state: Array | None = None,
-    beta: float = 8e-8,
+    beta: float = ESN.beta,
     multi_sequence: bool = False,
 ) -> tuple[ESNController, Array]:
     """:func:`train_RCController` for an :class:`ESNController` (type-checked)."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import diffrax
 import equinox as eqx
+import jax.numpy as jnp
 
 from .._compose import check_esn_sizes
+from .._defaults import ESN
 from .._esn import esn_components
-from .._signatures import ESN_MODEL, INTEGRATION, orc_signature
 from .._validation import check_int
 from .base import CRCForecasterBase, RCForecasterBase
 
@@ -16,13 +18,6 @@ __all__ = [
     "EnsembleESNForecaster",
     "DeepESNForecaster",
 ]
-
-
-# ORC's signatures (orc._signatures): every ESN forecaster starts with _ESN
-# (_CESN for the continuous one, where time_const stands for leak_rate)
-_ESN = ("data_dim", "res_dim", "leak_rate", *ESN_MODEL, "seed")
-_CESN = ("data_dim", "res_dim", "time_const", *ESN_MODEL, "seed")
-_OPTIONS = ("quadratic", "periodic", "use_sparse_eigs")
 
 
 def check_driver_mode(model, mode: str) -> None:
@@ -45,8 +40,9 @@ def check_driver_mode(model, mode: str) -> None:
 
 def _build(model, data_dim, hyper: dict, *, layout: str, mode="discrete", **base):
     """Fill ``model``, an ESN forecaster, from its constructor's arguments:
-    the components of ``layout`` from ``hyper``, then the base class's
-    fields with ``base`` (chunks, integration settings)."""
+    the components of ``layout`` from ``hyper`` (the arguments
+    :func:`orc._esn.esn_components` takes), then the base class's fields with
+    ``base`` (chunks, integration settings)."""
     name = type(model).__name__
     data_dim = check_int("data_dim", data_dim, name, minimum=1)
     embedding, driver, readout, dtype = esn_components(
@@ -73,14 +69,14 @@ class ESNForecaster(RCForecasterBase):
     data_dim : int
     res_dim : int
         Nodes per reservoir.
-    leak_rate : float or array ``(res_dim,)``, default 0.6
+    leak_rate : float or array ``(res_dim,)``
         Leak rate in (0, 1], or one per node (a multi-timescale reservoir;
         see :class:`orc.drivers.ParallelESNDriver`'s ``leak``).
-    bias : float, default 1.6
-    embedding_scaling : float, default 0.08
+    bias : float
+    embedding_scaling : float
         ``W_in ~ U(-s, s)``.
-    Wr_density : float, default 0.02
-    Wr_spectral_radius : float, default 0.8
+    Wr_density : float
+    Wr_spectral_radius : float
     dtype : dtype, default float64
     seed : int or PRNG key, default 0
     chunks : int, default 1
@@ -112,14 +108,46 @@ class ESNForecaster(RCForecasterBase):
 
     capabilities = frozenset({"pipeline_forcing"})
 
-    @orc_signature(*_ESN, "chunks", "locality", *_OPTIONS, "construction")
-    def __init__(self, data_dim, **hyper) -> None:
-        _build(self, data_dim, hyper, layout="parallel", chunks=hyper["chunks"])
+    def __init__(
+        self,
+        data_dim: int,
+        res_dim: int,
+        leak_rate: float = ESN.leak_rate,
+        bias: float = ESN.bias,
+        embedding_scaling: float = ESN.embedding_scaling,
+        Wr_density: float = ESN.Wr_density,
+        Wr_spectral_radius: float = ESN.Wr_spectral_radius,
+        dtype: type = jnp.float64,
+        seed: int = ESN.seed,
+        chunks: int = ESN.chunks,
+        locality: int = ESN.locality,
+        quadratic: bool = ESN.quadratic,
+        periodic: bool = ESN.periodic,
+        use_sparse_eigs: bool = ESN.use_sparse_eigs,
+        construction: str = ESN.construction,
+    ) -> None:
+        hyper = dict(
+            res_dim=res_dim,
+            leak_rate=leak_rate,
+            bias=bias,
+            embedding_scaling=embedding_scaling,
+            Wr_density=Wr_density,
+            Wr_spectral_radius=Wr_spectral_radius,
+            dtype=dtype,
+            seed=seed,
+            chunks=chunks,
+            locality=locality,
+            quadratic=quadratic,
+            periodic=periodic,
+            use_sparse_eigs=use_sparse_eigs,
+            construction=construction,
+        )
+        _build(self, data_dim, hyper, layout="parallel", chunks=chunks)
 
 
 #: ORC 0.4's fixed time constant, which ``time_const="auto"`` keeps wherever
 #: it suits the sampling.
-ORC_TIME_CONST = 50.0
+ORC_TIME_CONST = ESN.time_const
 #: ``time_const="auto"`` (the default) where ORC's 50 is too fast for samples
 #: spaced ``dt`` (``50 dt > TIME_CONST_DT_WARN``): ``time_const =
 #: TIME_CONST_PER_DT / dt``, i.e. the reservoir relaxes by about half of the
@@ -179,34 +207,64 @@ class CESNForecaster(CRCForecasterBase):
         check_esn_sizes(self)
         check_driver_mode(self, "continuous")
 
-    @orc_signature(
-        *_CESN,
-        "chunks",
-        "locality",
-        *_OPTIONS,
-        *INTEGRATION,
-        "construction",
-        time_const="auto",
-    )
-    def __init__(self, data_dim, **hyper) -> None:
-        integration = {name: hyper.pop(name) for name in INTEGRATION}
+    def __init__(
+        self,
+        data_dim: int,
+        res_dim: int,
+        time_const: float | str = "auto",
+        bias: float = ESN.bias,
+        embedding_scaling: float = ESN.embedding_scaling,
+        Wr_density: float = ESN.Wr_density,
+        Wr_spectral_radius: float = ESN.Wr_spectral_radius,
+        dtype: type = jnp.float64,
+        seed: int = ESN.seed,
+        chunks: int = ESN.chunks,
+        locality: int = ESN.locality,
+        quadratic: bool = ESN.quadratic,
+        periodic: bool = ESN.periodic,
+        use_sparse_eigs: bool = ESN.use_sparse_eigs,
+        solver: diffrax.AbstractSolver | None = None,
+        stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+        adjoint: diffrax.AbstractAdjoint | None = None,
+        max_steps: int | None = None,
+        construction: str = ESN.construction,
+    ) -> None:
         per_dt = None
-        if isinstance(hyper["time_const"], str):
-            if hyper["time_const"] != "auto":
+        if isinstance(time_const, str):
+            if time_const != "auto":
                 raise ValueError(
                     "CESNForecaster: time_const must be a positive float or 'auto', "
-                    f"got {hyper['time_const']!r}"
+                    f"got {time_const!r}"
                 )
             per_dt = TIME_CONST_PER_DT
-            hyper["time_const"] = ORC_TIME_CONST  # until training
+            time_const = ORC_TIME_CONST  # until training
+        hyper = dict(
+            res_dim=res_dim,
+            time_const=time_const,
+            bias=bias,
+            embedding_scaling=embedding_scaling,
+            Wr_density=Wr_density,
+            Wr_spectral_radius=Wr_spectral_radius,
+            dtype=dtype,
+            seed=seed,
+            chunks=chunks,
+            locality=locality,
+            quadratic=quadratic,
+            periodic=periodic,
+            use_sparse_eigs=use_sparse_eigs,
+            construction=construction,
+        )
         _build(
             self,
             data_dim,
             hyper,
             layout="parallel",
             mode="continuous",
-            chunks=hyper["chunks"],
-            **integration,
+            chunks=chunks,
+            solver=solver,
+            stepsize_controller=stepsize_controller,
+            adjoint=adjoint,
+            max_steps=max_steps,
         )
         self.time_const_per_dt = per_dt
 
@@ -228,9 +286,35 @@ class EnsembleESNForecaster(RCForecasterBase):
 
     capabilities = frozenset({"pipeline_forcing"})
 
-    @orc_signature(*_ESN, "chunks", "use_sparse_eigs", "construction")
-    def __init__(self, data_dim, **hyper) -> None:
-        _build(self, data_dim, hyper, layout="ensemble", chunks=hyper["chunks"])
+    def __init__(
+        self,
+        data_dim: int,
+        res_dim: int,
+        leak_rate: float = ESN.leak_rate,
+        bias: float = ESN.bias,
+        embedding_scaling: float = ESN.embedding_scaling,
+        Wr_density: float = ESN.Wr_density,
+        Wr_spectral_radius: float = ESN.Wr_spectral_radius,
+        dtype: type = jnp.float64,
+        seed: int = ESN.seed,
+        chunks: int = ESN.chunks,
+        use_sparse_eigs: bool = ESN.use_sparse_eigs,
+        construction: str = ESN.construction,
+    ) -> None:
+        hyper = dict(
+            res_dim=res_dim,
+            leak_rate=leak_rate,
+            bias=bias,
+            embedding_scaling=embedding_scaling,
+            Wr_density=Wr_density,
+            Wr_spectral_radius=Wr_spectral_radius,
+            dtype=dtype,
+            seed=seed,
+            chunks=chunks,
+            use_sparse_eigs=use_sparse_eigs,
+            construction=construction,
+        )
+        _build(self, data_dim, hyper, layout="ensemble", chunks=chunks)
 
 
 class DeepESNForecaster(RCForecasterBase):
@@ -248,8 +332,8 @@ class DeepESNForecaster(RCForecasterBase):
     data_dim : int
     res_dim : int
         Nodes per layer.
-    n_layers : int, default 2
-    coupling_scaling : float, default 0.2
+    n_layers : int
+    coupling_scaling : float
         Scale of the inter-layer weights. A layer of ``res_dim`` nodes in
         ``(-1, 1)`` drives the next one with a sum of ``res_dim`` terms: at
         0.5 the second layer saturated and the defaults forecast Rossler
@@ -279,17 +363,35 @@ class DeepESNForecaster(RCForecasterBase):
 
     capabilities = frozenset({"pipeline_forcing"})
 
-    @orc_signature(
-        "data_dim",
-        "res_dim",
-        "n_layers",
-        "coupling_scaling",
-        "leak_rate",
-        *ESN_MODEL,
-        "seed",
-        "quadratic",
-        "use_sparse_eigs",
-    )
-    def __init__(self, data_dim, **hyper) -> None:
+    def __init__(
+        self,
+        data_dim: int,
+        res_dim: int,
+        n_layers: int = ESN.n_layers,
+        coupling_scaling: float = ESN.coupling_scaling,
+        leak_rate: float = ESN.leak_rate,
+        bias: float = ESN.bias,
+        embedding_scaling: float = ESN.embedding_scaling,
+        Wr_density: float = ESN.Wr_density,
+        Wr_spectral_radius: float = ESN.Wr_spectral_radius,
+        dtype: type = jnp.float64,
+        seed: int = ESN.seed,
+        quadratic: bool = ESN.quadratic,
+        use_sparse_eigs: bool = ESN.use_sparse_eigs,
+    ) -> None:
+        hyper = dict(
+            n_layers=n_layers,
+            coupling_scaling=coupling_scaling,
+            res_dim=res_dim,
+            leak_rate=leak_rate,
+            bias=bias,
+            embedding_scaling=embedding_scaling,
+            Wr_density=Wr_density,
+            Wr_spectral_radius=Wr_spectral_radius,
+            dtype=dtype,
+            seed=seed,
+            quadratic=quadratic,
+            use_sparse_eigs=use_sparse_eigs,
+        )
         _build(self, data_dim, hyper, layout="single")
-        self.n_layers = hyper["n_layers"]
+        self.n_layers = n_layers

@@ -30,6 +30,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .. import _strategy
+from .._defaults import NVAR
 from .._divergence import BLOWUP_DATA, report_divergence, report_overflow
 from .._fit import (
     check_flag,
@@ -238,7 +239,7 @@ class NVARForecaster(eqx.Module):
     ----------
     data_dim : int
         Dimension of the data.
-    k : int, default 2
+    k : int, optional
         Number of delay taps (current sample included); ``k >= 1``.
     s : int or "auto", default "auto"
         Spacing of the taps in samples (the stride); ``s >= 1``. ``"auto"``
@@ -306,11 +307,11 @@ class NVARForecaster(eqx.Module):
     def __init__(
         self,
         data_dim: int,
-        k: int = 2,
-        s: int | str = "auto",
-        order: int | str = "auto",
-        constant: bool = True,
-        target: str = "increment",
+        k: int = NVAR.k,
+        s: int | str = NVAR.s,
+        order: int | str = NVAR.order,
+        constant: bool = NVAR.constant,
+        target: str = NVAR.target,
         dtype=jnp.float64,
         *,
         stride: int | None = None,
@@ -806,7 +807,7 @@ def train_NVARForecaster(
     model: NVARForecaster,
     train_seq: Array,
     target_seq: Array | None = None,
-    beta: float = 2.5e-6,
+    beta: float = NVAR.beta,
     spinup: int = 0,
     multi_sequence: bool = False,
     *,
@@ -845,8 +846,8 @@ def train_NVARForecaster(
         window ending at ``train_seq[t]``. The states then also include the
         window ending at ``target_seq[-1]`` (appended to ``train_seq``), so the
         last state starts a forecast of what follows ``target_seq``.
-    beta : float, default 2.5e-6
-        Ridge regularisation (the paper's value for Lorenz63).
+    beta : float, optional
+        Ridge regularisation (default: the paper's value for Lorenz63).
     spinup : int, default 0
         Pairs ``t < spinup`` are left out of the fit.
     multi_sequence : bool, default False
@@ -1021,7 +1022,7 @@ def _free_runs(model, windows, length: int):
 def select_input_noise(
     model: NVARForecaster,
     train_seq: Array,
-    beta: float = 2.5e-6,
+    beta: float = NVAR.beta,
     spinup: int = 0,
     *,
     candidates=AUTO_NOISE_CANDIDATES,

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from .._defaults import ESN
 from .._divergence import keep_data_scale
 from .._errors import warn_at_caller
 from .._fit import (
@@ -114,7 +115,7 @@ def train_RCForecaster(
     target_seq: Array | None = None,
     spinup: int = 0,
     initial_res_state: Array | None = None,
-    beta: float = 8e-8,
+    beta: float = ESN.beta,
     batch_size: int | None = None,
     multi_sequence: bool = False,
     return_states: bool = True,
@@ -152,8 +153,8 @@ def train_RCForecaster(
         Leading pairs discarded from the fit (per trajectory).
     initial_res_state : Array, optional
         Start state (default zeros); with ``multi_sequence`` one per trajectory.
-    beta : float, default 8e-8
-        Ridge regularisation, finite and ``>= 0`` (checked also when traced
+    beta : float, optional
+        Ridge regularisation (default ORC 0.4's), finite and ``>= 0`` (checked also when traced
         under ``jax.jit``). ``beta=0`` (plain least squares) is accepted with
         an :class:`orc.UnregularizedRidgeWarning`.
     batch_size : int, optional
@@ -361,7 +362,7 @@ def train_ESNForecaster(
     target_seq: Array | None = None,
     spinup: int = 0,
     initial_res_state: Array | None = None,
-    beta: float = 8e-8,
+    beta: float = ESN.beta,
     batch_size: int | None = None,
     multi_sequence: bool = False,
     **options,
@@ -386,7 +387,7 @@ def train_CESNForecaster(
     target_seq: Array | None = None,
     spinup: int = 0,
     initial_res_state: Array | None = None,
-    beta: float = 8e-8,
+    beta: float = ESN.beta,
     batch_size: int | None = None,
     multi_sequence: bool = False,
     **options,
@@ -415,7 +416,7 @@ def train_EnsembleESNForecaster(
     target_seq: Array | None = None,
     spinup: int = 0,
     initial_res_state: Array | None = None,
-    beta: float = 8e-8,
+    beta: float = ESN.beta,
     batch_size: int | None = None,
     multi_sequence: bool = False,
     **options,

@@ -1,0 +1,110 @@
+"""The hyperparameters of orc's model families and their defaults, each written once.
+
+ORC 0.4 users call the models and components by position as well as by name,
+so every constructor spells ORC's signature out (names, order, defaults,
+keyword-only markers) and takes each default from here::
+
+    class ESNForecaster(RCForecasterBase):
+        def __init__(
+            self,
+            data_dim: int,
+            res_dim: int,
+            leak_rate: float = ESN.leak_rate,
+            bias: float = ESN.bias,
+            ...
+
+The ``orc`` command's options (and so its config-file keys), the scikit-learn
+estimators and the API pages (``docs/hooks/griffe_signatures.py``) take them
+from here too. Defaults are ORC 0.4's unless a comment says otherwise. This
+module imports nothing (the ``orc`` command reads it before JAX is imported),
+so the one default it cannot hold, ``dtype=jax.numpy.float64``, is written in
+the signatures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ESN", "CLASSIFIER", "CONTROLLER", "REGRESSOR", "NVAR"]
+
+
+@dataclass(frozen=True)
+class ESNDefaults:
+    """Echo state networks: the models' hyperparameters under the models'
+    names; the components take the same values under ORC's component names
+    (``leak``, ``spectral_radius``, ``density``, ``scaling``)."""
+
+    leak_rate: float = 0.6
+    bias: float = 1.6
+    embedding_scaling: float = 0.08
+    Wr_density: float = 0.02
+    Wr_spectral_radius: float = 0.8
+    seed: int = 0
+    chunks: int = 1
+    locality: int = 0
+    quadratic: bool = False
+    periodic: bool = True
+    use_sparse_eigs: bool = True
+    construction: str = "orc"  # ours: how the random matrices are drawn
+    # the drivers' time mode and continuous-time rate (CESNForecaster's is
+    # "auto", which keeps this one wherever it suits the sampling)
+    mode: str = "discrete"
+    time_const: float = 50.0
+    # members of ORC's EnsembleLinearEmbedding and EnsembleLinearReadout
+    ensemble_chunks: int = 5
+    # ours: deep (stacked) reservoirs
+    n_layers: int = 2
+    coupling_scaling: float = 0.2
+    # ridge strength of training (train_RCForecaster, train_RCClassifier, ...)
+    beta: float = 8e-8
+    # ours: the models require res_dim; the front ends that offer a default
+    # (orc train and tune, the scikit-learn estimators) offer this one
+    res_dim: int = 500
+
+
+@dataclass(frozen=True)
+class ClassifierDefaults:
+    """:class:`orc.classifier.ESNClassifier`'s own (besides :data:`ESN`)."""
+
+    state_repr: str = "final"
+    input_differences: bool = False  # ours
+    input_lags: tuple[int, ...] = ()  # ours
+
+
+@dataclass(frozen=True)
+class ControllerDefaults:
+    """The control cost weights: tracking, control magnitude, control
+    increments (:class:`orc.control.ESNController`, its base class)."""
+
+    alpha_1: float = 100
+    alpha_2: float = 1
+    alpha_3: float = 5
+
+
+@dataclass(frozen=True)
+class RegressorDefaults:
+    """:class:`orc.regression.ESNRegressor`'s own (ours; besides :data:`ESN`)."""
+
+    n_layers: int = 1
+    input_passthrough: bool = False
+    readout_bias: bool = True
+    beta: float = 1e-6
+
+
+@dataclass(frozen=True)
+class NVARDefaults:
+    """:class:`orc.forecaster.NVARForecaster` and its training (ours)."""
+
+    k: int = 2
+    s: int | str = "auto"
+    order: int | str = "auto"
+    constant: bool = True
+    target: str = "increment"
+    beta: float = 2.5e-6
+
+
+ESN = ESNDefaults()
+CLASSIFIER = ClassifierDefaults()
+CONTROLLER = ControllerDefaults()
+REGRESSOR = RegressorDefaults()
+NVAR = NVARDefaults()
