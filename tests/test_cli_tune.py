@@ -223,7 +223,12 @@ def test_the_compile_cache_and_its_opt_out(workdir, tmp_path):
         assert proc.returncode == 0, proc.stderr
 
     run(ORC_CACHE_DIR=str(tmp_path / "on"))
-    assert len(list((tmp_path / "on" / "jax").iterdir())) > 3
+    # the training program is among them (a count of programs would change
+    # whenever orc compiles fewer small ones)
+    cached = [p.name for p in (tmp_path / "on" / "jax").iterdir()]
+    assert any(n.startswith("jit_fit-") and n.endswith("-cache") for n in cached), (
+        cached
+    )
     run("--no-compile-cache", ORC_CACHE_DIR=str(tmp_path / "off"),
         JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax-env"))  # fmt: skip
     for cache in (tmp_path / "off", tmp_path / "jax-env"):
