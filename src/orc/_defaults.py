@@ -25,7 +25,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ESN", "CLASSIFIER", "CONTROLLER", "REGRESSOR", "NVAR"]
+__all__ = ["ESN", "CLASSIFIER", "CONTROLLER", "REGRESSOR", "NVAR"]  # the families
+
+
+def arguments(frame_locals: dict, *leave: str) -> dict:
+    """The arguments a written-out signature received, by name, to hand on.
+
+    Call as ``arguments(locals())`` in the first statement of the function
+    (before it binds any other name): the signature stays the one place
+    where the parameters are written, and handing them on does not spell
+    each one again. ``self``, ``cls`` (and ``__class__``, which a function
+    using ``super()`` holds) are left out, as are the names in ``leave``.
+    """
+    drop = {"self", "cls", "__class__", *leave}
+    return {name: value for name, value in frame_locals.items() if name not in drop}
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from jaxtyping import Array, Float
 from . import _strategy
 from ._bank import as_view, declares, lead_axes, to_bank, to_view
 from ._construct import GIVEN, check_construction, reservoir_bank
-from ._defaults import ESN
+from ._defaults import ESN, arguments
 from ._matrix import (
     ReservoirMatrix,
     acyclic_pattern,
@@ -423,7 +423,9 @@ class _SparseReservoirDriver(DriverBase):
         DriverBase.__init__(self, res_dim, dtype)
         self.construction = check_construction(construction, name)
         self.single = chunks is None
-        self.chunks = 1 if chunks is None else chunks
+        self.chunks = (
+            1 if chunks is None else check_int("chunks", chunks, name, minimum=1)
+        )
         _check_reservoir_values(name, spectral_radius, bias)
         self.density = check_float(
             "density", density, name, low=0.0, high=1.0, low_open=True
@@ -853,21 +855,7 @@ class ParallelESNDriver(_ESNDriverCore):
         eigenval_batch_size: int | None = None,
         construction: str = ESN.construction,
     ) -> None:
-        self._init(
-            res_dim=res_dim,
-            leak=leak,
-            spectral_radius=spectral_radius,
-            density=density,
-            bias=bias,
-            dtype=dtype,
-            chunks=check_int("chunks", chunks, type(self).__name__, minimum=1),
-            mode=mode,
-            time_const=time_const,
-            seed=seed,
-            use_sparse_eigs=use_sparse_eigs,
-            eigenval_batch_size=eigenval_batch_size,
-            construction=construction,
-        )
+        self._init(**arguments(locals()))
 
     @classmethod
     def from_matrices(
@@ -947,16 +935,7 @@ class ParallelESNDriver(_ESNDriverCore):
         >>> d.advance(jnp.zeros((2, 50)), d.default_state()).shape
         (2, 50)
         """
-        return cls._from_matrices(
-            W,
-            single=False,
-            leak=leak,
-            bias=bias,
-            mode=mode,
-            time_const=time_const,
-            dtype=dtype,
-            spectral_radius=spectral_radius,
-        )
+        return cls._from_matrices(W, single=False, **arguments(locals(), "W"))
 
 
 class ESNDriver(_ESNDriverCore):
@@ -991,21 +970,7 @@ class ESNDriver(_ESNDriverCore):
         eigenval_batch_size: int | None = None,
         construction: str = ESN.construction,
     ) -> None:
-        self._init(
-            res_dim=res_dim,
-            leak=leak,
-            spectral_radius=spectral_radius,
-            density=density,
-            bias=bias,
-            dtype=dtype,
-            chunks=None,
-            mode=mode,
-            time_const=time_const,
-            seed=seed,
-            use_sparse_eigs=use_sparse_eigs,
-            eigenval_batch_size=eigenval_batch_size,
-            construction=construction,
-        )
+        self._init(chunks=None, **arguments(locals()))
 
     @classmethod
     def from_matrices(
@@ -1035,16 +1000,7 @@ class ESNDriver(_ESNDriverCore):
         >>> d.advance(jnp.zeros(50), d.default_state()).shape
         (50,)
         """
-        return cls._from_matrices(
-            W,
-            single=True,
-            leak=leak,
-            bias=bias,
-            mode=mode,
-            time_const=time_const,
-            dtype=dtype,
-            spectral_radius=spectral_radius,
-        )
+        return cls._from_matrices(W, single=True, **arguments(locals(), "W"))
 
 
 # --------------------------------------------------------------------------- #
@@ -1150,19 +1106,7 @@ use_sparse_eigs, eigenval_batch_size, construction
         eigenval_batch_size: int | None = None,
         construction: str = ESN.construction,
     ) -> None:
-        self._init(
-            n_terms=n_terms,
-            res_dim=res_dim,
-            spectral_radius=spectral_radius,
-            density=density,
-            bias=bias,
-            dtype=dtype,
-            chunks=check_int("chunks", chunks, type(self).__name__, minimum=1),
-            seed=seed,
-            use_sparse_eigs=use_sparse_eigs,
-            eigenval_batch_size=eigenval_batch_size,
-            construction=construction,
-        )
+        self._init(**arguments(locals()))
 
     @classmethod
     def from_matrices(
@@ -1178,14 +1122,7 @@ use_sparse_eigs, eigenval_batch_size, construction
         ``(chunks, N, N)``, taken as given; ``W``, ``bias``, ``dtype`` and
         ``spectral_radius`` as for :meth:`ParallelESNDriver.from_matrices`
         (a per-node ``bias`` gives each node its own expansion point)."""
-        return cls._from_matrices(
-            W,
-            single=False,
-            n_terms=n_terms,
-            bias=bias,
-            dtype=dtype,
-            spectral_radius=spectral_radius,
-        )
+        return cls._from_matrices(W, single=False, **arguments(locals(), "W"))
 
 
 class TaylorDriver(_TaylorDriverCore):
@@ -1205,19 +1142,7 @@ class TaylorDriver(_TaylorDriverCore):
         eigenval_batch_size: int | None = None,
         construction: str = ESN.construction,
     ) -> None:
-        self._init(
-            n_terms=n_terms,
-            res_dim=res_dim,
-            spectral_radius=spectral_radius,
-            density=density,
-            bias=bias,
-            dtype=dtype,
-            chunks=None,
-            seed=seed,
-            use_sparse_eigs=use_sparse_eigs,
-            eigenval_batch_size=eigenval_batch_size,
-            construction=construction,
-        )
+        self._init(chunks=None, **arguments(locals()))
 
     @classmethod
     def from_matrices(
@@ -1232,14 +1157,7 @@ class TaylorDriver(_TaylorDriverCore):
         """A single Taylor driver with the matrix ``W`` ``(N, N)`` you give,
         taken as given; arguments as for
         :meth:`ParallelTaylorDriver.from_matrices` with one matrix."""
-        return cls._from_matrices(
-            W,
-            single=True,
-            n_terms=n_terms,
-            bias=bias,
-            dtype=dtype,
-            spectral_radius=spectral_radius,
-        )
+        return cls._from_matrices(W, single=True, **arguments(locals(), "W"))
 
 
 # --------------------------------------------------------------------------- #

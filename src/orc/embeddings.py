@@ -36,7 +36,7 @@ from jaxtyping import Array, Float
 
 from ._bank import to_view
 from ._construct import check_construction, uniform_input_matrix
-from ._defaults import ESN
+from ._defaults import ESN, arguments
 from ._matrix import given_dense, given_dtype, linear_drive
 from ._random import numpy_rng, prng_key
 from ._validation import (
@@ -209,7 +209,9 @@ class _LinearEmbeddingCore(EmbedBase):
         name = type(self).__name__
         EmbedBase.__init__(self, in_dim, res_dim, dtype)
         self.single = chunks is None
-        self.chunks = 1 if chunks is None else chunks
+        self.chunks = (
+            1 if chunks is None else check_int("chunks", chunks, name, minimum=1)
+        )
         self.locality = check_int("locality", locality, name, minimum=0)
         self.periodic = bool(periodic)
         self.ensemble = ensemble
@@ -401,17 +403,7 @@ class ParallelLinearEmbedding(_LinearEmbeddingCore):
         seed: int,
         construction: str = ESN.construction,
     ) -> None:
-        self._init(
-            in_dim=in_dim,
-            res_dim=res_dim,
-            scaling=scaling,
-            dtype=dtype,
-            chunks=check_int("chunks", chunks, type(self).__name__, minimum=1),
-            seed=seed,
-            construction=construction,
-            locality=locality,
-            periodic=periodic,
-        )
+        self._init(**arguments(locals()))
 
     @classmethod
     def from_matrices(
@@ -506,15 +498,7 @@ class LinearEmbedding(_LinearEmbeddingCore):
         seed: int,
         construction: str = ESN.construction,
     ) -> None:
-        self._init(
-            in_dim=in_dim,
-            res_dim=res_dim,
-            scaling=scaling,
-            dtype=dtype,
-            chunks=None,
-            seed=seed,
-            construction=construction,
-        )
+        self._init(chunks=None, **arguments(locals()))
 
     @classmethod
     def from_matrices(cls, W_in, *, dtype=None) -> LinearEmbedding:
@@ -555,16 +539,7 @@ class EnsembleLinearEmbedding(_LinearEmbeddingCore):
         seed: int,
         construction: str = ESN.construction,
     ) -> None:
-        self._init(
-            in_dim=in_dim,
-            res_dim=res_dim,
-            scaling=scaling,
-            dtype=dtype,
-            chunks=check_int("chunks", chunks, type(self).__name__, minimum=1),
-            seed=seed,
-            construction=construction,
-            ensemble=True,
-        )
+        self._init(ensemble=True, **arguments(locals()))
 
     @classmethod
     def from_matrices(cls, W_in, *, dtype=None) -> EnsembleLinearEmbedding:

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ._compose import check_model
-from ._defaults import ESN, REGRESSOR
+from ._defaults import ESN, REGRESSOR, arguments
 from ._divergence import report_overflow
 from ._esn import esn_components
 from ._fit import (
@@ -303,26 +303,12 @@ class ESNRegressor(RCRegressorBase):
         use_sparse_eigs: bool = ESN.use_sparse_eigs,
         construction: str = ESN.construction,
     ) -> None:
+        hyper = arguments(locals(), "input_passthrough", "readout_bias")
         # one layer is the plain ESN driver (its fused kernels); more stack
         layers = check_int("n_layers", n_layers, type(self).__name__, minimum=1)
+        hyper["n_layers"] = layers if layers > 1 else None
         embedding, driver, readout, dtype = esn_components(
-            type(self).__name__,
-            layout="single",
-            in_dim=in_dim,
-            out_dim=out_dim,
-            res_dim=res_dim,
-            leak_rate=leak_rate,
-            bias=bias,
-            embedding_scaling=embedding_scaling,
-            Wr_density=Wr_density,
-            Wr_spectral_radius=Wr_spectral_radius,
-            n_layers=layers if layers > 1 else None,
-            coupling_scaling=coupling_scaling,
-            quadratic=quadratic,
-            dtype=dtype,
-            seed=seed,
-            use_sparse_eigs=use_sparse_eigs,
-            construction=construction,
+            type(self).__name__, layout="single", **hyper
         )
         super().__init__(
             driver,

@@ -6,7 +6,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._compose import check_esn_sizes
-from .._defaults import CLASSIFIER, ESN
+from .._defaults import CLASSIFIER, ESN, arguments
 from .._esn import esn_components
 from .._validation import check_int
 from .base import RCClassifierBase, _check_state_repr, check_lags, feature_dim
@@ -97,6 +97,15 @@ seed, quadratic, use_sparse_eigs
         input_differences: bool = CLASSIFIER.input_differences,
         input_lags: tuple[int, ...] = CLASSIFIER.input_lags,
     ) -> None:
+        hyper = arguments(
+            locals(),
+            "data_dim",
+            "n_classes",
+            "state_repr",
+            "model_space_dim",
+            "input_differences",
+            "input_lags",
+        )
         name = type(self).__name__
         data_dim = check_int("data_dim", data_dim, name, minimum=1)
         n_classes = check_int("n_classes", n_classes, name, minimum=2)
@@ -111,17 +120,7 @@ seed, quadratic, use_sparse_eigs
             layout="single",
             in_dim=data_dim * (1 + len(lags)) * (2 if input_differences else 1),
             out_dim=n_classes,
-            res_dim=res_dim,
-            leak_rate=leak_rate,
-            bias=bias,
-            embedding_scaling=embedding_scaling,
-            Wr_density=Wr_density,
-            Wr_spectral_radius=Wr_spectral_radius,
-            dtype=dtype,
-            seed=seed,
-            quadratic=quadratic,
-            use_sparse_eigs=use_sparse_eigs,
-            construction=construction,
+            **hyper,
         )
         if model_space_dim is not None:
             check_int("model_space_dim", model_space_dim, name, minimum=1)

@@ -6,7 +6,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._compose import check_esn_sizes
-from .._defaults import CONTROLLER, ESN
+from .._defaults import CONTROLLER, ESN, arguments
 from .._esn import esn_components
 from .._validation import check_int
 from .base import RCControllerBase
@@ -64,6 +64,9 @@ class ESNController(RCControllerBase):
         use_sparse_eigs: bool = ESN.use_sparse_eigs,
         construction: str = ESN.construction,
     ) -> None:
+        hyper = arguments(
+            locals(), "data_dim", "control_dim", "alpha_1", "alpha_2", "alpha_3"
+        )
         name = type(self).__name__
         data_dim = check_int("data_dim", data_dim, name, minimum=1)
         control_dim = check_int("control_dim", control_dim, name, minimum=1)
@@ -72,17 +75,7 @@ class ESNController(RCControllerBase):
             layout="single",
             in_dim=data_dim + control_dim,
             out_dim=data_dim,
-            res_dim=res_dim,
-            leak_rate=leak_rate,
-            bias=bias,
-            embedding_scaling=embedding_scaling,
-            Wr_density=Wr_density,
-            Wr_spectral_radius=Wr_spectral_radius,
-            dtype=dtype,
-            seed=seed,
-            quadratic=quadratic,
-            use_sparse_eigs=use_sparse_eigs,
-            construction=construction,
+            **hyper,
         )
         super().__init__(
             driver,

@@ -7,7 +7,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._compose import check_esn_sizes
-from .._defaults import ESN
+from .._defaults import ESN, arguments
 from .._esn import esn_components
 from .._validation import check_int
 from .base import CRCForecasterBase, RCForecasterBase
@@ -38,13 +38,22 @@ def check_driver_mode(model, mode: str) -> None:
             )
 
 
-def _build(model, data_dim, hyper: dict, *, layout: str, mode="discrete", **base):
-    """Fill ``model``, an ESN forecaster, from its constructor's arguments:
-    the components of ``layout`` from ``hyper`` (the arguments
-    :func:`orc._esn.esn_components` takes), then the base class's fields with
-    ``base`` (chunks, integration settings)."""
+#: the integration settings of :class:`CRCForecasterBase`, which
+#: :class:`CESNForecaster` takes besides the ESN's hyperparameters
+_INTEGRATION = ("solver", "stepsize_controller", "adjoint", "max_steps")
+
+
+def _build(model, given: dict, *, layout: str, mode="discrete"):
+    """Fill ``model``, an ESN forecaster, from its constructor's arguments
+    ``given`` (:func:`orc._defaults.arguments`): the components of
+    ``layout`` from the hyperparameters (:func:`orc._esn.esn_components`),
+    then the base class's fields (chunks, integration settings)."""
     name = type(model).__name__
-    data_dim = check_int("data_dim", data_dim, name, minimum=1)
+    hyper = dict(given)
+    data_dim = check_int("data_dim", hyper.pop("data_dim"), name, minimum=1)
+    base = {key: hyper.pop(key) for key in _INTEGRATION if key in hyper}
+    if "chunks" in hyper:
+        base["chunks"] = hyper["chunks"]
     embedding, driver, readout, dtype = esn_components(
         name, layout=layout, in_dim=data_dim, out_dim=data_dim, mode=mode, **hyper
     )
@@ -126,23 +135,7 @@ class ESNForecaster(RCForecasterBase):
         use_sparse_eigs: bool = ESN.use_sparse_eigs,
         construction: str = ESN.construction,
     ) -> None:
-        hyper = dict(
-            res_dim=res_dim,
-            leak_rate=leak_rate,
-            bias=bias,
-            embedding_scaling=embedding_scaling,
-            Wr_density=Wr_density,
-            Wr_spectral_radius=Wr_spectral_radius,
-            dtype=dtype,
-            seed=seed,
-            chunks=chunks,
-            locality=locality,
-            quadratic=quadratic,
-            periodic=periodic,
-            use_sparse_eigs=use_sparse_eigs,
-            construction=construction,
-        )
-        _build(self, data_dim, hyper, layout="parallel", chunks=chunks)
+        _build(self, arguments(locals()), layout="parallel")
 
 
 #: ORC 0.4's fixed time constant, which ``time_const="auto"`` keeps wherever
@@ -229,6 +222,7 @@ class CESNForecaster(CRCForecasterBase):
         max_steps: int | None = None,
         construction: str = ESN.construction,
     ) -> None:
+        given = arguments(locals())
         per_dt = None
         if isinstance(time_const, str):
             if time_const != "auto":
@@ -237,35 +231,8 @@ class CESNForecaster(CRCForecasterBase):
                     f"got {time_const!r}"
                 )
             per_dt = TIME_CONST_PER_DT
-            time_const = ORC_TIME_CONST  # until training
-        hyper = dict(
-            res_dim=res_dim,
-            time_const=time_const,
-            bias=bias,
-            embedding_scaling=embedding_scaling,
-            Wr_density=Wr_density,
-            Wr_spectral_radius=Wr_spectral_radius,
-            dtype=dtype,
-            seed=seed,
-            chunks=chunks,
-            locality=locality,
-            quadratic=quadratic,
-            periodic=periodic,
-            use_sparse_eigs=use_sparse_eigs,
-            construction=construction,
-        )
-        _build(
-            self,
-            data_dim,
-            hyper,
-            layout="parallel",
-            mode="continuous",
-            chunks=chunks,
-            solver=solver,
-            stepsize_controller=stepsize_controller,
-            adjoint=adjoint,
-            max_steps=max_steps,
-        )
+            given["time_const"] = ORC_TIME_CONST  # until training
+        _build(self, given, layout="parallel", mode="continuous")
         self.time_const_per_dt = per_dt
 
 
@@ -301,20 +268,7 @@ class EnsembleESNForecaster(RCForecasterBase):
         use_sparse_eigs: bool = ESN.use_sparse_eigs,
         construction: str = ESN.construction,
     ) -> None:
-        hyper = dict(
-            res_dim=res_dim,
-            leak_rate=leak_rate,
-            bias=bias,
-            embedding_scaling=embedding_scaling,
-            Wr_density=Wr_density,
-            Wr_spectral_radius=Wr_spectral_radius,
-            dtype=dtype,
-            seed=seed,
-            chunks=chunks,
-            use_sparse_eigs=use_sparse_eigs,
-            construction=construction,
-        )
-        _build(self, data_dim, hyper, layout="ensemble", chunks=chunks)
+        _build(self, arguments(locals()), layout="ensemble")
 
 
 class DeepESNForecaster(RCForecasterBase):
@@ -379,19 +333,5 @@ class DeepESNForecaster(RCForecasterBase):
         quadratic: bool = ESN.quadratic,
         use_sparse_eigs: bool = ESN.use_sparse_eigs,
     ) -> None:
-        hyper = dict(
-            n_layers=n_layers,
-            coupling_scaling=coupling_scaling,
-            res_dim=res_dim,
-            leak_rate=leak_rate,
-            bias=bias,
-            embedding_scaling=embedding_scaling,
-            Wr_density=Wr_density,
-            Wr_spectral_radius=Wr_spectral_radius,
-            dtype=dtype,
-            seed=seed,
-            quadratic=quadratic,
-            use_sparse_eigs=use_sparse_eigs,
-        )
-        _build(self, data_dim, hyper, layout="single")
+        _build(self, arguments(locals()), layout="single")
         self.n_layers = n_layers
