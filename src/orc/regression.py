@@ -41,17 +41,16 @@ from ._fit import (
     start_states,
     teacher_forcing_arguments,
 )
-from ._random import seed_field
-from ._strategy import compiled, model_hash
+from ._model import RCModel
+from ._strategy import compiled
 from ._validation import (
     check_data,
-    check_dtype,
     check_input_finite,
     check_int,
     check_leaf,
     check_rank,
 )
-from .drivers import DriverBase, check_state, drive_sequence
+from .drivers import DriverBase, check_state
 from .embeddings import EmbedBase
 from .readouts import ReadoutBase
 
@@ -69,7 +68,7 @@ def _check_one_reservoir(owner, driver, readout) -> None:
         )
 
 
-class RCRegressorBase(eqx.Module):
+class RCRegressorBase(RCModel):
     """Reservoir regressor: embedding → driver → readout (+ pass-through + bias).
 
     Parameters
@@ -95,21 +94,10 @@ class RCRegressorBase(eqx.Module):
     ``jax.jit``), naming the argument and the first bad row.
     """
 
-    # a model as a static argument of jax.jit: an error that says what to do
-    __hash__ = model_hash
-
-    driver: DriverBase
-    readout: ReadoutBase
-    embedding: EmbedBase
     w_input: Array | None
     b_out: Array | None
-    in_dim: int = eqx.field(static=True)
-    out_dim: int = eqx.field(static=True)
-    res_dim: int = eqx.field(static=True)
     input_passthrough: bool = eqx.field(static=True)
     readout_bias: bool = eqx.field(static=True)
-    dtype: object = eqx.field(default=jnp.float64, static=True)
-    seed: Array | None = None
 
     def __init__(
         self,
@@ -123,12 +111,7 @@ class RCRegressorBase(eqx.Module):
     ) -> None:
         name = type(self).__name__
         _check_one_reservoir(name, driver, readout)
-        self.driver, self.readout, self.embedding = driver, readout, embedding
-        self.in_dim = embedding.in_dim
-        self.out_dim = readout.out_dim
-        self.res_dim = driver.res_dim
-        self.dtype = check_dtype(dtype, name)
-        self.seed = seed_field(seed, name)
+        self._set_components(driver, readout, embedding, dtype, seed)
         self.input_passthrough = bool(input_passthrough)
         self.readout_bias = bool(readout_bias)
         self.w_input = (
@@ -174,7 +157,7 @@ class RCRegressorBase(eqx.Module):
         return in_seq, res_state
 
     def _run(self, in_seq, res_state):
-        return drive_sequence(self.driver, self.embedding, in_seq, res_state)
+        return self._drive(in_seq, res_state)
 
     @compiled
     def force(
@@ -237,10 +220,6 @@ class RCRegressorBase(eqx.Module):
             )
             i += self.in_dim
         return model.set_readout(model.readout.set_wout(weights[:, :, i:]))
-
-    def set_readout(self, readout: ReadoutBase):
-        """A copy of the model with ``readout`` replaced."""
-        return eqx.tree_at(lambda m: m.readout, self, readout)
 
 
 class ESNRegressor(RCRegressorBase):

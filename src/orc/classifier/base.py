@@ -86,11 +86,10 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._compose import check_model
-from .._random import seed_field
-from .._strategy import compiled, method, model_hash
+from .._model import RCModel
+from .._strategy import compiled, method
 from .._validation import (
     check_data,
-    check_dtype,
     check_finite,
     check_int,
     check_rank,
@@ -98,7 +97,7 @@ from .._validation import (
     set_field_defaults,
     warn_if_untrained,
 )
-from ..drivers import DriverBase, check_state, drive_sequence
+from ..drivers import DriverBase, check_state
 from ..embeddings import EmbedBase
 from ..readouts import ReadoutBase
 
@@ -217,7 +216,7 @@ def _one_step_predictor(x, y):
     return jnp.concatenate([w.T, b[:, None]], axis=1).reshape(-1)
 
 
-class RCClassifierBase(eqx.Module):
+class RCClassifierBase(RCModel):
     """Reservoir classifier: embedding → driver → feature → readout → softmax.
 
     Parameters
@@ -253,19 +252,8 @@ class RCClassifierBase(eqx.Module):
         several (``None`` otherwise).
     """
 
-    # a model as a static argument of jax.jit: an error that says what to do
-    __hash__ = model_hash
-
-    driver: DriverBase
-    readout: ReadoutBase
-    embedding: EmbedBase
-    in_dim: int = eqx.field(static=True)
-    out_dim: int = eqx.field(static=True)
-    res_dim: int = eqx.field(static=True)
     n_classes: int = eqx.field(static=True)
     state_repr: str = eqx.field(default="final", static=True)
-    dtype: object = eqx.field(default=jnp.float64, static=True)
-    seed: Array | None = None
     # fields added after format-3 files were first written: such a file has
     # none of them and loads with None (orc.io, "added_field")
     ppv_thresholds: Array | None = eqx.field(
@@ -308,9 +296,6 @@ class RCClassifierBase(eqx.Module):
                 f"{name}: readout.out_dim ({readout.out_dim}) must equal n_classes "
                 f"({self.n_classes})"
             )
-        self.driver = driver
-        self.readout = readout
-        self.embedding = embedding
         per_dim = (1 + len(lags)) * (2 if input_differences else 1)
         if embedding.in_dim % per_dim:
             raise ValueError(
@@ -318,12 +303,9 @@ class RCClassifierBase(eqx.Module):
                 f"{len(lags)} input_lags needs an embedding of {per_dim} * "
                 f"data_dim inputs, got embedding.in_dim {embedding.in_dim}"
             )
-        self.in_dim = embedding.in_dim // per_dim
-        self.out_dim = readout.out_dim
-        self.res_dim = driver.res_dim
+        in_dim = embedding.in_dim // per_dim
+        self._set_components(driver, readout, embedding, dtype, seed, in_dim)
         self.state_repr = state_repr
-        self.dtype = check_dtype(dtype, name)
-        self.seed = seed_field(seed, type(self).__name__)
         base, bi = _split_repr(state_repr)
         if base == "ppv":  # fitted by training; 0 (the sign of the state) until then
             shape = (2 if bi else 1, len(PPV_QUANTILES), self.res_dim)
@@ -484,9 +466,7 @@ class RCClassifierBase(eqx.Module):
         :attr:`input_differences`)."""
         in_seq = self._check_seq(in_seq)
 
-        return drive_sequence(
-            self.driver, self.embedding, self._inputs(in_seq), self._initial(res_state)
-        )
+        return self._drive(self._inputs(in_seq), self._initial(res_state))
 
     def __call__(
         self, in_seq: Array, res_state: Array | None = None, spinup: int = 0
@@ -645,11 +625,3 @@ class RCClassifierBase(eqx.Module):
         return jax.nn.softmax(
             self.readout.readout(self.features(in_seq, res_state, spinup))
         )
-
-    def set_readout(self, readout: ReadoutBase):
-        """A copy of the model with ``readout`` replaced."""
-        return eqx.tree_at(lambda m: m.readout, self, readout)
-
-    def set_embedding(self, embedding: EmbedBase):
-        """A copy of the model with ``embedding`` replaced."""
-        return eqx.tree_at(lambda m: m.embedding, self, embedding)

@@ -26,11 +26,10 @@ from jaxtyping import Array, Float
 from .. import _errors
 from .._compose import check_model
 from .._defaults import CONTROLLER
-from .._random import seed_field
-from .._strategy import compiled, method, model_hash
+from .._model import RCModel
+from .._strategy import compiled, method
 from .._validation import (
     check_data,
-    check_dtype,
     check_finite,
     check_float,
     check_int,
@@ -38,7 +37,7 @@ from .._validation import (
     check_rank,
     warn_if_untrained,
 )
-from ..drivers import DriverBase, check_state, drive_sequence
+from ..drivers import DriverBase, check_state
 from ..embeddings import EmbedBase
 from ..readouts import ReadoutBase
 
@@ -64,7 +63,7 @@ class ControlResult(eqx.Module):
     success: Array
 
 
-class RCControllerBase(eqx.Module):
+class RCControllerBase(RCModel):
     """Reservoir controller: embedding of ``[output, control]`` → driver → readout.
 
     Parameters
@@ -80,21 +79,10 @@ class RCControllerBase(eqx.Module):
     seed : int, default 0
     """
 
-    # a model as a static argument of jax.jit: an error that says what to do
-    __hash__ = model_hash
-
-    driver: DriverBase
-    readout: ReadoutBase
-    embedding: EmbedBase
-    in_dim: int = eqx.field(static=True)
     control_dim: int = eqx.field(static=True)
-    out_dim: int = eqx.field(static=True)
-    res_dim: int = eqx.field(static=True)
-    dtype: object = eqx.field(default=jnp.float64, static=True)
     alpha_1: Array = float(CONTROLLER.alpha_1)
     alpha_2: Array = float(CONTROLLER.alpha_2)
     alpha_3: Array = float(CONTROLLER.alpha_3)
-    seed: Array | None = None
 
     def __init__(
         self,
@@ -117,18 +105,12 @@ class RCControllerBase(eqx.Module):
                 f"{name}: embedding.in_dim ({embedding.in_dim}) must equal in_dim + "
                 f"control_dim ({self.in_dim + self.control_dim})"
             )
-        self.driver = driver
-        self.readout = readout
-        self.embedding = embedding
-        self.out_dim = readout.out_dim
-        self.res_dim = driver.res_dim
-        self.dtype = check_dtype(dtype, name)
+        self._set_components(driver, readout, embedding, dtype, seed, self.in_dim)
         for n, a in (("alpha_1", alpha_1), ("alpha_2", alpha_2), ("alpha_3", alpha_3)):
             check_float(n, a, name, low=0.0)
         self.alpha_1 = jnp.asarray(alpha_1, self.dtype)
         self.alpha_2 = jnp.asarray(alpha_2, self.dtype)
         self.alpha_3 = jnp.asarray(alpha_3, self.dtype)
-        self.seed = seed_field(seed, type(self).__name__)
 
     def __check_init__(self):
         name = type(self).__name__
@@ -186,9 +168,7 @@ class RCControllerBase(eqx.Module):
             )
         inputs = jnp.concatenate([in_seq.astype(self.dtype), control_seq], axis=1)
 
-        return drive_sequence(
-            self.driver, self.embedding, inputs, self._check_state(res_state)
-        )
+        return self._drive(inputs, self._check_state(res_state))
 
     def __call__(self, in_seq: Array, control_seq: Array, res_state: Array) -> Array:
         """Same as :meth:`force`."""
@@ -368,11 +348,3 @@ class RCControllerBase(eqx.Module):
                 control, penalty, initial, sol.stats["num_steps"], success
             )
         return control
-
-    def set_readout(self, readout: ReadoutBase):
-        """A copy of the model with ``readout`` replaced."""
-        return eqx.tree_at(lambda m: m.readout, self, readout)
-
-    def set_embedding(self, embedding: EmbedBase):
-        """A copy of the model with ``embedding`` replaced."""
-        return eqx.tree_at(lambda m: m.embedding, self, embedding)

@@ -26,14 +26,13 @@ from .. import _errors, _strategy
 from .._bank import declares
 from .._compose import check_model
 from .._divergence import report_divergence, report_overflow
-from .._random import seed_field
+from .._model import RCModel
 from .._shard import forecast_sharded, placement
-from .._strategy import compiled, method, model_hash
+from .._strategy import compiled, method
 from .._validation import (
     ODE_STEPS_MIN,
     ODE_STEPS_PER_INTERVAL,
     check_data,
-    check_dtype,
     check_finite,
     check_finite_rows,
     check_input_finite,
@@ -46,7 +45,6 @@ from ..drivers import (
     DriverBase,
     check_state,
     closed_loop_linear,
-    drive_sequence,
     drive_sequence_stats,
 )
 from ..embeddings import EmbedBase
@@ -78,7 +76,7 @@ def _check_sequence(model, seq, name):
     return seq
 
 
-class RCForecasterBase(eqx.Module):
+class RCForecasterBase(RCModel):
     """Discrete-time reservoir forecaster: embedding → driver → readout.
 
     Parameters
@@ -99,18 +97,7 @@ class RCForecasterBase(eqx.Module):
     set_readout(readout), set_embedding(embedding) -> new model
     """
 
-    # a model as a static argument of jax.jit: an error that says what to do
-    __hash__ = model_hash
-
-    driver: DriverBase
-    readout: ReadoutBase
-    embedding: EmbedBase
-    in_dim: int = eqx.field(static=True)
-    out_dim: int = eqx.field(static=True)
-    res_dim: int = eqx.field(static=True)
     chunks: int = eqx.field(default=0, static=True)
-    dtype: object = eqx.field(default=jnp.float64, static=True)
-    seed: Array | None = None
 
     def __init__(
         self,
@@ -121,21 +108,14 @@ class RCForecasterBase(eqx.Module):
         dtype=jnp.float64,
         seed=0,
     ) -> None:
-        self.driver = driver
-        self.readout = readout
-        self.embedding = embedding
-        self.in_dim = embedding.in_dim
-        self.out_dim = readout.out_dim
-        self.res_dim = driver.res_dim
+        self._set_components(driver, readout, embedding, dtype, seed)
         self.chunks = chunks
-        self.dtype = check_dtype(dtype, type(self).__name__)
-        self.seed = seed_field(seed, type(self).__name__)
 
     def __check_init__(self):
         check_model(self, self.in_dim, self.in_dim)
 
     def _advance_seq(self, in_seq, res_state):
-        return drive_sequence(self.driver, self.embedding, in_seq, res_state)
+        return self._drive(in_seq, res_state)
 
     def _force_stats(self, in_seq, res_state, stats, targets, start, stop):
         """:meth:`force` plus the ridge statistics of the states (rows
@@ -244,14 +224,6 @@ class RCForecasterBase(eqx.Module):
         out = self.readout.batch_readout(states)
         report_overflow(f"{owner}.predict", out, self.dtype, (in_seq, res_state))
         return out
-
-    def set_readout(self, readout: ReadoutBase):
-        """A copy of the model with ``readout`` replaced."""
-        return eqx.tree_at(lambda m: m.readout, self, readout)
-
-    def set_embedding(self, embedding: EmbedBase):
-        """A copy of the model with ``embedding`` replaced."""
-        return eqx.tree_at(lambda m: m.embedding, self, embedding)
 
     def _closed_loop(self, fcast_len: int, res_state: Array) -> Array:
         fused = closed_loop_linear(
