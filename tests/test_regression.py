@@ -277,7 +277,7 @@ def test_noise_and_regression_bad_inputs():
         train_RCRegressor(model, x, y)
     with pytest.raises(Exception, match="in_seq contains NaN"):
         jax.block_until_ready(train_RCRegressor(reg, x.at[5, 0].set(jnp.nan), y))
-    with pytest.raises(ValueError, match=r"in_seq must be \(seq_len >= 1, 2\)"):
+    with pytest.raises(ValueError, match=r"in_seq must have 2 columns \(in_dim\)"):
         reg.predict(u)
     with pytest.raises(ValueError, match="one reservoir"):
         RCRegressorBase(

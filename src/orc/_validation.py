@@ -591,6 +591,38 @@ def _warn(msg: str, category: type[Warning]) -> None:
         _errors.warn_at_caller(msg, category)
 
 
+def check_sequence(
+    name: str,
+    seq,
+    owner: str,
+    dtype,
+    width: int,
+    what: str,
+    min_len: int = 1,
+    why: str = "",
+):
+    """``seq`` as a sequence ``(seq_len, width)`` of real data of ``dtype``
+    (:func:`check_data`, :func:`check_rank`) with at least ``min_len`` rows:
+    the input check of every model's entry points. ``what`` names the width
+    (``"data_dim"``, ``"control_dim"``); ``why`` says where a ``min_len``
+    above one comes from."""
+    seq = check_data(name, seq, owner, dtype)
+    seq = check_rank(name, seq, 2, owner, f"(seq_len, {what})")
+    if seq.shape[1] != width:
+        raise ValueError(
+            f"{owner}: {name} must have {width} columns ({what}), got shape "
+            f"{tuple(seq.shape)}"
+        )
+    if seq.shape[0] < min_len:
+        if min_len == 1:
+            raise ValueError(f"{owner}: {name} is empty")
+        raise ValueError(
+            f"{owner}: {name} must have at least {min_len} samples{why}, got shape "
+            f"{tuple(seq.shape)}"
+        )
+    return seq
+
+
 def check_data(name: str, x, owner: str, dtype):
     """``x`` as real-valued data of the model's float ``dtype``.
 

@@ -44,11 +44,10 @@ from ._fit import (
 from ._model import RCModel
 from ._strategy import compiled
 from ._validation import (
-    check_data,
     check_input_finite,
     check_int,
     check_leaf,
-    check_rank,
+    check_sequence,
 )
 from .drivers import DriverBase, check_state
 from .embeddings import EmbedBase
@@ -140,13 +139,7 @@ class RCRegressorBase(RCModel):
     # -- running ------------------------------------------------------------ #
     def _check_input(self, in_seq, res_state, name="in_seq"):
         owner = type(self).__name__
-        in_seq = check_data(name, in_seq, owner, self.dtype)
-        in_seq = check_rank(name, in_seq, 2, owner, "(seq_len, in_dim)")
-        if in_seq.shape[1] != self.in_dim or in_seq.shape[0] < 1:
-            raise ValueError(
-                f"{owner}: {name} must be (seq_len >= 1, {self.in_dim}), got "
-                f"shape {tuple(in_seq.shape)}"
-            )
+        in_seq = check_sequence(name, in_seq, owner, self.dtype, self.in_dim, "in_dim")
         if res_state is None:
             res_state = self.driver.default_state()
         res_state = check_state("res_state", res_state, owner, self.driver, self.dtype)

@@ -89,10 +89,9 @@ from .._compose import check_model
 from .._model import RCModel
 from .._strategy import compiled, method
 from .._validation import (
-    check_data,
     check_finite,
     check_int,
-    check_rank,
+    check_sequence,
     check_spinup,
     set_field_defaults,
     warn_if_untrained,
@@ -440,14 +439,8 @@ class RCClassifierBase(RCModel):
         return self.readout.res_dim // (self.in_dim * (2 if bi else 1)) - 1
 
     def _check_seq(self, in_seq, name="in_seq"):
-        in_seq = check_data(name, in_seq, type(self).__name__, self.dtype)
-        in_seq = check_rank(name, in_seq, 2, type(self).__name__, "(seq_len, data_dim)")
-        if in_seq.shape[1] != self.in_dim:
-            raise ValueError(
-                f"{type(self).__name__}: {name} must have {self.in_dim} columns "
-                f"(data_dim), got shape {tuple(in_seq.shape)}"
-            )
-        return in_seq.astype(self.dtype)
+        owner = type(self).__name__
+        return check_sequence(name, in_seq, owner, self.dtype, self.in_dim, "data_dim")
 
     def _initial(self, res_state):
         if res_state is None:

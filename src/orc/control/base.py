@@ -35,6 +35,7 @@ from .._validation import (
     check_int,
     check_leaf,
     check_rank,
+    check_sequence,
     warn_if_untrained,
 )
 from ..drivers import DriverBase, check_state
@@ -123,16 +124,9 @@ class RCControllerBase(RCModel):
     # ------------------------------------------------------------------ checks
     def _check_control(self, control_seq, name="control_seq"):
         owner = type(self).__name__
-        control_seq = check_data(name, control_seq, owner, self.dtype)
-        control_seq = check_rank(name, control_seq, 2, owner, "(seq_len, control_dim)")
-        if control_seq.shape[1] != self.control_dim:
-            raise ValueError(
-                f"{owner}: {name} must have {self.control_dim} columns (control_dim), "
-                f"got shape {tuple(control_seq.shape)}"
-            )
-        if control_seq.shape[0] < 1:
-            raise ValueError(f"{owner}: {name} is empty")
-        return control_seq.astype(self.dtype)
+        return check_sequence(
+            name, control_seq, owner, self.dtype, self.control_dim, "control_dim"
+        )
 
     def _check_state(self, res_state):
         res_state = check_state(
@@ -153,13 +147,9 @@ class RCControllerBase(RCModel):
         Returns the state after each step, ``(seq_len, res_dim)``.
         """
         owner = type(self).__name__
-        in_seq = check_data("in_seq", in_seq, owner, self.dtype)
-        in_seq = check_rank("in_seq", in_seq, 2, owner, "(seq_len, in_dim)")
-        if in_seq.shape[1] != self.in_dim:
-            raise ValueError(
-                f"{owner}: in_seq must have {self.in_dim} columns (in_dim), "
-                f"got shape {tuple(in_seq.shape)}"
-            )
+        in_seq = check_sequence(
+            "in_seq", in_seq, owner, self.dtype, self.in_dim, "in_dim"
+        )
         control_seq = self._check_control(control_seq)
         if control_seq.shape[0] != in_seq.shape[0]:
             raise ValueError(

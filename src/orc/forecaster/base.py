@@ -37,6 +37,7 @@ from .._validation import (
     check_finite_rows,
     check_input_finite,
     check_rank,
+    check_sequence,
     check_static_int,
     ode_max_steps,
     warn_if_untrained,
@@ -64,16 +65,8 @@ def _data_scale(model):
 
 
 def _check_sequence(model, seq, name):
-    seq = check_data(name, seq, type(model).__name__, model.dtype)
-    seq = check_rank(name, seq, 2, type(model).__name__, "(seq_len, data_dim)")
-    if seq.shape[1] != model.in_dim:
-        raise ValueError(
-            f"{type(model).__name__}: {name} must have {model.in_dim} columns "
-            f"(data_dim), got shape {tuple(seq.shape)}"
-        )
-    if seq.shape[0] < 1:
-        raise ValueError(f"{type(model).__name__}: {name} is empty")
-    return seq
+    owner = type(model).__name__
+    return check_sequence(name, seq, owner, model.dtype, model.in_dim, "data_dim")
 
 
 class RCForecasterBase(RCModel):

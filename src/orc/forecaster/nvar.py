@@ -48,6 +48,7 @@ from .._validation import (
     check_input_finite,
     check_int,
     check_rank,
+    check_sequence,
     check_static_int,
     warn_if_untrained,
 )
@@ -445,20 +446,14 @@ class NVARForecaster(eqx.Module):
         return self._rows(window, t)[0]
 
     def _check_seq(self, seq, name: str, min_len: int):
-        owner = type(self).__name__
-        seq = check_data(name, seq, owner, self.dtype)
-        seq = check_rank(name, seq, 2, owner, "(seq_len, data_dim)")
-        if seq.shape[1] != self.data_dim:
-            raise ValueError(
-                f"{owner}: {name} must have {self.data_dim} columns (data_dim), "
-                f"got shape {tuple(seq.shape)}"
-            )
-        if seq.shape[0] < min_len:
-            raise ValueError(
-                f"{owner}: {name} must have at least {min_len} samples (the delay "
-                f"window (k - 1) * s + 1 = {self.window} with k={self.k}, s={self.s}), "
-                f"got shape {tuple(seq.shape)}"
-            )
+        why = (
+            f" (the delay window (k - 1) * s + 1 = {self.window} with k={self.k}, "
+            f"s={self.s})"
+        )
+        seq = check_sequence(
+            name, seq, type(self).__name__, self.dtype, self.data_dim, "data_dim",
+            min_len, why,
+        )  # fmt: skip
         return jnp.asarray(seq).astype(self.dtype)
 
     def _check_state(self, res_state, name: str = "res_state"):
