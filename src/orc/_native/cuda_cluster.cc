@@ -41,6 +41,10 @@ constexpr int kMaxDynamicShared = 8;    // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_
 constexpr int kNonPortableCluster = 14; // CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
 constexpr int kMaxOut = 8;              // MAXOUT in esn_cluster.cu
 constexpr std::size_t kSharedLimit = 227 * 1024;  // per block on sm_90
+// The handler's attributes: the configuration of the launch
+constexpr char kCluster[] = "cluster";
+constexpr char kThreads[] = "threads";
+constexpr char kLanes[] = "lanes";
 
 struct Driver {
   CUresult (*StreamGetCtx)(CUstream, CUcontext*);
@@ -198,8 +202,11 @@ ffi::Error ClusterForecast(CUstream stream, ffi::Buffer<DT> values, ffi::Buffer<
                            ffi::Buffer<DT> win, ffi::Buffer<ffi::S32> window,
                            ffi::Buffer<DT> bias, ffi::Buffer<DT> wout, ffi::Buffer<DT> r0,
                            ffi::Buffer<DT> leak, ffi::Result<ffi::Buffer<DT>> y,
-                           int64_t cluster, int64_t threads, int64_t lanes) {
+                           ffi::Attr<int64_t, kCluster> cluster_attr,
+                           ffi::Attr<int64_t, kThreads> threads_attr,
+                           ffi::Attr<int64_t, kLanes> lanes_attr) {
   using T = ffi::NativeType<DT>;
+  const int64_t cluster = *cluster_attr, threads = *threads_attr, lanes = *lanes_attr;
   const auto vd = values.dimensions(), wd = win.dimensions(), od = wout.dimensions();
   if (vd.size() != 3 || wd.size() != 3 || od.size() != 3 || cols.dimensions().size() != 3) {
     return ffi::Error::InvalidArgument(
@@ -287,22 +294,14 @@ void SetNvrtcPath(const char* path) {
 
 }  // namespace orc_native
 
-#define ORC_CLUSTER_FORECAST(NAME, DT)                                  \
-  XLA_FFI_DEFINE_HANDLER_SYMBOL(NAME, ClusterForecast<DT>,              \
-                                ffi::Ffi::Bind()                        \
-                                    .Ctx<ffi::PlatformStream<CUstream>>() \
-                                    .Arg<ffi::Buffer<DT>>()             \
-                                    .Arg<ffi::Buffer<ffi::S32>>()       \
-                                    .Arg<ffi::Buffer<DT>>()             \
-                                    .Arg<ffi::Buffer<ffi::S32>>()       \
-                                    .Arg<ffi::Buffer<DT>>()             \
-                                    .Arg<ffi::Buffer<DT>>()             \
-                                    .Arg<ffi::Buffer<DT>>()             \
-                                    .Arg<ffi::Buffer<DT>>()             \
-                                    .Ret<ffi::Buffer<DT>>()             \
-                                    .Attr<int64_t>("cluster")           \
-                                    .Attr<int64_t>("threads")           \
-                                    .Attr<int64_t>("lanes"));
+// The handler's parameters are its binding, as for the CPU handlers (bind.h);
+// its context, the CUDA stream of the call, binds as XLA's api.h shows.
+namespace xla::ffi {
+template <>
+struct CtxBinding<CUstream> {
+  using Ctx = PlatformStream<CUstream>;
+};
+}  // namespace xla::ffi
 
-ORC_CLUSTER_FORECAST(OrcEsnForecastClusterF32, ffi::F32)
-ORC_CLUSTER_FORECAST(OrcEsnForecastClusterF64, ffi::F64)
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEsnForecastClusterF32, ClusterForecast<ffi::F32>);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEsnForecastClusterF64, ClusterForecast<ffi::F64>);

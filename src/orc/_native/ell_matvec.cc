@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "bind.h"
 #include "checks.h"
 #include "rows.h"
 #include "workers.h"
@@ -106,19 +107,6 @@ ffi::Error EllMatvec(ffi::ThreadPool pool, ffi::Buffer<DT> values,
 }  // namespace
 }  // namespace orc_native
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEllMatvecF32, orc_native::EllMatvec<ffi::F32>,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::ThreadPool>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEllMatvecF64, orc_native::EllMatvec<ffi::F64>,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::ThreadPool>()
-                                  .Arg<ffi::Buffer<ffi::F64>>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
-                                  .Arg<ffi::Buffer<ffi::F64>>()
-                                  .Ret<ffi::Buffer<ffi::F64>>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEllMatvecF32, orc_native::EllMatvec<ffi::F32>);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEllMatvecF64, orc_native::EllMatvec<ffi::F64>);
 

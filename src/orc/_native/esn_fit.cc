@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "bind.h"
 #include "checks.h"
 #include "esn.h"
 #include "stats.h"
@@ -56,8 +57,10 @@ ffi::Error EsnFit(ffi::ThreadPool pool, ffi::Buffer<DT> values, ffi::Buffer<ffi:
                   ffi::Buffer<DT> win, ffi::Buffer<DT> u, ffi::Buffer<DT> bias_buf, ffi::Buffer<DT> r0,
                   ffi::Buffer<DT> leak_buf, ffi::Buffer<DT> g, ffi::Buffer<DT> c,
                   ffi::Buffer<DT> y, ffi::ResultBuffer<DT> out, ffi::ResultBuffer<DT> g_out,
-                  ffi::ResultBuffer<DT> c_out, int64_t start, int64_t stop) {
+                  ffi::ResultBuffer<DT> c_out, ffi::Attr<int64_t, kStart> start_attr,
+                  ffi::Attr<int64_t, kStop> stop_attr) {
   using T = ffi::NativeType<DT>;
+  const int64_t start = *start_attr, stop = *stop_attr;
   Blas<T> blas;
   if (!LoadBlas(blas)) return NoRoutines("esn_fit");
   const auto ud = u.dimensions(), gd = g.dimensions(), cd = c.dimensions(), yd = y.dimensions(),
@@ -174,25 +177,5 @@ ffi::Error EsnFit(ffi::ThreadPool pool, ffi::Buffer<DT> values, ffi::Buffer<ffi:
 }  // namespace
 }  // namespace orc_native
 
-#define ORC_ESN_FIT(NAME, DT)                                     \
-  XLA_FFI_DEFINE_HANDLER_SYMBOL(NAME, orc_native::EsnFit<DT>,     \
-                                ffi::Ffi::Bind()                  \
-                                    .Ctx<ffi::ThreadPool>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<ffi::S32>>() \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Ret<ffi::Buffer<DT>>()       \
-                                    .Ret<ffi::Buffer<DT>>()       \
-                                    .Ret<ffi::Buffer<DT>>()       \
-                                    .Attr<int64_t>("start")       \
-                                    .Attr<int64_t>("stop"));
-
-ORC_ESN_FIT(OrcEsnFitF32, ffi::F32)
-ORC_ESN_FIT(OrcEsnFitF64, ffi::F64)
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEsnFitF32, orc_native::EsnFit<ffi::F32>);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEsnFitF64, orc_native::EsnFit<ffi::F64>);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "bind.h"
 #include "checks.h"
 #include "esn.h"
 
@@ -106,19 +107,5 @@ ffi::Error EsnForecast(ffi::ThreadPool pool, ffi::Buffer<DT> values,
 }  // namespace
 }  // namespace orc_native
 
-#define ORC_ESN_FORECAST(NAME, DT)                                \
-  XLA_FFI_DEFINE_HANDLER_SYMBOL(NAME, orc_native::EsnForecast<DT>, \
-                                ffi::Ffi::Bind()                  \
-                                    .Ctx<ffi::ThreadPool>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<ffi::S32>>() \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<ffi::S32>>() \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Ret<ffi::Buffer<DT>>());
-
-ORC_ESN_FORECAST(OrcEsnForecastF32, ffi::F32)
-ORC_ESN_FORECAST(OrcEsnForecastF64, ffi::F64)
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEsnForecastF32, orc_native::EsnForecast<ffi::F32>);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEsnForecastF64, orc_native::EsnForecast<ffi::F64>);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "bind.h"
 #include "checks.h"
 #include "esn.h"
 
@@ -72,19 +73,8 @@ ffi::Error EsnRun(ffi::ThreadPool pool, ffi::Buffer<DT> values, ffi::Buffer<ffi:
 }  // namespace
 }  // namespace orc_native
 
-#define ORC_ESN_RUN(NAME, DT)                                     \
-  XLA_FFI_DEFINE_HANDLER_SYMBOL(NAME, orc_native::EsnRun<DT>,     \
-                                ffi::Ffi::Bind()                  \
-                                    .Ctx<ffi::ThreadPool>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<ffi::S32>>() \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Ret<ffi::Buffer<DT>>());
-
-ORC_ESN_RUN(OrcEsnRunF32, ffi::F32)
-ORC_ESN_RUN(OrcEsnRunF64, ffi::F64)
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEsnRunF32, orc_native::EsnRun<ffi::F32>);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEsnRunF64, orc_native::EsnRun<ffi::F64>);
 
 // The ESN run driven by a linear embedding, the drive computed step by step
 // inside the run exactly as esn_fit computes it (never stored):
@@ -127,18 +117,5 @@ ffi::Error EsnRunLinear(ffi::ThreadPool pool, ffi::Buffer<DT> values,
 }  // namespace
 }  // namespace orc_native
 
-#define ORC_ESN_RUN_LINEAR(NAME, DT)                              \
-  XLA_FFI_DEFINE_HANDLER_SYMBOL(NAME, orc_native::EsnRunLinear<DT>, \
-                                ffi::Ffi::Bind()                  \
-                                    .Ctx<ffi::ThreadPool>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<ffi::S32>>() \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Arg<ffi::Buffer<DT>>()       \
-                                    .Ret<ffi::Buffer<DT>>());
-
-ORC_ESN_RUN_LINEAR(OrcEsnRunLinearF32, ffi::F32)
-ORC_ESN_RUN_LINEAR(OrcEsnRunLinearF64, ffi::F64)
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEsnRunLinearF32, orc_native::EsnRunLinear<ffi::F32>);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcEsnRunLinearF64, orc_native::EsnRunLinear<ffi::F64>);

@@ -48,12 +48,18 @@ PyObject* CudaHandlers(PyObject*, PyObject*) { ORC_HANDLER_DICT(ORC_CUDA_HANDLER
 #undef ORC_ADD_HANDLER
 #undef ORC_HANDLER_DICT
 
-PyObject* SetNvrtcPath(PyObject*, PyObject* path) {
-  if (!PyUnicode_Check(path)) {
-    PyErr_SetString(PyExc_TypeError, "set_nvrtc_path: expected a str");
+// The text of the str argument of `function` (UTF-8), or nullptr with the
+// Python error set (TypeError for an argument that is not a str).
+const char* StrArgument(PyObject* arg, const char* function) {
+  if (!PyUnicode_Check(arg)) {
+    PyErr_Format(PyExc_TypeError, "%s: expected a str", function);
     return nullptr;
   }
-  const char* text = PyUnicode_AsUTF8(path);
+  return PyUnicode_AsUTF8(arg);
+}
+
+PyObject* SetNvrtcPath(PyObject*, PyObject* path) {
+  const char* text = StrArgument(path, "set_nvrtc_path");
   if (text == nullptr) return nullptr;
   orc_native::SetNvrtcPath(text);
   Py_RETURN_NONE;
@@ -102,11 +108,7 @@ PyObject* Config(PyObject*, PyObject*) {
 }
 
 PyObject* SetVariants(PyObject*, PyObject* spec) {
-  if (!PyUnicode_Check(spec)) {
-    PyErr_SetString(PyExc_TypeError, "set_variants: expected a str");
-    return nullptr;
-  }
-  const char* text = PyUnicode_AsUTF8(spec);
+  const char* text = StrArgument(spec, "set_variants");
   if (text == nullptr) return nullptr;
   const std::string error = orc_native::SetVariants(text);
   if (!error.empty()) {

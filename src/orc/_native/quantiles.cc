@@ -12,6 +12,7 @@
 #include <limits>
 #include <vector>
 
+#include "bind.h"
 #include "checks.h"
 
 namespace orc_native {
@@ -79,14 +80,5 @@ ffi::Error ColumnQuantiles(ffi::Buffer<DT> x, ffi::Buffer<DT> q, ffi::ResultBuff
 }  // namespace
 }  // namespace orc_native
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcColumnQuantilesF32, orc_native::ColumnQuantiles<ffi::F32>,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcColumnQuantilesF64, orc_native::ColumnQuantiles<ffi::F64>,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::Buffer<ffi::F64>>()
-                                  .Arg<ffi::Buffer<ffi::F64>>()
-                                  .Ret<ffi::Buffer<ffi::F64>>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcColumnQuantilesF32, orc_native::ColumnQuantiles<ffi::F32>);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcColumnQuantilesF64, orc_native::ColumnQuantiles<ffi::F64>);

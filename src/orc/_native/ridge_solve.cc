@@ -24,6 +24,7 @@
 #include <limits>
 #include <vector>
 
+#include "bind.h"
 #include "checks.h"
 #include "cholesky.h"
 
@@ -182,16 +183,5 @@ ffi::Error RidgeSolve(ffi::ThreadPool pool, ffi::Buffer<DT> g, ffi::Buffer<DT> b
 }  // namespace
 }  // namespace orc_native
 
-#define ORC_RIDGE_SOLVE(NAME, DT)                                   \
-  XLA_FFI_DEFINE_HANDLER_SYMBOL(NAME, orc_native::RidgeSolve<DT>,   \
-                                ffi::Ffi::Bind()                    \
-                                    .Ctx<ffi::ThreadPool>()         \
-                                    .Arg<ffi::Buffer<DT>>()         \
-                                    .Arg<ffi::Buffer<DT>>()         \
-                                    .Arg<ffi::Buffer<DT>>()         \
-                                    .Ret<ffi::Buffer<DT>>()         \
-                                    .Ret<ffi::Buffer<DT>>()         \
-                                    .Ret<ffi::Buffer<ffi::S32>>());
-
-ORC_RIDGE_SOLVE(OrcRidgeSolveF32, ffi::F32)
-ORC_RIDGE_SOLVE(OrcRidgeSolveF64, ffi::F64)
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcRidgeSolveF32, orc_native::RidgeSolve<ffi::F32>);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcRidgeSolveF64, orc_native::RidgeSolve<ffi::F64>);

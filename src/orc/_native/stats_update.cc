@@ -17,6 +17,7 @@
 // numpy/SciPy use.
 #include <cstdint>
 
+#include "bind.h"
 #include "checks.h"
 #include "stats.h"
 #include "workers.h"
@@ -24,12 +25,16 @@
 namespace orc_native {
 namespace {
 
+constexpr char kChunked[] = "chunked";  // the attribute: 1 with the C axes, 0 without
+
 template <ffi::DataType DT>
 ffi::Error StatsUpdate(ffi::ThreadPool pool, ffi::Buffer<DT> g, ffi::Buffer<DT> c, ffi::Buffer<DT> x,
                        ffi::Buffer<DT> y, ffi::ResultBuffer<DT> g_out,
-                       ffi::ResultBuffer<DT> c_out, int64_t start, int64_t stop,
-                       int64_t chunked) {
+                       ffi::ResultBuffer<DT> c_out, ffi::Attr<int64_t, kStart> start_attr,
+                       ffi::Attr<int64_t, kStop> stop_attr,
+                       ffi::Attr<int64_t, kChunked> chunked_attr) {
   using T = ffi::NativeType<DT>;
+  const int64_t start = *start_attr, stop = *stop_attr, chunked = *chunked_attr;
   Blas<T> blas;
   if (!LoadBlas(blas)) return NoRoutines("stats_update");
   const auto gd = g.dimensions(), cd = c.dimensions(), xd = x.dimensions(),
@@ -77,19 +82,5 @@ ffi::Error StatsUpdate(ffi::ThreadPool pool, ffi::Buffer<DT> g, ffi::Buffer<DT> 
 }  // namespace
 }  // namespace orc_native
 
-#define ORC_STATS_UPDATE(NAME, DT)                      \
-  XLA_FFI_DEFINE_HANDLER_SYMBOL(NAME, orc_native::StatsUpdate<DT>, \
-                                ffi::Ffi::Bind()        \
-                                    .Ctx<ffi::ThreadPool>() \
-                                    .Arg<ffi::Buffer<DT>>() \
-                                    .Arg<ffi::Buffer<DT>>() \
-                                    .Arg<ffi::Buffer<DT>>() \
-                                    .Arg<ffi::Buffer<DT>>() \
-                                    .Ret<ffi::Buffer<DT>>() \
-                                    .Ret<ffi::Buffer<DT>>() \
-                                    .Attr<int64_t>("start") \
-                                    .Attr<int64_t>("stop")  \
-                                    .Attr<int64_t>("chunked"));
-
-ORC_STATS_UPDATE(OrcStatsUpdateF32, ffi::F32)
-ORC_STATS_UPDATE(OrcStatsUpdateF64, ffi::F64)
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcStatsUpdateF32, orc_native::StatsUpdate<ffi::F32>);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(OrcStatsUpdateF64, orc_native::StatsUpdate<ffi::F64>);
