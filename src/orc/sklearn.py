@@ -110,9 +110,10 @@ def _probabilities(model, seqs, spinup):
     return jax.vmap(lambda s: model.classify(s, None, spinup))(seqs)
 
 
-class _ESNEstimator(BaseEstimator):
-    """What the two estimators share: hyperparameters kept as given, and
-    those of the orc model passed to it as they are."""
+class _ESNParams:
+    """What the two estimators share, a mixin of scikit-learn's
+    ``BaseEstimator``: hyperparameters kept as given, and those of the orc
+    model passed to it as they are."""
 
     #: The reservoir's hyperparameters, the orc model's arguments of the same
     #: name in both estimators.
@@ -142,7 +143,7 @@ class _ESNEstimator(BaseEstimator):
         return {name: getattr(self, name) for name in self._MODEL_PARAMS}
 
 
-class ESNClassifier(ClassifierMixin, _ESNEstimator):
+class ESNClassifier(ClassifierMixin, _ESNParams, BaseEstimator):
     """Echo state network classifier of series, a scikit-learn estimator.
 
     Each series drives a reservoir,
@@ -245,7 +246,7 @@ class ESNClassifier(ClassifierMixin, _ESNEstimator):
     """
 
     _MODEL_PARAMS = (
-        *_ESNEstimator._RESERVOIR,
+        *_ESNParams._RESERVOIR,
         "state_repr",
         "model_space_dim",
         "input_differences",
@@ -397,7 +398,7 @@ class ESNClassifier(ClassifierMixin, _ESNEstimator):
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
 
 
-class ESNRegressor(RegressorMixin, _ESNEstimator):
+class ESNRegressor(RegressorMixin, _ESNParams, BaseEstimator):
     """Echo state network regressor of time-ordered data, a scikit-learn
     estimator.
 
@@ -469,7 +470,7 @@ class ESNRegressor(RegressorMixin, _ESNEstimator):
     """
 
     _MODEL_PARAMS = (
-        *_ESNEstimator._RESERVOIR,
+        *_ESNParams._RESERVOIR,
         "n_layers",
         "coupling_scaling",
         "input_passthrough",
