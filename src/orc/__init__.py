@@ -76,10 +76,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for tools that read c
     from .forecaster._sharding import shard
     from .io import load, save
 
-# Submodules and re-exported names are imported on first use (PEP 562), so
-# ``import orc`` (and the ``orc`` command's start-up) does not pay for JAX,
-# Equinox and every model family until something is used.
-_SUBMODULES = (
+__all__ = [
     "classifier",
     "control",
     "data",
@@ -87,13 +84,32 @@ _SUBMODULES = (
     "embeddings",
     "forecaster",
     "io",
+    "load",
     "metrics",
     "online",
+    "save",
     "readouts",
     "regression",
     "tune",
     "utils",
-)
+    "use_backend",
+    "shard",
+    "show_config",
+    "capture_errors",
+    "Errors",
+    "export",
+    "IllConditionedRidgeWarning",
+    "PoorFitWarning",
+    "PrecisionLossWarning",
+    "UnregularizedRidgeWarning",
+    "UntrainedModelWarning",
+    "__version__",
+]
+
+# Submodules and re-exported names are imported on first use (PEP 562), so
+# ``import orc`` (and the ``orc`` command's start-up) does not pay for JAX,
+# Equinox and every model family until something is used. A re-exported name
+# -> the module it comes from:
 _NAMES = {
     "show_config": "._config",
     "Errors": "._errors",
@@ -109,6 +125,8 @@ _NAMES = {
     "save": ".io",
     "shard": ".forecaster._sharding",
 }
+#: The other public names, bar ``__version__``: the submodules.
+_SUBMODULES = frozenset(__all__) - set(_NAMES) - {"__version__"}
 
 
 # What ``import orc`` registers with JAX, so that a program exported by
@@ -166,36 +184,6 @@ def _install_jax_hook() -> None:
 
 
 _install_jax_hook()
-
-__all__ = [
-    "classifier",
-    "control",
-    "data",
-    "drivers",
-    "embeddings",
-    "forecaster",
-    "io",
-    "load",
-    "metrics",
-    "online",
-    "save",
-    "readouts",
-    "regression",
-    "tune",
-    "utils",
-    "use_backend",
-    "shard",
-    "show_config",
-    "capture_errors",
-    "Errors",
-    "export",
-    "IllConditionedRidgeWarning",
-    "PoorFitWarning",
-    "PrecisionLossWarning",
-    "UnregularizedRidgeWarning",
-    "UntrainedModelWarning",
-    "__version__",
-]
 
 
 def __getattr__(name: str):

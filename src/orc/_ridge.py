@@ -788,31 +788,29 @@ def _cho_solve_panels(factor: Array, rhs: Array) -> Array:
     rows = jnp.arange(size)[:, None]
     o_cols = rhs.shape[-1]
 
-    def forward(k, r):  # L z = rhs
-        o = k * p
-        lkk = jax.lax.dynamic_slice(factor, (o, o), (p, p))
-        z = jax.lax.linalg.triangular_solve(
-            lkk,
-            jax.lax.dynamic_slice(r, (o, 0), (p, o_cols)),
-            left_side=True,
-            lower=True,
-        )
-        r = jax.lax.dynamic_update_slice(r, z, (o, 0))
-        col = jax.lax.dynamic_slice(factor, (0, o), (size, p))
-        update = jnp.matmul(col, z, precision="highest")
-        return jnp.where(rows >= o + p, r - update, r)
-
-    def backward(i, r):  # L^T x = z
-        o = (size // p - 1 - i) * p
+    def diagonal(r, o, transpose_a):
+        """``r`` with its panel at row ``o`` solved by the diagonal block
+        (``L``, or ``L^T`` with ``transpose_a``), and that panel."""
         lkk = jax.lax.dynamic_slice(factor, (o, o), (p, p))
         x = jax.lax.linalg.triangular_solve(
             lkk,
             jax.lax.dynamic_slice(r, (o, 0), (p, o_cols)),
             left_side=True,
             lower=True,
-            transpose_a=True,
+            transpose_a=transpose_a,
         )
-        r = jax.lax.dynamic_update_slice(r, x, (o, 0))
+        return jax.lax.dynamic_update_slice(r, x, (o, 0)), x
+
+    def forward(k, r):  # L z = rhs
+        o = k * p
+        r, z = diagonal(r, o, transpose_a=False)
+        col = jax.lax.dynamic_slice(factor, (0, o), (size, p))
+        update = jnp.matmul(col, z, precision="highest")
+        return jnp.where(rows >= o + p, r - update, r)
+
+    def backward(i, r):  # L^T x = z
+        o = (size // p - 1 - i) * p
+        r, x = diagonal(r, o, transpose_a=True)
         row = jax.lax.dynamic_slice(factor, (o, 0), (p, size))
         update = jnp.matmul(row.T, x, precision="highest")
         return jnp.where(rows < o, r - update, r)

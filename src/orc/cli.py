@@ -297,6 +297,28 @@ positive = _FiniteRange(min=0.0, min_open=True)
 non_negative = _FiniteRange(min=0.0)
 
 
+# The typed options, declared the one way every command declares them: an
+# option's default is shown in its help when it has one (a ``None`` default
+# leaves the help to say where the value comes from otherwise).
+def _int_option(name: str, help: str, *, low: int = 1, high=None, default=None, **kw):
+    """An option taking a whole number in ``[low, high]``."""
+    return click.option(
+        name,
+        default=default,
+        show_default=default is not None,
+        type=click.IntRange(low, high),
+        help=help,
+        **kw,
+    )
+
+
+def _real_option(name: str, help: str, *, type=positive, default=None):
+    """An option taking a finite real number (``positive``, or ``non_negative``)."""
+    return click.option(
+        name, default=default, show_default=default is not None, type=type, help=help
+    )
+
+
 # --------------------------------------------------------------------- files
 def _same_file(a: str, b: str) -> bool:
     """Whether paths ``a`` and ``b`` name one file: the same inode when both
@@ -951,26 +973,14 @@ def demo(res_dim: int, train_steps: int, seed: int, out: str) -> None:
 @click.argument("name", type=click.Choice(SYSTEMS + SERIES))
 @click.option("--out", required=True, help="Output file (.csv or .npy).")
 @click.option("--tn", "tN", default=100.0, show_default=True, help="Final time.")
-@click.option(
-    "--dt",
-    default=None,
-    type=positive,
-    help="Sampling step [default: 0.01; KS_1D 0.25].",
-)
-@click.option(
+@_real_option("--dt", "Sampling step [default: 0.01; KS_1D 0.25].")
+@_int_option(
     "--steps",
-    default=None,
-    type=click.IntRange(min=2),
-    help="Length of a discrete series (mackey_glass, narma, henon_map, "
-    "logistic_map, mso); default tN/dt.",
+    "Length of a discrete series (mackey_glass, narma, henon_map, logistic_map, "
+    "mso); default tN/dt.",
+    low=2,
 )
-@click.option(
-    "--transient",
-    default=0,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="Leading samples to drop.",
-)
+@_int_option("--transient", "Leading samples to drop.", low=0, default=0)
 @config_option
 def data(name: str, out: str, tN: float, dt, steps, transient: int) -> None:
     """Export a built-in dynamical system as a (time, features) table.
@@ -1046,92 +1056,61 @@ ESN_ARGS = {
     "embedding_scaling": "embedding_scaling",
 }
 
+
+def _arg(name: str) -> str:
+    """The ESNForecaster argument a reservoir option sets."""
+    return ESN_ARGS.get(name, name)
+
+
+def _reservoir_option(name: str, help: str):
+    """The reservoir option ``name`` (a key of :data:`RESERVOIR_OPTIONS`, or
+    ``res_dim``), its default the ESN forecasters' (:data:`orc._defaults.ESN`)."""
+    return click.option(
+        f"--{name.replace('_', '-')}",
+        default=getattr(ESN, _arg(name)),
+        show_default=True,
+        help=help,
+    )
+
+
+#: ``--leak-rate`` to ``--locality``: the reservoir's options, in the order
+#: of the help, -> their help.
+RESERVOIR_OPTIONS = {
+    "leak_rate": "Leak rate a of the reservoir update r' = (1-a) r + a tanh(...).",
+    "spectral_radius": "Spectral radius the reservoir matrix is scaled to.",
+    "density": "Fraction of non-zero entries of the reservoir matrix.",
+    "bias": "Scale of the reservoir's bias.",
+    "embedding_scaling": "Scale of the input (embedding) weights.",
+    "chunks": "esn: parallel reservoirs, each reading a slice of the features.",
+    "locality": "esn with --chunks: neighbouring features each chunk also reads.",
+}
+
 # Options of `orc train` that `orc tune` shares (one declaration of each).
-res_dim_option = click.option(
-    "--res-dim",
-    default=ESN.res_dim,
-    show_default=True,
-    help="Reservoir size per chunk/layer.",
-)
-leak_rate_option = click.option(
-    "--leak-rate",
-    default=ESN.leak_rate,
-    show_default=True,
-    help="Leak rate a of the reservoir update r' = (1-a) r + a tanh(...).",
-)
-spectral_radius_option = click.option(
-    "--spectral-radius",
-    default=ESN.Wr_spectral_radius,
-    show_default=True,
-    help="Spectral radius the reservoir matrix is scaled to.",
-)
-density_option = click.option(
-    "--density",
-    default=ESN.Wr_density,
-    show_default=True,
-    help="Fraction of non-zero entries of the reservoir matrix.",
-)
-bias_option = click.option(
-    "--bias", default=ESN.bias, show_default=True, help="Scale of the reservoir's bias."
-)
-embedding_scaling_option = click.option(
-    "--embedding-scaling",
-    default=ESN.embedding_scaling,
-    show_default=True,
-    help="Scale of the input (embedding) weights.",
-)
-chunks_option = click.option(
-    "--chunks",
-    default=ESN.chunks,
-    show_default=True,
-    help="esn: parallel reservoirs, each reading a slice of the features.",
-)
-locality_option = click.option(
-    "--locality",
-    default=ESN.locality,
-    show_default=True,
-    help="esn with --chunks: neighbouring features each chunk also reads.",
-)
-beta_option = click.option(
+res_dim_option = _reservoir_option("res_dim", "Reservoir size per chunk/layer.")
+beta_option = _real_option(
     "--beta",
-    default=None,
+    f"Ridge regularisation [default: {_number(ESN.beta)}; nvar {_number(NVAR.beta)}].",
     type=non_negative,
-    help=f"Ridge regularisation [default: {_number(ESN.beta)}; nvar "
-    f"{_number(NVAR.beta)}].",
 )
 spinup_option = click.option(
     "--spinup", default=100, show_default=True, help="Transient states dropped."
 )
-train_dt_option = click.option(
+train_dt_option = _real_option(
     "--dt",
-    default=None,
-    type=positive,
-    help="Sample spacing [default: that of the data's time column], stored in "
-    "the model file.",
+    "Sample spacing [default: that of the data's time column], stored in the "
+    "model file.",
 )
-lyapunov_option = click.option(
+train_lyapunov_option = _real_option(
     "--lyapunov",
-    default=None,
-    type=positive,
-    help="Largest Lyapunov exponent of the system (VPT in Lyapunov times), "
-    "stored in the model file.",
+    "Largest Lyapunov exponent of the system (VPT in Lyapunov times), stored in "
+    "the model file.",
 )
 
 
 def reservoir_options(command):
     """``--leak-rate`` to ``--locality``: the reservoir's options."""
-    for option in reversed(
-        (
-            leak_rate_option,
-            spectral_radius_option,
-            density_option,
-            bias_option,
-            embedding_scaling_option,
-            chunks_option,
-            locality_option,
-        )
-    ):
-        command = option(command)
+    for name, help in reversed(RESERVOIR_OPTIONS.items()):
+        command = _reservoir_option(name, help)(command)
     return command
 
 
@@ -1163,13 +1142,12 @@ def reservoir_options(command):
     help="nvar: spacing of the delayed samples; 'auto' chooses it from the "
     "data's sampling (about 30 per dominant period).",
 )
-@click.option(
+@_real_option(
     "--input-noise",
+    "Std of noise added to the training inputs (stabilises closed loops), in the "
+    "data's units. Default: nvar 1e-3 to 1e-1 of each column's std, chosen by "
+    "closed-loop validation on the last 20% of the data; esn 0.",
     type=non_negative,
-    default=None,
-    help="Std of noise added to the training inputs (stabilises closed loops), "
-    "in the data's units. Default: nvar 1e-3 to 1e-1 of each column's std, "
-    "chosen by closed-loop validation on the last 20% of the data; esn 0.",
 )
 @reservoir_options
 @beta_option
@@ -1181,7 +1159,7 @@ def reservoir_options(command):
     help="Trailing fraction held out and forecast for validation.",
 )
 @train_dt_option
-@lyapunov_option
+@train_lyapunov_option
 @click.option(
     "--seed",
     default=ESN.seed,
@@ -1286,9 +1264,7 @@ def train(data_file, model, res_dim, layers, k, order, stride, input_noise, leak
 # ------------------------------------------------------------------ forecast
 @cli.command()
 @click.argument("model_file", metavar="MODEL")
-@click.option(
-    "--steps", required=True, type=click.IntRange(min=1), help="Samples to forecast."
-)
+@_int_option("--steps", "Samples to forecast.", required=True)
 @click.option(
     "--warmup",
     default=None,
@@ -1307,17 +1283,12 @@ def train(data_file, model, res_dim, layers, k, order, stride, input_noise, leak
     default=None,
     help="Also plot the forecast (after the end of the warm-up) to this PNG.",
 )
-@click.option(
-    "--dt",
-    default=None,
-    type=positive,
-    help="Sample spacing [default: the model file's, or the warm-up's time column].",
+@_real_option(
+    "--dt", "Sample spacing [default: the model file's, or the warm-up's time column]."
 )
-@click.option(
+@_real_option(
     "--lyapunov",
-    default=None,
-    type=positive,
-    help="Largest Lyapunov exponent for the plot's axis [default: the model file's].",
+    "Largest Lyapunov exponent for the plot's axis [default: the model file's].",
 )
 @time_column_option
 @config_option
@@ -1380,53 +1351,37 @@ def forecast(model_file, steps, warmup, out, plot, dt, lyapunov, time_column) ->
 
 
 # ------------------------------------------------------------------ evaluate
-threshold_option = click.option(
+threshold_option = _real_option(
     "--threshold",
+    "Normalised error that ends the valid prediction time.",
     default=THRESHOLD,
-    show_default=True,
-    type=positive,
-    help="Normalised error that ends the valid prediction time.",
 )
 
 
 @cli.command()
 @click.argument("model_file", metavar="MODEL")
 @click.argument("data_file", metavar="DATA")
-@click.option(
+@_int_option(
     "--warmup",
+    "Rows of true data each window warms up on before it is forecast.",
     default=200,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Rows of true data each window warms up on before it is forecast.",
 )
-@click.option(
+@_int_option(
     "--horizon",
-    default=None,
-    type=click.IntRange(min=1),
-    help="Rows scored per window [default: all rows after the warm-up, shared "
-    "by the windows].",
+    "Rows scored per window [default: all rows after the warm-up, shared by the "
+    "windows].",
 )
-@click.option(
+@_int_option(
     "--windows",
+    "Consecutive windows scored after the first --warmup rows, each warmed up on "
+    "the --warmup rows just before it.",
     default=1,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Consecutive windows scored after the first --warmup rows, each warmed "
-    "up on the --warmup rows just before it.",
 )
 @threshold_option
-@click.option(
-    "--dt",
-    default=None,
-    type=positive,
-    help="Sample spacing [default: the data's time column, or the model file's].",
+@_real_option(
+    "--dt", "Sample spacing [default: the data's time column, or the model file's]."
 )
-@click.option(
-    "--lyapunov",
-    default=None,
-    type=positive,
-    help="Largest Lyapunov exponent [default: the model file's].",
-)
+@_real_option("--lyapunov", "Largest Lyapunov exponent [default: the model file's].")
 @click.option(
     "--plot", default=None, help="Plot the first window's forecast to this PNG."
 )
@@ -1562,11 +1517,6 @@ DASHBOARD_INSTALL = "pip install optuna-dashboard (or pip install 'orc[dashboard
 def _count(n: int, thing: str) -> str:
     """``"1 draw"``, ``"2 draws"``."""
     return f"{n} {thing}{'s' * (n != 1)}"
-
-
-def _arg(name: str) -> str:
-    """The ESNForecaster argument a reservoir option sets."""
-    return ESN_ARGS.get(name, name)
 
 
 @dataclass
@@ -2098,13 +2048,11 @@ def _tune_report(view, path: str, title: str, unit: str) -> None:
     "(the score against each hyperparameter) and best.orc (the best candidate, "
     "trained: orc forecast and orc evaluate read it).",
 )
-@click.option(
+@_int_option(
     "--budget",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Draws of the search space (Optuna's trials) [default: draws in "
-    "[search], else the library's]. With --storage it counts the study's "
-    "finished draws: a resumed study evaluates only the missing ones.",
+    "Draws of the search space (Optuna's trials) [default: draws in [search], "
+    "else the library's]. With --storage it counts the study's finished draws: "
+    "a resumed study evaluates only the missing ones.",
 )
 @click.option(
     "--storage",
@@ -2118,11 +2066,9 @@ def _tune_report(view, path: str, title: str, unit: str) -> None:
     default=None,
     help="The study in --storage, created or resumed [default: the library's].",
 )
-@click.option(
+@_int_option(
     "--workers",
-    type=click.IntRange(min=1),
     default=1,
-    show_default=True,
     help="Worker processes this command starts on this host, each evaluating "
     "its own batches of the --storage study (needs --storage; on a host of "
     "CUDA GPUs each worker gets one of them, so give as many as GPUs). The "
@@ -2137,12 +2083,11 @@ def _tune_report(view, path: str, title: str, unit: str) -> None:
     help="Serve the study live with optuna-dashboard while it runs (needs "
     "--storage and pip install optuna-dashboard).",
 )
-@click.option(
+@_int_option(
     "--dashboard-port",
+    "Port of --dashboard on this machine (127.0.0.1).",
+    high=65535,
     default=8080,
-    show_default=True,
-    type=click.IntRange(1, 65535),
-    help="Port of --dashboard on this machine (127.0.0.1).",
 )
 @click.option(
     "--validation",
@@ -2152,25 +2097,19 @@ def _tune_report(view, path: str, title: str, unit: str) -> None:
     "(0.2) or a number of rows (2000) [default: --warmup + --windows x "
     "--horizon rows]. The rows before them train.",
 )
-@click.option(
+@_int_option(
     "--warmup",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Validation rows forced before the first window [default: "
-    "orc.tune.Forecast's].",
+    "Validation rows forced before the first window [default: orc.tune.Forecast's].",
 )
-@click.option(
+@_int_option(
     "--horizon",
-    type=click.IntRange(min=2),
-    default=None,
-    help="Steps forecast per validation window [default: orc.tune.Forecast's].",
+    "Steps forecast per validation window [default: orc.tune.Forecast's].",
+    low=2,
 )
-@click.option(
+@_int_option(
     "--windows",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Validation windows, spread evenly over the validation rows after "
-    "--warmup (one after another at the default --validation) [default: "
+    "Validation windows, spread evenly over the validation rows after --warmup "
+    "(one after another at the default --validation) [default: "
     "orc.tune.Forecast's].",
 )
 @click.option(
@@ -2187,7 +2126,7 @@ def _tune_report(view, path: str, title: str, unit: str) -> None:
 @beta_option
 @spinup_option
 @train_dt_option
-@lyapunov_option
+@train_lyapunov_option
 @time_column_option
 @_config_option(
     "search",

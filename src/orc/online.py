@@ -810,6 +810,46 @@ def _run(
     return model, learner, r
 
 
+def _train(
+    owner,
+    model,
+    seq,
+    seq_name,
+    target_seq,
+    spinup,
+    initial_res_state,
+    learner_args: tuple,
+    *,
+    cont,
+    closed_loop,
+    return_errors,
+):
+    """What :func:`train_online` and :func:`train_force` share once their own
+    arguments are checked: the sequences (:func:`_check_sequences`) and the
+    start state are checked, the learner made or checked (:func:`_learner`,
+    its arguments after ``r0`` being ``learner_args``), and the reservoir
+    driven by ``seq`` (:func:`_run`)."""
+    seq, target_seq, spinup = _check_sequences(
+        owner, model, seq, seq_name, target_seq, spinup, cont
+    )
+    check_initial_state(owner, model, initial_res_state, 1, False)
+    r0 = initial_states(model, initial_res_state, None, False)
+    learner = _learner(owner, model, r0, *learner_args)
+    return _run(
+        model,
+        seq,
+        target_seq,
+        r0,
+        learner,
+        jnp.asarray(spinup, jnp.int32),  # traced: no recompile per spinup
+        owner=owner,
+        seq_name=seq_name,
+        cont=cont,
+        closed_loop=closed_loop,
+        return_errors=bool(return_errors),
+    )
+
+
 def train_online(
     model: RCForecasterBase,
     train_seq: Float[Array, "seq_len data_dim"],
@@ -918,26 +958,18 @@ def train_online(
     if normalized is not None and not isinstance(normalized, bool):
         raise TypeError(f"{owner}: normalized must be a bool, got {normalized!r}")
     cont = state is not None and initial_res_state is not None and target_seq is None
-    train_seq, target_seq, spinup = _check_sequences(
-        owner, model, train_seq, "train_seq", target_seq, spinup, cont
-    )
-    check_initial_state(owner, model, initial_res_state, 1, False)
-    r0 = initial_states(model, initial_res_state, None, False)
-    learner = _learner(
-        owner, model, r0, method, state, forgetting, delta, learning_rate, normalized
-    )
-    return _run(
+    return _train(
+        owner,
         model,
         train_seq,
+        "train_seq",
         target_seq,
-        r0,
-        learner,
-        jnp.asarray(spinup, jnp.int32),  # traced: no recompile per spinup
-        owner=owner,
-        seq_name="train_seq",
+        spinup,
+        initial_res_state,
+        (method, state, forgetting, delta, learning_rate, normalized),
         cont=cont,
         closed_loop=False,
-        return_errors=bool(return_errors),
+        return_errors=return_errors,
     )
 
 
@@ -1046,22 +1078,16 @@ def train_force(
     owner = "train_force"
     _check_model(owner, model)
     cont = state is not None and initial_res_state is not None
-    target_seq, _, spinup = _check_sequences(
-        owner, model, target_seq, "target_seq", None, spinup, cont
-    )
-    check_initial_state(owner, model, initial_res_state, 1, False)
-    r0 = initial_states(model, initial_res_state, None, False)
-    learner = _learner(owner, model, r0, "rls", state, forgetting, delta, None, None)
-    return _run(
+    return _train(
+        owner,
         model,
         target_seq,
+        "target_seq",
         None,
-        r0,
-        learner,
-        jnp.asarray(spinup, jnp.int32),  # traced: no recompile per spinup
-        owner=owner,
-        seq_name="target_seq",
+        spinup,
+        initial_res_state,
+        ("rls", state, forgetting, delta, None, None),
         cont=cont,
         closed_loop=True,
-        return_errors=bool(return_errors),
+        return_errors=return_errors,
     )

@@ -110,7 +110,40 @@ def _probabilities(model, seqs, spinup):
     return jax.vmap(lambda s: model.classify(s, None, spinup))(seqs)
 
 
-class ESNClassifier(ClassifierMixin, BaseEstimator):
+class _ESNParams:
+    """What the two estimators share, a mixin of scikit-learn's
+    ``BaseEstimator``: hyperparameters kept as given, and those of the orc
+    model passed to it as they are."""
+
+    #: The reservoir's hyperparameters, the orc model's arguments of the same
+    #: name in both estimators.
+    _RESERVOIR = (
+        "res_dim",
+        "leak_rate",
+        "bias",
+        "embedding_scaling",
+        "Wr_density",
+        "Wr_spectral_radius",
+        "seed",
+        "quadratic",
+        "use_sparse_eigs",
+    )
+    #: The hyperparameters that are the orc model's arguments of the same name.
+    _MODEL_PARAMS: tuple[str, ...] = ()
+
+    def _keep(self, args: dict) -> None:
+        """Keep each argument of ``__init__`` (``args``, its ``locals()``) as the
+        attribute of its name: scikit-learn's convention, ``__init__`` does
+        nothing else (``get_params`` reads them back)."""
+        for name in self._get_param_names():
+            setattr(self, name, args[name])
+
+    def _model_args(self) -> dict:
+        """The hyperparameters :attr:`_MODEL_PARAMS` as the orc model's arguments."""
+        return {name: getattr(self, name) for name in self._MODEL_PARAMS}
+
+
+class ESNClassifier(ClassifierMixin, _ESNParams, BaseEstimator):
     """Echo state network classifier of series, a scikit-learn estimator.
 
     Each series drives a reservoir,
@@ -212,6 +245,14 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
     >>> clf.predict(X_test), clf.score(X_test, y_test)
     """
 
+    _MODEL_PARAMS = (
+        *_ESNParams._RESERVOIR,
+        "state_repr",
+        "model_space_dim",
+        "input_differences",
+        "input_lags",
+    )
+
     def __init__(
         self,
         res_dim=ESN.res_dim,
@@ -232,23 +273,7 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
         input_differences=CLASSIFIER.input_differences,
         input_lags=CLASSIFIER.input_lags,
     ):
-        self.res_dim = res_dim
-        self.leak_rate = leak_rate
-        self.bias = bias
-        self.embedding_scaling = embedding_scaling
-        self.Wr_density = Wr_density
-        self.Wr_spectral_radius = Wr_spectral_radius
-        self.dtype = dtype
-        self.seed = seed
-        self.quadratic = quadratic
-        self.use_sparse_eigs = use_sparse_eigs
-        self.state_repr = state_repr
-        self.spinup = spinup
-        self.beta = beta
-        self.model_space_dim = model_space_dim
-        self.channels_last = channels_last
-        self.input_differences = input_differences
-        self.input_lags = input_lags
+        self._keep(locals())
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -314,20 +339,8 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
         model = _classifier.ESNClassifier(
             data_dim=seqs.shape[2],
             n_classes=int(classes.size),
-            res_dim=self.res_dim,
-            leak_rate=self.leak_rate,
-            bias=self.bias,
-            embedding_scaling=self.embedding_scaling,
-            Wr_density=self.Wr_density,
-            Wr_spectral_radius=self.Wr_spectral_radius,
             dtype=dtype,
-            seed=self.seed,
-            quadratic=self.quadratic,
-            use_sparse_eigs=self.use_sparse_eigs,
-            state_repr=self.state_repr,
-            model_space_dim=self.model_space_dim,
-            input_differences=self.input_differences,
-            input_lags=self.input_lags,
+            **self._model_args(),
         )
         spinup = seqs.shape[1] // 10 if self.spinup is None else self.spinup
         beta = DEFAULT_BETAS if self.beta is None else self.beta
@@ -385,7 +398,7 @@ class ESNClassifier(ClassifierMixin, BaseEstimator):
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
 
 
-class ESNRegressor(RegressorMixin, BaseEstimator):
+class ESNRegressor(RegressorMixin, _ESNParams, BaseEstimator):
     """Echo state network regressor of time-ordered data, a scikit-learn
     estimator.
 
@@ -456,6 +469,14 @@ class ESNRegressor(RegressorMixin, BaseEstimator):
     >>> reg.score(U[4000:, :2], U[4000:, 2])   # R² of z inferred from (x, y)
     """
 
+    _MODEL_PARAMS = (
+        *_ESNParams._RESERVOIR,
+        "n_layers",
+        "coupling_scaling",
+        "input_passthrough",
+        "readout_bias",
+    )
+
     def __init__(
         self,
         res_dim=ESN.res_dim,
@@ -478,25 +499,7 @@ class ESNRegressor(RegressorMixin, BaseEstimator):
         state_noise=0.0,
         noise_seed=0,
     ):
-        self.res_dim = res_dim
-        self.leak_rate = leak_rate
-        self.bias = bias
-        self.embedding_scaling = embedding_scaling
-        self.Wr_density = Wr_density
-        self.Wr_spectral_radius = Wr_spectral_radius
-        self.n_layers = n_layers
-        self.coupling_scaling = coupling_scaling
-        self.input_passthrough = input_passthrough
-        self.readout_bias = readout_bias
-        self.quadratic = quadratic
-        self.dtype = dtype
-        self.seed = seed
-        self.use_sparse_eigs = use_sparse_eigs
-        self.spinup = spinup
-        self.beta = beta
-        self.input_noise = input_noise
-        self.state_noise = state_noise
-        self.noise_seed = noise_seed
+        self._keep(locals())
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -523,20 +526,8 @@ class ESNRegressor(RegressorMixin, BaseEstimator):
         model = _regression.ESNRegressor(
             in_dim=X.shape[1],
             out_dim=targets.shape[1],
-            res_dim=self.res_dim,
-            leak_rate=self.leak_rate,
-            bias=self.bias,
-            embedding_scaling=self.embedding_scaling,
-            Wr_density=self.Wr_density,
-            Wr_spectral_radius=self.Wr_spectral_radius,
-            n_layers=self.n_layers,
-            coupling_scaling=self.coupling_scaling,
-            input_passthrough=self.input_passthrough,
-            readout_bias=self.readout_bias,
-            quadratic=self.quadratic,
             dtype=dtype,
-            seed=self.seed,
-            use_sparse_eigs=self.use_sparse_eigs,
+            **self._model_args(),
         )
         self.model_, _ = _regression.train_RCRegressor(
             model,

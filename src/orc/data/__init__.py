@@ -8,44 +8,8 @@ The reservoirpy-style series of :mod:`orc.data.datasets` (``mackey_glass``,
 arrays instead; its ODEs (``double_scroll``, ``multiscroll``) return ``(us, ts)``.
 """
 
-from orc.data import integrators
-from orc.data.datasets import (
-    double_scroll,
-    henon_map,
-    logistic_map,
-    mackey_glass,
-    mso,
-    multiscroll,
-    narma,
-)
-from orc.data.integrators import (
-    KS_1D,
-    colpitts,
-    double_pendulum,
-    hyper_lorenz63,
-    hyper_xu,
-    lorenz63,
-    lorenz96,
-    rossler,
-    sakaraya,
-)
+from orc.data import datasets, integrators
+from orc.data.datasets import *  # noqa: F403 - its __all__, re-exported
+from orc.data.integrators import *  # noqa: F403 - its __all__, re-exported
 
-__all__ = [
-    "integrators",
-    "lorenz63",
-    "rossler",
-    "sakaraya",
-    "colpitts",
-    "hyper_lorenz63",
-    "hyper_xu",
-    "double_pendulum",
-    "lorenz96",
-    "KS_1D",
-    "mackey_glass",
-    "narma",
-    "henon_map",
-    "logistic_map",
-    "double_scroll",
-    "multiscroll",
-    "mso",
-]
+__all__ = ["integrators", *integrators.__all__, *datasets.__all__]

@@ -23,6 +23,7 @@ import math
 import numbers
 import warnings
 from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 import equinox as eqx
 import numpy as np
@@ -78,30 +79,34 @@ class AbstractDistribution(eqx.Module):
         """The values of coordinates ``u`` in ``[0, 1)``."""
 
 
-class Uniform(AbstractDistribution):
-    """Uniform on ``[low, high]``."""
+class _Interval(AbstractDistribution):
+    """A continuous distribution on ``[low, high]`` (traced), its bounds
+    checked by :func:`_interval` (``0 < low`` where ``_positive``)."""
 
     low: float
     high: float
     traced = True
+    _positive: ClassVar[bool]
 
     def __init__(self, low, high):
-        self.low, self.high = _interval("Uniform", low, high, positive=False)
+        name = type(self).__name__
+        self.low, self.high = _interval(name, low, high, positive=self._positive)
+
+
+class Uniform(_Interval):
+    """Uniform on ``[low, high]``."""
+
+    _positive = False
 
     def from_unit(self, u):
         return self.low + np.asarray(u, float) * (self.high - self.low)
 
 
-class LogUniform(AbstractDistribution):
+class LogUniform(_Interval):
     """Log-uniform on ``[low, high]`` (``0 < low < high``): every decade
     equally likely, for scales (ridge strength, input scaling, leak)."""
 
-    low: float
-    high: float
-    traced = True
-
-    def __init__(self, low, high):
-        self.low, self.high = _interval("LogUniform", low, high, positive=True)
+    _positive = True
 
     def from_unit(self, u):
         lo, hi = math.log(self.low), math.log(self.high)
