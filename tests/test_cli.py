@@ -203,3 +203,21 @@ def test_data_exports_discrete_series(workdir):
     np.testing.assert_allclose(
         np.load(workdir / "h.npy"), orc.data.henon_map(100), rtol=1e-15
     )
+
+
+def test_cli_lists_every_system_orc_data_has():
+    """``orc data NAME`` offers every ODE system (integrated to a time
+    ``tN``) and every discrete series (``n_timesteps`` long) of
+    :mod:`orc.data`: the command line keeps its own lists (importing
+    ``orc.data`` would import JAX for ``orc --help``), checked here."""
+    import inspect
+
+    import orc.data
+    from orc import cli
+
+    takes = {
+        name: inspect.signature(getattr(orc.data, name)).parameters
+        for name in orc.data.integrators.__all__ + orc.data.datasets.__all__
+    }
+    assert set(cli.SYSTEMS) == {n for n, p in takes.items() if "tN" in p}
+    assert set(cli.SERIES) == {n for n, p in takes.items() if "n_timesteps" in p}
