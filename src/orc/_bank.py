@@ -24,7 +24,33 @@ the capability again. Nothing is detected by probing methods.
 
 from __future__ import annotations
 
-__all__ = ["to_bank", "to_view", "as_view", "lead_axes", "declares"]
+__all__ = ["Bank", "to_bank", "to_view", "as_view", "lead_axes", "declares"]
+
+
+class Bank:
+    """The shapes of a component over a bank of ``chunks`` reservoirs of
+    ``res_dim`` nodes that shows a bank of one without its axis when
+    ``single`` (the sparse drivers, the linear readouts): a mixin of
+    properties over those three fields, listed before the component's base
+    class, whose ORC 0.4 rule it replaces."""
+
+    __slots__ = ()
+
+    @property
+    def state_shape(self) -> tuple[int, ...]:
+        """``(res_dim,)`` for a single reservoir, else ``(chunks, res_dim)``."""
+        return self.bank_shape[self.single :]
+
+    @property
+    def bank_shape(self) -> tuple[int, int]:
+        """``(chunks, res_dim)``: the shape the computation runs on."""
+        return (self.chunks, self.res_dim)
+
+    def _bank(self, x):
+        return to_bank(x, self.state_shape, self.bank_shape)
+
+    def _view(self, x):
+        return to_view(x, self.bank_shape, self.state_shape)
 
 
 def to_bank(x, view: tuple[int, ...], bank: tuple[int, ...]):

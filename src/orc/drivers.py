@@ -37,7 +37,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from . import _strategy
-from ._bank import as_view, declares, lead_axes, to_bank, to_view
+from ._bank import Bank, as_view, declares, lead_axes
 from ._construct import GIVEN, check_construction, reservoir_bank
 from ._defaults import ESN, arguments
 from ._matrix import (
@@ -337,7 +337,7 @@ def _leak_field(owner: str, leak, bank_shape: tuple[int, int], dtype) -> Array:
     return jnp.broadcast_to(jnp.asarray(leak, dtype), bank_shape)
 
 
-class _SparseReservoirDriver(DriverBase):
+class _SparseReservoirDriver(Bank, DriverBase):
     """What the ESN and Taylor drivers share: a bank of random sparse ``W``
     (one per reservoir), a bias, and an update written for one reservoir and
     mapped over the bank; ``single`` drivers show states without the bank
@@ -387,21 +387,6 @@ class _SparseReservoirDriver(DriverBase):
         if self.spectral_radius is not None or not given:
             check_leaf(name, "spectral_radius", self.spectral_radius, (), self.dtype)
         _check_reservoir_values(name, self.spectral_radius, self.bias)
-
-    @property
-    def state_shape(self) -> tuple[int, ...]:
-        """``(res_dim,)`` for a single reservoir, else ``(chunks, res_dim)``."""
-        return self.bank_shape[self.single :]
-
-    @property
-    def bank_shape(self) -> tuple[int, int]:
-        return (self.chunks, self.res_dim)
-
-    def _bank(self, x):
-        return to_bank(x, self.state_shape, self.bank_shape)
-
-    def _view(self, x):
-        return to_view(x, self.bank_shape, self.state_shape)
 
     def _init_reservoir(
         self,

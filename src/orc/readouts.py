@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from ._bank import as_view, lead_axes, to_bank
+from ._bank import Bank, as_view, lead_axes
 from ._defaults import ESN
 from ._validation import (
     check_component,
@@ -252,7 +252,7 @@ def check_wout_values(owner: str, wout, dtype) -> None:
         )
 
 
-class _LinearReadoutCore(ReadoutBase):
+class _LinearReadoutCore(Bank, ReadoutBase):
     """Shared implementation: per-chunk features, per-chunk matrix, combine."""
 
     wout: Array
@@ -289,18 +289,6 @@ class _LinearReadoutCore(ReadoutBase):
         surface as an einsum error."""
         check_leaf(type(self).__name__, "wout", self.wout, self.wout_shape)
         return self.wout
-
-    @property
-    def state_shape(self) -> tuple[int, ...]:
-        """``(res_dim,)`` for a single reservoir, else ``(chunks, res_dim)``."""
-        return self.bank_shape[self.single :]
-
-    @property
-    def bank_shape(self) -> tuple[int, int]:
-        return (self.chunks, self.res_dim)
-
-    def _bank(self, x):
-        return to_bank(x, self.state_shape, self.bank_shape)
 
     def _init(self, out_dim, res_dim, chunks, dtype, nonlin_list, ensemble):
         name = type(self).__name__
