@@ -63,7 +63,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data  # noqa: E40
 
 from . import classifier as _classifier  # noqa: E402
 from . import regression as _regression  # noqa: E402
-from ._defaults import CLASSIFIER, ESN, REGRESSOR  # noqa: E402
+from ._defaults import CLASSIFIER, ESN, REGRESSOR, arguments  # noqa: E402
 from ._strategy import compiled  # noqa: E402
 from ._validation import check_dtype, default_float_dtype  # noqa: E402
 
@@ -132,11 +132,12 @@ class _ESNParams:
     _MODEL_PARAMS: tuple[str, ...] = ()
 
     def _keep(self, args: dict) -> None:
-        """Keep each argument of ``__init__`` (``args``, its ``locals()``) as the
-        attribute of its name: scikit-learn's convention, ``__init__`` does
-        nothing else (``get_params`` reads them back)."""
-        for name in self._get_param_names():
-            setattr(self, name, args[name])
+        """Keep each argument of ``__init__`` (``args``, its ``locals()``:
+        :func:`orc._defaults.arguments`) as the attribute of its name:
+        scikit-learn's convention, ``__init__`` does nothing else
+        (``get_params`` reads them back)."""
+        for name, value in arguments(args).items():
+            setattr(self, name, value)
 
     def _model_args(self) -> dict:
         """The hyperparameters :attr:`_MODEL_PARAMS` as the orc model's arguments."""
