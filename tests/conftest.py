@@ -3,6 +3,7 @@
 Both are switched on here, in the test process, never by the library itself.
 """
 
+import gc
 import os
 import pwd
 import shutil
@@ -57,6 +58,45 @@ def pytest_report_header(config):
         f"orc native kernels: ON ({native['file']}; sparse rows {native['ell']}, "
         f"tanh {native['tanh']}, {native['threads']} threads)"
     )
+
+
+def _memory_maps() -> int | None:
+    """The number of memory mappings of this process (Linux), else None."""
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return None
+
+
+def _map_limit() -> int:
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 65530
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """Between test files, JAX's compiled programs are dropped once the
+    process holds half the memory mappings the kernel allows.
+
+    Each program XLA compiles for the CPU stays loaded while its function
+    lives (orc's entry points live as long as the process) and holds ~18
+    mappings (code and data sections); the kernel's limit
+    (``vm.max_map_count``, 65530 by default) is reached after ~3600 live
+    programs, and a test process compiles 4000-5000: the next mapping fails
+    and XLA aborts the process (seen 2026-11-27 in a full run, a worker
+    aborted inside ``backend_compile_and_load``; probably the earlier aborts
+    in the executable serialisation too). A user's process that compiles
+    thousands of programs meets the same limit; the suite compiles far more
+    distinct programs than any application."""
+    if nextitem is not None and nextitem.module is item.module:
+        return
+    maps = _memory_maps()
+    if maps is not None and maps > _map_limit() // 2:
+        jax.clear_caches()
+        gc.collect()
 
 
 def pytest_unconfigure(config):
