@@ -60,6 +60,7 @@ from ._training import (
     warn_poor_fit,
 )
 from ._validation import (
+    argument_array,
     check_beta,
     check_data,
     check_finite,
@@ -304,7 +305,7 @@ def ridge(
     warn_zero_beta(beta, owner, *data)
     if batch_size is not None:
         batch_size = check_int("batch_size", batch_size, owner, minimum=1)
-    return Ridge(jnp.asarray(beta, dtype), batch_size, bool(intercept))
+    return Ridge(argument_array(beta, dtype), batch_size, bool(intercept))
 
 
 # --------------------------------------------------------------------------- #

@@ -24,6 +24,7 @@ from ._ridge import (
 from ._validation import (
     POOR_FIT_NRMSE,
     PoorFitWarning,
+    argument_array,
     check_float,
 )
 from .drivers import check_state
@@ -632,8 +633,8 @@ def training_noise(owner, input_noise, state_noise, noise_seed, dtype):
     if not (has_input or has_state):
         return None
     return TrainingNoise(
-        jnp.asarray(input_noise, dtype),
-        jnp.asarray(state_noise, dtype),
+        argument_array(input_noise, dtype),
+        argument_array(state_noise, dtype),
         jax_key(noise_seed, owner),
         has_input,
         has_state,
