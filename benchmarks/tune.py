@@ -13,16 +13,28 @@ and its rate is extrapolated to the search's count when fewer. Also the
 scaling of the search with the population size (1, 8, 64, 256 candidates)
 and the same-seed check: the loop's scores against the search's.
 
+With ``--reservoirpy [K]``, also reservoirpy 0.4.2's
+``reservoirpy.hyper.parallel_research`` on the same data and windows
+(``benchmarks/tune_reservoirpy.py``, run in the peer venv
+``benchmarks/.venvs/rpy``, created if missing): K random candidates
+(default: as many as the search's; 8 with ``--quick``) on every core,
+its rate extrapolated to the search's count when K is fewer.
+
     python benchmarks/tune.py                # the full comparison (~15 min on 2 cores)
     python benchmarks/tune.py --quick        # N = 100, T = 4000, small search
+    python benchmarks/tune.py --reservoirpy  # and reservoirpy's search
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import platform
+import subprocess
+import sys
+import tempfile
 import time
 
 import jax
@@ -32,6 +44,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import orc  # noqa: E402
+from orc._matrix import nonzeros_per_row  # noqa: E402
 from orc.forecaster import ESNForecaster, train_RCForecaster  # noqa: E402
 from orc.tune import Forecast, LogUniform, Uniform  # noqa: E402
 
@@ -42,6 +55,14 @@ SPACE = {
     "bias": Uniform(0.0, 2.0),
 }
 LYAP = 0.906
+#: reservoirpy's names of SPACE's hyperparameters (``Reservoir``'s arguments)
+RPY_NAMES = {"Wr_spectral_radius": "sr", "leak_rate": "lr",
+             "embedding_scaling": "input_scaling", "bias": "bias"}  # fmt: skip
+#: The reference candidate both libraries score (a sanity check of the two
+#: objectives): reservoirpy with its own matrices and with orc's, whose
+#: scores should equal orc's.
+REFERENCE = {"Wr_spectral_radius": 0.9, "leak_rate": 0.5, "embedding_scaling": 0.1,
+             "bias": 1.0, "seed": 0, "beta": 1e-6}  # fmt: skip
 
 
 def data(train: int, val: int):
@@ -108,6 +129,22 @@ def main():
         help="seeds of the different-seeds population (0: skip)",
     )
     ap.add_argument("--only-seed-population", action="store_true")
+    ap.add_argument(
+        "--reservoirpy",
+        type=int,
+        nargs="?",
+        const=-1,
+        default=None,
+        metavar="K",
+        help="also reservoirpy's parallel_research with K candidates (default: "
+        "the search's count, 8 with --quick)",
+    )
+    ap.add_argument(
+        "--rpy-jobs",
+        type=int,
+        default=-1,
+        help="parallel_research's n_jobs (-1: every core)",
+    )
     ap.add_argument("--out", default=os.path.join("benchmarks", "runs", "tune.json"))
     a = ap.parse_args()
     if a.quick:
@@ -136,6 +173,8 @@ def main():
         out["scaling"] = scaling(a, task, n)
     if a.seed_population:
         out["seed_population"] = seed_population(a, task)
+    if a.reservoirpy is not None:
+        out["reservoirpy"] = reservoirpy_search(a, task, n, out)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)
@@ -170,6 +209,99 @@ def throughput(a, task, n):
     print(f"speed-up of the search over the warm loop: {ratio:.1f}x")
     return {"search_warm_s": warm, "search_cold_s": cold, "loop_s": loop_s,
             "loop_candidates": k, "speedup": ratio, "best": res.best}  # fmt: skip
+
+
+def reservoirpy_search(a, task, n, out):
+    """reservoirpy 0.4.2's ``parallel_research`` on the same data, windows
+    and score (``benchmarks/tune_reservoirpy.py`` in the peer venv), after
+    both libraries scored REFERENCE."""
+    from harness import envs  # benchmarks/harness: the peer venvs
+
+    lib = envs.LIBRARIES["rpy"]
+    ok, msg = envs.ensure_env(lib)
+    print(f"[setup] rpy: {msg}")
+    if not ok:
+        return {"error": msg}
+    k = a.reservoirpy if a.reservoirpy > 0 else (8 if a.quick else n)
+    space = {RPY_NAMES[name]: [type(d).__name__.lower(), float(d.low), float(d.high)]
+             for name, d in SPACE.items()}  # fmt: skip
+    space["ridge"] = ["loguniform", 1e-10, 1e-3]  # the search's beta
+    density = inspect.signature(ESNForecaster).parameters["Wr_density"].default
+    spec = {
+        "res_dim": a.res_dim,
+        # the ESN's default Wr_density as orc draws it: nonzeros per row
+        "degree": nonzeros_per_row(a.res_dim, density),
+        "spinup": task.spinup, "starts": [int(s) for s in task.starts],
+        "horizon": task.horizon, "threshold": task.threshold, "dt": task.dt,
+        "lyapunov_exponent": task.lyapunov_exponent,
+        "scale": float(task.scale(jnp.float64)), "diverged_scale": 100.0,
+        "space": space, "seeds": list(range(a.seeds)), "sampler_seed": 0,
+        "candidates": k, "n_jobs": a.rpy_jobs,
+        "reference": {**{RPY_NAMES[n]: REFERENCE[n] for n in SPACE},
+                      "ridge": REFERENCE["beta"], "seed": REFERENCE["seed"]},
+    }  # fmt: skip
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                          "tune_reservoirpy.py")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="orc-tune-rpy-") as d:
+        np.save(os.path.join(d, "train.npy"), np.asarray(task.train))
+        np.save(os.path.join(d, "validation.npy"), np.asarray(task.validation))
+        with open(os.path.join(d, "task.json"), "w") as f:
+            json.dump(spec, f, indent=1)
+        ref_orc = reference(task, a.res_dim, os.path.join(d, "reference.npz"))
+        cmd = [str(lib.python), script, d]
+        env = envs.child_env(lib)
+        check = subprocess.run([*cmd, "--check"], env=env, capture_output=True,
+                               text=True)  # fmt: skip
+        if check.returncode != 0:
+            print(check.stderr[-3000:], file=sys.stderr)
+            return {"error": f"tune_reservoirpy.py --check exited {check.returncode}"}
+        ref_rpy = json.loads(check.stdout.strip().splitlines()[-1])
+        same = ref_rpy["orc_matrices"]["vpt"]
+        print(f"reference candidate {REFERENCE}: VPT orc {ref_orc:.3f}; "
+              f"reservoirpy with orc's matrices {same:.3f} (should be equal), "
+              f"with its own {ref_rpy['vpt']:.3f} ({ref_rpy['seconds']:.1f} s in "
+              f"one process)")  # fmt: skip
+        t0 = time.perf_counter()
+        run = subprocess.run(cmd, env=env)
+        wall = time.perf_counter() - t0
+        if run.returncode != 0:
+            return {"error": f"tune_reservoirpy.py exited {run.returncode}"}
+        with open(os.path.join(d, "result.json")) as f:
+            res = json.load(f)
+    res.update(task=spec, subprocess_s=wall,
+               reference={"params": REFERENCE, "orc": ref_orc, **ref_rpy})  # fmt: skip
+    rate = res["per_second"]
+    res["extrapolated"] = k < n
+    if k < n:
+        print(f"reservoirpy: {k} of the search's {n} candidates run; its rate "
+              f"extrapolated: {n / rate:.0f} s for {n}")  # fmt: skip
+    rows = [("reservoirpy parallel_research", rate)]
+    if "search_warm_s" in out:
+        rows = [("orc.tune.search, warm", n / out["search_warm_s"]),
+                ("warm loop", out["loop_candidates"] / out["loop_s"]), *rows]  # fmt: skip
+        res["search_over_reservoirpy"] = rows[0][1] / rate
+        res["loop_over_reservoirpy"] = rows[1][1] / rate
+    for label, r in rows:
+        print(f"  {label:32s} {r:8.3f} candidates/s  {r / rate:6.2f}x reservoirpy")
+    best = res["best"]["vpt"] if res["best"] else float("nan")
+    if out.get("best"):
+        print(f"best VPT: orc.tune.search {out['best']['score']:.3f} of {n}, "
+              f"reservoirpy {best:.3f} of {k}")  # fmt: skip
+    return res
+
+
+def reference(task, res_dim, path):
+    """orc's score of REFERENCE (the loop's), its matrices written to
+    ``path`` (``W`` dense, ``Win``) for tune_reservoirpy.py's check."""
+    _, (score,) = loop(task, [REFERENCE], res_dim)
+    kw = {n: REFERENCE[n] for n in SPACE}
+    model = ESNForecaster(3, res_dim, **kw, seed=REFERENCE["seed"], construction="jax")
+    values = np.asarray(model.driver.wr.values[0])  # (N, k), scaled
+    columns = np.asarray(model.driver.wr.columns[0])
+    W = np.zeros((res_dim, res_dim))
+    np.add.at(W, (np.arange(res_dim)[:, None], columns), values)
+    np.savez(path, W=W, Win=np.asarray(model.embedding.win[0]))
+    return score
 
 
 def seed_population(a, task):

@@ -33,6 +33,8 @@ class Library:
     version: str | None = None  # pinned version of a peer
     import_name: str = "orc"
     extra_env: dict[str, str] = field(default_factory=dict)
+    # further pinned distributions a peer's scripts need, (dist, version)
+    extras: tuple[tuple[str, str], ...] = ()
 
     @property
     def python(self) -> Path:
@@ -71,6 +73,9 @@ LIBRARIES: dict[str, Library] = {
         dist="reservoirpy",
         version="0.4.2",
         import_name="reservoirpy",
+        # reservoirpy.hyper.parallel_research imports tqdm, which reservoirpy
+        # does not require (benchmarks/tune_reservoirpy.py)
+        extras=(("tqdm", "4.70.1"),),
     ),
 }
 
@@ -130,7 +135,9 @@ def ensure_env(lib: Library, log=print) -> tuple[bool, str]:
         return False, f"{lib.python} not found (run `make test` or create .venv)"
     want = lib.version
     have = installed_version(lib.python, lib.dist)
-    if have == want:
+    pins = [(lib.dist, want), *lib.extras]
+    missing = [(d, v) for d, v in pins if installed_version(lib.python, d) != v]
+    if not missing:
         return True, f"reusing {lib.python.parent.parent} ({lib.dist}=={have})"
     venv_dir = lib.python.parent.parent
     try:
@@ -142,7 +149,9 @@ def ensure_env(lib: Library, log=print) -> tuple[bool, str]:
                 check=True,
                 env=child_env(lib),
             )
-        log(f"[setup] pip install {lib.dist}=={want} into {venv_dir} (found {have})")
+        reqs = [f"{d}=={v}" for d, v in missing]
+        log(f"[setup] pip install {' '.join(reqs)} into {venv_dir} "
+            f"({lib.dist} found: {have})")  # fmt: skip
         subprocess.run(
             [
                 str(lib.python),
@@ -151,17 +160,18 @@ def ensure_env(lib: Library, log=print) -> tuple[bool, str]:
                 "install",
                 "--quiet",
                 "--disable-pip-version-check",
-                f"{lib.dist}=={want}",
+                *reqs,
             ],
             check=True,
             env=child_env(lib),
         )
     except (OSError, subprocess.CalledProcessError) as exc:
         return False, f"could not set up {venv_dir}: {exc}"
-    have = installed_version(lib.python, lib.dist)
-    if have != want:
-        return False, f"{venv_dir}: installed {lib.dist} is {have}, wanted {want}"
-    return True, f"created {venv_dir} ({lib.dist}=={have})"
+    for d, v in pins:
+        have = installed_version(lib.python, d)
+        if have != v:
+            return False, f"{venv_dir}: installed {d} is {have}, wanted {v}"
+    return True, f"created {venv_dir} ({', '.join(f'{d}=={v}' for d, v in pins)})"
 
 
 _VERSIONS_CODE = """
