@@ -197,10 +197,11 @@ def tune_section(path: Path = TUNE_REPORT) -> list[str]:
     return included_section(
         path,
         "## Throughput",
-        "## Hyperparameter search: orc.tune.search against a warm loop",
-        "From `benchmarks/TUNE.md` (`benchmarks/tune.py`), measured on {device}; "
-        "the protocol, the scaling with population size and what is not yet "
-        "measured are there.",
+        "## Hyperparameter search: orc.tune.search against a warm loop and reservoirpy",
+        "From `benchmarks/TUNE.md` (`benchmarks/tune.py --reservoirpy`), measured "
+        "on {device}: Lorenz63, N = 500, T = 20000, 10 validation windows of 1000 "
+        "steps; the protocol, the scaling with population size and what is not "
+        "yet measured are there.",
     )
 
 
