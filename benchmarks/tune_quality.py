@@ -1,0 +1,142 @@
+"""What a search is worth: the best candidate of ``benchmarks/tune.py``'s
+256-candidate search at N = 500 against orc's default ESN at N = 2000 (and
+at N = 500), scored on held-out test windows that no selection saw.
+
+Lorenz63 (dt = 0.01, the first 1000 samples dropped): T = 20000 training
+samples, then the search's validation stretch (100 + 3 x 1000 samples: 10
+windows of 1000 steps, as ``tune.py``), then a test stretch of
+``--test-windows`` windows of 1000 steps. A model is scored on a stretch as
+the search scores it: the reservoir forced from the zero state over the
+stretch, each window forecast from the state after the sample before it,
+its valid prediction time (threshold 0.4, Lyapunov times, the training
+data's scale) averaged over windows. The default models are
+``ESNForecaster(3, N, seed=s)`` with every other argument at ORC 0.4's
+default, trained by ``train_ESNForecaster`` (spinup 100, default ridge),
+for the search's 4 seeds: the search picks the best of 4 seeds x 8 draws x
+8 strengths on the validation windows, the defaults are shown per seed and
+averaged.
+
+    python benchmarks/tune_quality.py            # ~2 min on 2 cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import equinox as eqx
+import jax
+
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import orc  # noqa: E402
+from orc.forecaster import ESNForecaster, train_ESNForecaster  # noqa: E402
+from orc.tune import Forecast, LogUniform  # noqa: E402
+from tune import LYAP, SPACE  # noqa: E402  (benchmarks/tune.py, this folder)
+
+DT = 0.01
+
+
+def series(train: int, val: int, test: int):
+    U, _ = orc.data.lorenz63(tN=(train + val + test + 1000) * DT, dt=DT)
+    U = np.asarray(U)[1000:]
+    return U[:train], U[train : train + val], U[train + val : train + val + test]
+
+
+def scorer(task: Forecast):
+    """The mean VPT of a model over ``task``'s windows of its validation
+    stretch, as the search scores a candidate."""
+    u = jnp.asarray(task.train)
+    scale = jnp.sqrt(jnp.mean(jnp.sum(u**2, axis=1)))
+    data = jnp.asarray(task.validation)
+    starts = task.starts
+    truths = jnp.stack([data[s : s + task.horizon] for s in starts])
+
+    @eqx.filter_jit
+    def score(model):
+        states = model.force(data, model.driver.default_state())
+        preds = jnp.stack([model.forecast(task.horizon, states[s - 1]) for s in starts])
+        vpt = jax.vmap(
+            lambda p, t: orc.metrics.valid_prediction_time(
+                p, t, dt=DT, lyapunov_exponent=LYAP, scale=scale
+            )
+        )(preds, truths)
+        return vpt
+
+    return lambda model: np.asarray(score(model))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--train", type=int, default=20000)
+    ap.add_argument("--horizon", type=int, default=1000)
+    ap.add_argument("--test-windows", type=int, default=20)
+    ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--draws", type=int, default=8)
+    ap.add_argument("--betas", type=int, default=8)
+    ap.add_argument("--default-sizes", default="2000,500")
+    ap.add_argument(
+        "--out", default=os.path.join("benchmarks", "runs", "tune_quality.json")
+    )
+    a = ap.parse_args()
+    val_len = 100 + 3 * a.horizon
+    test_len = 100 + (a.test_windows + 1) * a.horizon
+    train, val, test = series(a.train, val_len, test_len)
+    common = dict(spinup=100, warmup=100, horizon=a.horizon, dt=DT,
+                  lyapunov_exponent=LYAP)  # fmt: skip
+    task = Forecast(train, val, windows=10, **common)
+    test_task = Forecast(train, test, windows=a.test_windows, **common)
+    on_val, on_test = scorer(task), scorer(test_task)
+    print(f"Lorenz63: train {a.train}, validation {val_len} (10 windows), test "
+          f"{test_len} ({a.test_windows} windows of {a.horizon} steps)")  # fmt: skip
+
+    t0 = time.perf_counter()
+    res = orc.tune.search(
+        ESNForecaster, SPACE, task, fixed={"data_dim": 3, "res_dim": 500},
+        draws=a.draws, seeds=a.seeds, beta=LogUniform(1e-10, 1e-3),
+        ridge_points=a.betas, progress=False,
+    )  # fmt: skip
+    search_s = time.perf_counter() - t0
+    best = res.best_model
+    val_check = float(np.mean(on_val(best)))
+    tuned = on_test(best)
+    n = a.seeds * a.draws * a.betas
+    print(f"search: {n} candidates in {search_s:.1f} s; best on validation "
+          f"{res.best['score']:.3f} (rescored {val_check:.3f}); {res.best}")  # fmt: skip
+    rows = [{"model": "tuned N=500", "params": _plain(res.best),
+             "validation": val_check, "test": float(np.mean(tuned)),
+             "test_windows": tuned.tolist()}]  # fmt: skip
+    for size in [int(s) for s in a.default_sizes.split(",")]:
+        per_seed = []
+        for seed in range(a.seeds):
+            model = ESNForecaster(3, size, seed=seed)
+            model, _ = train_ESNForecaster(model, jnp.asarray(train), spinup=100)
+            per_seed.append(on_test(model))
+        means = [float(np.mean(v)) for v in per_seed]
+        rows.append({"model": f"default N={size}", "seeds": list(range(a.seeds)),
+                     "test_per_seed": means, "test": float(np.mean(means))})  # fmt: skip
+    print(f"\nmean VPT over {a.test_windows} held-out test windows (Lyapunov times)")
+    for r in rows:
+        extra = (f" (seeds {', '.join(f'{m:.2f}' for m in r['test_per_seed'])})"
+                 if "test_per_seed" in r else "")  # fmt: skip
+        print(f"  {r['model']:16s} {r['test']:6.2f}{extra}")
+    out = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                       "jax": jax.__version__},
+           "settings": vars(a), "search_s": search_s, "rows": rows}  # fmt: skip
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(out, f, indent=1)
+    print(f"written {a.out}")
+
+
+def _plain(row):
+    return {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+
+
+if __name__ == "__main__":
+    main()
