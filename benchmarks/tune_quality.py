@@ -3,20 +3,23 @@
 at N = 500), scored on held-out test windows that no selection saw.
 
 Lorenz63 (dt = 0.01, the first 1000 samples dropped): T = 20000 training
-samples, then the search's validation stretch (100 + 3 x 1000 samples: 10
-windows of 1000 steps, as ``tune.py``), then a test stretch of
-``--test-windows`` windows of 1000 steps. A model is scored on a stretch as
-the search scores it: the reservoir forced from the zero state over the
+samples, then a validation stretch of ``--val-windows`` windows of
+``--horizon`` steps (the search selects on it), then a test stretch of
+``--test-windows`` windows (windows do not overlap; 100 samples of warm-up
+before the first of each stretch). A model is scored on a stretch as the
+search scores it: the reservoir forced from the zero state over the
 stretch, each window forecast from the state after the sample before it,
 its valid prediction time (threshold 0.4, Lyapunov times, the training
-data's scale) averaged over windows. The default models are
+data's scale) averaged over windows. The horizon must exceed what the
+models reach (a VPT is capped at ``horizon x dt x 0.906``: at 1000 steps,
+tune.py's throughput setting, every good model scores the cap, 9.06). The
+search is tune.py's: 4 seeds x 8 Sobol draws of spectral radius, leak,
+input scaling, bias x 8 ridge strengths. The default models are
 ``ESNForecaster(3, N, seed=s)`` with every other argument at ORC 0.4's
 default, trained by ``train_ESNForecaster`` (spinup 100, default ridge),
-for the search's 4 seeds: the search picks the best of 4 seeds x 8 draws x
-8 strengths on the validation windows, the defaults are shown per seed and
-averaged.
+for the search's 4 seeds, shown per seed and averaged.
 
-    python benchmarks/tune_quality.py            # ~2 min on 2 cores
+    python benchmarks/tune_quality.py    # ~3 min on 2 cores (TUNE.md's figures)
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ def scorer(task: Forecast):
     truths = jnp.stack([data[s : s + task.horizon] for s in starts])
 
     @eqx.filter_jit
-    def score(model):
+    def score(model, data, truths):
         states = model.force(data, model.driver.default_state())
         preds = jnp.stack([model.forecast(task.horizon, states[s - 1]) for s in starts])
         vpt = jax.vmap(
@@ -68,14 +71,15 @@ def scorer(task: Forecast):
         )(preds, truths)
         return vpt
 
-    return lambda model: np.asarray(score(model))
+    return lambda model: np.asarray(score(model, data, truths))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--train", type=int, default=20000)
-    ap.add_argument("--horizon", type=int, default=1000)
-    ap.add_argument("--test-windows", type=int, default=20)
+    ap.add_argument("--horizon", type=int, default=2500)
+    ap.add_argument("--val-windows", type=int, default=30)
+    ap.add_argument("--test-windows", type=int, default=30)
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--draws", type=int, default=8)
     ap.add_argument("--betas", type=int, default=8)
@@ -84,16 +88,18 @@ def main():
         "--out", default=os.path.join("benchmarks", "runs", "tune_quality.json")
     )
     a = ap.parse_args()
-    val_len = 100 + 3 * a.horizon
-    test_len = 100 + (a.test_windows + 1) * a.horizon
+    # windows that do not overlap, in both stretches
+    val_len = 100 + a.val_windows * a.horizon
+    test_len = 100 + a.test_windows * a.horizon
     train, val, test = series(a.train, val_len, test_len)
     common = dict(spinup=100, warmup=100, horizon=a.horizon, dt=DT,
                   lyapunov_exponent=LYAP)  # fmt: skip
-    task = Forecast(train, val, windows=10, **common)
+    task = Forecast(train, val, windows=a.val_windows, **common)
     test_task = Forecast(train, test, windows=a.test_windows, **common)
     on_val, on_test = scorer(task), scorer(test_task)
-    print(f"Lorenz63: train {a.train}, validation {val_len} (10 windows), test "
-          f"{test_len} ({a.test_windows} windows of {a.horizon} steps)")  # fmt: skip
+    print(f"Lorenz63: train {a.train}, validation {val_len} ({a.val_windows} "
+          f"windows), test {test_len} ({a.test_windows} windows of {a.horizon} "
+          "steps)")  # fmt: skip
 
     t0 = time.perf_counter()
     res = orc.tune.search(
