@@ -206,9 +206,7 @@ def device_array(x, dtype) -> jax.Array:
     program for every conversion it makes itself, one per new shape and
     dtype (~20-90 ms each, at every model size a process builds), and none
     for an array that already has the dtype asked for."""
-    if isinstance(x, (numbers.Number, np.ndarray, np.generic)):
-        x = np.asarray(x, dtype=jnp.dtype(dtype))  # a NumPy scalar would compile
-    return jnp.asarray(x, dtype)
+    return jnp.asarray(argument_array(x, dtype), dtype)
 
 
 def argument_array(x, dtype):
