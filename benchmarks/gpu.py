@@ -121,23 +121,24 @@ def job_size(args) -> None:
 def _reduce_form_scan(
     values, indices, win, window, bias, wout, r0, leak, length, unroll: int = 1
 ):
-    """``_matrix._esn_forecast_scan`` with its two small contractions (the
+    """``orc._kernels._forecast_scan`` with its two small contractions (the
     readout ``wout r`` and the input ``win y``) written as products and sums,
     which XLA fuses into its own kernels instead of calling cuBLAS for each
     (a candidate for the GPU loop; same arithmetic up to summation order)."""
     import jax
     import jax.numpy as jnp
 
-    from orc import _matrix
+    from orc import _kernels
 
     def readout(r):
         return jnp.sum(wout * r[:, None, :], axis=-1).reshape(-1)
 
     def step(r, _):
         p = jnp.sum(win * readout(r)[window][:, None, :], axis=-1) + bias
-        r = jax.vmap(_matrix._esn_step, in_axes=(0, 0, 0, 0, None))(
-            values, indices, r, p, leak
-        )
+        r = jax.vmap(
+            functools.partial(_kernels._esn_step, _kernels._gather_matvec),
+            in_axes=(0, 0, 0, 0, None),
+        )(values, indices, r, p, leak)
         return r, readout(r)
 
     rest = jax.lax.scan(step, r0, None, length=length - 1, unroll=unroll)[1]
@@ -151,7 +152,7 @@ def job_variants(args) -> None:
     import jax.numpy as jnp
     import numpy as np
 
-    from orc import _matrix
+    from orc import _kernels
     from orc import forecaster as F
 
     data = np.load(args.data)
@@ -168,7 +169,11 @@ def job_variants(args) -> None:
         for form, unroll in [
             (f, u) for f in ("einsum", "reduce") for u in args.unrolls
         ]:
-            scan = _matrix._esn_forecast_scan if form == "einsum" else _reduce_form_scan
+            scan = (
+                functools.partial(_kernels._forecast_scan, _kernels._gather_matvec)
+                if form == "einsum"
+                else _reduce_form_scan
+            )
             fc = jax.jit(
                 functools.partial(
                     scan,
@@ -212,7 +217,7 @@ def job_fused(args) -> None:
     import numpy as np
 
     import gpu_fused
-    from orc import _matrix
+    from orc import _kernels
     from orc import forecaster as F
 
     data = np.load(args.data)
@@ -225,7 +230,11 @@ def job_fused(args) -> None:
             win, window = e.linear_window()
             a = (d.wr.values, d.wr.columns, win, window, d.bias, ro.linear_weights())
             a = a + (d._bank(R[-1]), jnp.asarray(d.leak, dtype))
-            forms = {"scan": _matrix._esn_forecast_scan}
+            forms = {
+                "scan": functools.partial(
+                    _kernels._forecast_scan, _kernels._gather_matvec
+                )
+            }
             for rows in (16, 32, 64):
                 forms[f"fused rows {rows}"] = functools.partial(
                     gpu_fused.esn_forecast_fused, rows=rows

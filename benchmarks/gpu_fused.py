@@ -12,7 +12,7 @@ next design: a persistent kernel that keeps the reservoir on chip across
 steps needs a grid-wide barrier, which a kernel per step replaces by its
 launch.
 
-What it does: :func:`orc._matrix.esn_forecast`'s arguments and result. XLA
+What it does: :func:`orc._kernels.esn_forecast`'s arguments and result. XLA
 compiles a step into several kernels (input product, the sparse product's
 gather with its tanh, readout), each launched in turn; at N = 2000 a step
 is ~1 MB, inside an H100's L2, so launches and latency set its cost. Here a
@@ -171,7 +171,7 @@ def esn_forecast_fused(
     rows: int = ROWS,
     warps: int = WARPS,
 ):
-    """:func:`orc._matrix.esn_forecast` (same arguments and result, ``bias``
+    """:func:`orc._kernels.esn_forecast` (same arguments and result, ``bias``
     and ``leak`` scalars) as one Pallas kernel per step, ``unroll`` steps per
     iteration of the compiled loop; ``interpret`` runs the kernel through
     Pallas' interpreter (any platform, for tests)."""

@@ -38,7 +38,7 @@ through the read-only cache every step; they fit in L1 (~80 kB per block at
 N = 2000 with 32 blocks), so that a step's traffic to L2 would be the state
 alone (not checked with a profiler: the session's device time went to the
 sweeps).
-Same arguments and result as :func:`orc._matrix.esn_forecast` (``bias`` a
+Same arguments and result as :func:`orc._kernels.esn_forecast` (``bias`` a
 scalar or ``(C, n)``, ``leak`` a scalar); the sums run in another order
 than XLA's, so the two agree to rounding per step.
 
@@ -467,7 +467,7 @@ def launch(prep, length: int, *, blocks=32, threads=256, lanes=8, kernel="v1", m
 
 def cluster_shared_bytes(prep, *, cluster: int, threads: int) -> int:
     """Shared memory per block of the cluster kernel (orc's formula)."""
-    from orc._matrix import cluster_shared_bytes as shared  # noqa: PLC0415
+    from orc._kernels import cluster_shared_bytes as shared  # noqa: PLC0415
 
     chunks, n, k, w, _ = prep["shape"]
     return shared(chunks, n, k, w, prep["values"].dtype.itemsize, cluster, threads)
@@ -534,7 +534,7 @@ def esn_forecast_persistent(
     length: int,
     **config,
 ):
-    """:func:`orc._matrix.esn_forecast` as one cooperative kernel (CuPy);
+    """:func:`orc._kernels.esn_forecast` as one cooperative kernel (CuPy);
     returns a CuPy array ``(length, C o)``; ``config``: :func:`launch`'s."""
     prep = prepare(values, indices, win, window, bias, wout, r0, leak)
     return launch(prep, length, **config)
@@ -573,7 +573,7 @@ def main(argv=None) -> None:  # pragma: no cover - needs an NVIDIA GPU
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp  # noqa: PLC0415
 
-    from orc import _matrix  # noqa: PLC0415
+    from orc import _kernels  # noqa: PLC0415
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="2000,8000")
@@ -605,7 +605,9 @@ def main(argv=None) -> None:  # pragma: no cover - needs an NVIDIA GPU
 
     L = args.length
     scan = jax.jit(
-        lambda *a, length: _matrix._esn_forecast_scan(*a, length, unroll=16),
+        lambda *a, length: _kernels._forecast_scan(
+            _kernels._gather_matvec, *a, length, unroll=16
+        ),
         static_argnames="length",
     )
     log(

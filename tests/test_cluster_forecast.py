@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from orc import _matrix, _native, _strategy
+from orc import _kernels, _native, _strategy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import gpu_persistent  # noqa: E402
@@ -46,9 +46,9 @@ def gpu_with_clusters(monkeypatch):
     """Decide as on a Hopper GPU; the index check not reported (outside an
     orc entry point it is a host callback, which a program lowered here for
     CUDA cannot hold)."""
-    monkeypatch.setattr(_matrix, "_gpu_has_clusters", lambda: True)
+    monkeypatch.setattr(_kernels, "_gpu_has_clusters", lambda: True)
     monkeypatch.setitem(_native._state, "nvrtc_found", True)
-    monkeypatch.setattr(_matrix, "report_columns", lambda out, bad: out)
+    monkeypatch.setattr(_kernels, "report_columns", lambda out, bad: out)
 
 
 def _cuda_calls(fn, *args):
@@ -68,37 +68,40 @@ def test_shared_memory_is_the_kernels_layout():
     # the rows' 16-bit columns (125 x 40)
     numbers = 125 * (40 + 3 + 1 + 8) + 2 * 2000 + 2 * 16 * 8 + 9 * 8
     expected = numbers * 8 + 3 * 4 + 125 * 40 * 2
-    assert _matrix.cluster_shared_bytes(1, 2000, 40, 3, 8, 16, 256) == expected
+    assert _kernels.cluster_shared_bytes(1, 2000, 40, 3, 8, 16, 256) == expected
     # 32-bit columns from 65536 nodes on
-    wide = _matrix.cluster_shared_bytes(1, 2**16, 1, 3, 4, 16, 256)
-    narrow = _matrix.cluster_shared_bytes(1, 2**16 - 16, 1, 3, 4, 16, 256)
+    wide = _kernels.cluster_shared_bytes(1, 2**16, 1, 3, 4, 16, 256)
+    narrow = _kernels.cluster_shared_bytes(1, 2**16 - 16, 1, 3, 4, 16, 256)
     assert wide - narrow > 4096 * 2  # the columns doubled, not only the rows added
 
 
 @needs_native
 def test_which_forecasts_take_the_cluster(gpu_with_clusters):
     values, _, win, _, bias, wout, _, leak = _problem(n=2000, k=40)
-    assert _matrix.cluster_config(values, win, bias, wout, leak) == (16, 256, 2)
+    assert _kernels.cluster_config(values, win, bias, wout, leak) == (16, 256, 2)
     # a leak rate per node, more than 8 outputs, too many non-zeros, a bias
     # that is not per node: the scan
-    assert _matrix.cluster_config(values, win, bias, wout, jnp.full(2000, 0.6)) is None
+    assert _kernels.cluster_config(values, win, bias, wout, jnp.full(2000, 0.6)) is None
     many = jnp.zeros((1, 9, 2000), wout.dtype)
-    assert _matrix.cluster_config(values, win, bias, many, leak) is None
+    assert _kernels.cluster_config(values, win, bias, many, leak) is None
     big = jnp.zeros((1, 2000, 51), values.dtype)
-    assert _matrix.cluster_config(big, win, bias, wout, leak) is None
-    assert _matrix.cluster_config(values, win, jnp.zeros(7), wout, leak) is None
-    with _strategy.use_backend("xla"):
-        assert _matrix.cluster_config(values, win, bias, wout, leak) is None
+    assert _kernels.cluster_config(big, win, bias, wout, leak) is None
+    assert _kernels.cluster_config(values, win, jnp.zeros(7), wout, leak) is None
+    # the XLA backend has no strategy but the reference
+    operands = _problem(n=2000, k=40)
+    native = _kernels.kernels("native", "any")._branches("forecast", operands, {})
+    assert "cuda" in native
+    assert _kernels.kernels("xla", "any")._branches("forecast", operands, {}) == {}
     # no NVRTC to compile the kernel with: the scan, not a failure at run time
     _native._state["nvrtc_found"] = False
-    assert _matrix.cluster_config(values, win, bias, wout, leak) is None
+    assert _kernels.cluster_config(values, win, bias, wout, leak) is None
 
 
 def test_no_gpu_no_cluster():
     values, _, win, _, bias, wout, _, leak = _problem()
     if jax.default_backend() == "cpu":
-        assert not _matrix._gpu_has_clusters()
-        assert _matrix.cluster_config(values, win, bias, wout, leak) is None
+        assert not _kernels._gpu_has_clusters()
+        assert _kernels.cluster_config(values, win, bias, wout, leak) is None
 
 
 @needs_native
@@ -107,7 +110,7 @@ def test_cuda_program_calls_the_cluster_kernel(gpu_with_clusters, dtype):
     if dtype == jnp.float64 and not jax.config.jax_enable_x64:
         pytest.skip("float64 needs x64")
     args = _problem(chunks=2, dtype=dtype)
-    calls, text = _cuda_calls(lambda *a: _matrix.esn_forecast(*a, 50), *args)
+    calls, text = _cuda_calls(lambda *a: _kernels.esn_forecast(*a, 50), *args)
     name = _native.cluster_forecast_target(dtype)
     assert calls == {name}
     call = text[text.index(f"custom_call @{name}") :].split("\n")[0]
@@ -119,7 +122,7 @@ def test_cuda_program_calls_the_cluster_kernel(gpu_with_clusters, dtype):
 @needs_native
 def test_batched_and_differentiated_forecasts_run_the_scan(gpu_with_clusters):
     args = _problem()
-    forecast = lambda *a: _matrix.esn_forecast(*a, 50)  # noqa: E731
+    forecast = lambda *a: _kernels.esn_forecast(*a, 50)  # noqa: E731
     states = jnp.stack([args[6]] * 4)
     ensemble = jax.vmap(forecast, in_axes=(None,) * 6 + (0, None))
     calls, _ = _cuda_calls(ensemble, *args[:6], states, args[7])
@@ -152,7 +155,7 @@ def test_cluster_kernel_compiles_for_hopper(dtype, lanes):
 
 
 on_gpu_with_clusters = pytest.mark.skipif(
-    not _matrix._gpu_has_clusters() or not _native.native_available(),
+    not _kernels._gpu_has_clusters() or not _native.native_available(),
     reason="needs an NVIDIA GPU of compute capability 9.0 or later",
 )
 
@@ -164,12 +167,12 @@ def test_cluster_forecast_is_the_scans(dtype, chunks, n, k):
     if dtype == jnp.float64 and not jax.config.jax_enable_x64:
         pytest.skip("float64 needs x64")
     args = _problem(chunks, n, k, dtype=dtype, seed=n)
-    assert _matrix.cluster_config(args[0], args[2], args[4], args[5], args[7])
-    got = jax.jit(lambda *a: _matrix.esn_forecast(*a, 300))(*args)
+    assert _kernels.cluster_config(args[0], args[2], args[4], args[5], args[7])
+    got = jax.jit(lambda *a: _kernels.esn_forecast(*a, 300))(*args)
     with _strategy.use_backend("xla"):
-        want = jax.jit(lambda *a: _matrix.esn_forecast(*a, 300))(*args)
+        want = jax.jit(lambda *a: _kernels.esn_forecast(*a, 300))(*args)
     tol = 1e-11 if dtype == jnp.float64 else 2e-5
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=tol, rtol=0)
     # deterministic: the same bits again
-    again = jax.jit(lambda *a: _matrix.esn_forecast(*a, 300))(*args)
+    again = jax.jit(lambda *a: _kernels.esn_forecast(*a, 300))(*args)
     assert np.array_equal(np.asarray(got), np.asarray(again))

@@ -33,15 +33,15 @@ import pytest
 import orc
 from _helpers import on_cpu
 from orc import _native
-from orc._matrix import (
-    _esn_run_scan,
+from orc._kernels import (
     _gather_matvec,
-    distinct_columns,
-    ell_matvec,
+    _run_scan,
     esn_forecast,
     esn_run,
     esn_run_stats,
+    kernels,
 )
+from orc._matrix import distinct_columns
 from orc._ridge import (
     RidgeStats,
     _gram_xla,
@@ -50,6 +50,14 @@ from orc._ridge import (
     stats_update,
     symmetric,
 )
+
+# the reference's run with the plain gather (orc._kernels.XLA)
+_esn_run_scan = functools.partial(_run_scan, _gather_matvec)
+
+
+def ell_matvec(values, indices, x, native):
+    """The sparse product of one backend's kernels (programs for the CPU)."""
+    return kernels("native" if native else "xla", "cpu").matvec(values, indices, x)
 
 
 @functools.cache
@@ -348,8 +356,10 @@ def test_native_esn_run_equals_scan(dtype, n, lead):
 _SCALAR_CHECK = """
 import jax, jax.numpy as jnp, numpy as np
 jax.config.update("jax_enable_x64", True)
-from orc._matrix import _esn_run_scan, _gather_matvec, distinct_columns, ell_matvec, esn_run
-from orc._matrix import esn_run_stats
+import functools
+from orc._kernels import _gather_matvec, _run_scan, ell_matvec, esn_run, esn_run_stats
+from orc._matrix import distinct_columns
+_esn_run_scan = functools.partial(_run_scan, _gather_matvec)
 from orc._ridge import RidgeStats
 rng = np.random.default_rng(5)
 # the fused run + statistics: here run and update follow each other
@@ -374,7 +384,8 @@ for ci in range(c):
     np.testing.assert_allclose(g, np.triu(x[:, ci].T @ x[:, ci]), rtol=1e-11, atol=1e-9)
     np.testing.assert_allclose(stats.cross[ci], x[:, ci].T @ np.asarray(y)[7:, ci], rtol=1e-11, atol=1e-9)
 # the closed-loop forecast in one call, here on one thread
-from orc._matrix import _esn_forecast_scan, esn_forecast
+from orc._kernels import _forecast_scan, esn_forecast
+_esn_forecast_scan = functools.partial(_forecast_scan, _gather_matvec)
 n, k = 600, 30
 idx = jnp.asarray(distinct_columns(rng, n, n, k))[None]
 v = jnp.asarray(rng.standard_normal((1, n, k)) * 0.15)

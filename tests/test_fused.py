@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from orc import _matrix
+from orc import _kernels
 
 # the experiment is written for Pallas on Triton, which jax 0.11 deprecates: a
 # jax without it skips this file rather than failing a suite that orc passes
@@ -59,7 +59,7 @@ def test_kernel_matches_the_scan(dtype, chunks, n, k, o, w, length, rows):
     if dtype == "float64" and not jax.config.jax_enable_x64:
         pytest.skip("float64 needs x64")
     a = _arrays(chunks, n, k, o, w, dtype)
-    want = _matrix._esn_forecast_scan(*a, length)
+    want = _kernels._forecast_scan(_kernels._gather_matvec, *a, length)
     got = jax.jit(
         lambda *a: _fused.esn_forecast_fused(*a, length, interpret=True, rows=rows)
     )(*a)
@@ -79,7 +79,7 @@ def test_padded_entries_add_nothing_and_divergence_shows():
     run = jax.jit(lambda *a: _fused.esn_forecast_fused(*a, 6, interpret=True))
     assert bool(jnp.all(jnp.isfinite(run(*a))))
     a[6] = a[6].at[0, 7].set(jnp.nan)
-    want = np.isnan(np.asarray(_matrix._esn_forecast_scan(*a, 6)))
+    want = np.isnan(np.asarray(_kernels._forecast_scan(_kernels._gather_matvec, *a, 6)))
     np.testing.assert_array_equal(np.isnan(np.asarray(run(*a))), want)
     assert want[1:].all()
 

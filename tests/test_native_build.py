@@ -161,7 +161,7 @@ def test_show_config_says_how_a_gpu_forecast_runs(monkeypatch):
     monkeypatch.setitem(_native._state, "nvrtc_found", True)
     text = orc._config._gpu_forecast()
     assert text.startswith("one thread-block cluster")
-    assert str(orc._matrix.CLUSTER_MAX_NONZEROS) in text and "NVRTC" in text
+    assert str(orc._kernels.CLUSTER_MAX_NONZEROS) in text and "NVRTC" in text
 
 
 def test_a_stale_build_without_a_target_takes_the_xla_path(monkeypatch):

@@ -172,7 +172,7 @@ _TRAIN = textwrap.dedent(
     trained = orc.forecaster.train_ESNForecaster(model, U[:4000], spinup=100)[0]
     np.save(sys.argv[1], np.asarray(trained.readout.wout))
     # the fused fit's statistics themselves (run + Gram + cross products)
-    from orc._matrix import _esn_fit_native
+    from orc._kernels import _native_run_stats as _esn_fit_native
     n, f64 = 1000, jax.numpy.float64
     z = lambda *shape: jax.numpy.zeros(shape, f64)
     _, gram, cross = _esn_fit_native(

@@ -49,9 +49,9 @@ def _gpu_forecast() -> str:
     """How a single closed-loop ESN forecast runs on this process's GPU."""
     import jax.numpy as jnp
 
-    from . import _matrix, _native
+    from . import _kernels, _native
 
-    if not _matrix._gpu_has_clusters():
+    if not _kernels._gpu_has_clusters():
         return "the unrolled scan (no GPU with thread-block clusters here)"
     if _native.cluster_forecast_target(jnp.float32) is None:
         why = (
@@ -63,7 +63,7 @@ def _gpu_forecast() -> str:
     nvrtc = _native.nvrtc_library() or "the system's libnvrtc.so"
     return (
         "one thread-block cluster up to "
-        f"{_matrix.CLUSTER_MAX_NONZEROS} non-zeros and 8 outputs, the scan beyond "
+        f"{_kernels.CLUSTER_MAX_NONZEROS} non-zeros and 8 outputs, the scan beyond "
         f"and under vmap (kernel compiled at first use by NVRTC: {nvrtc})"
     )
 
@@ -77,7 +77,7 @@ def show_config() -> None:
     which one, the kernel variants picked for this CPU, their threads and
     the BLAS the ridge statistics use; on a GPU, how a forecast runs there
     (one thread-block cluster on compute capability 9.0 or later, see
-    :func:`orc._matrix.cluster_config`).
+    :func:`orc._kernels.cluster_config`).
     """
     c = config()
     native = c["native"]

@@ -43,7 +43,8 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from . import _strategy
-from ._matrix import _dense_one, _gather_matvec, nonzeros_per_row
+from ._kernels import _gather_matvec
+from ._matrix import _dense_one, nonzeros_per_row
 from ._random import flat_draw
 
 __all__ = [

@@ -63,7 +63,7 @@ from jax.sharding import PartitionSpec as P
 from jaxtyping import Array
 
 from . import _errors
-from ._matrix import linear_drive
+from ._kernels import linear_drive
 from ._strategy import compiled
 from ._validation import check_finite, check_leaf, from_fields, warn_if_untrained
 from .embeddings import EmbedBase, _LinearEmbeddingCore, _take_windows
@@ -124,7 +124,7 @@ class HaloEmbedding(EmbedBase):
     own input ``u`` ``(chunks * s,)`` with the halo its neighbours send
     (:func:`extend`): the window :class:`orc.embeddings.ParallelLinearEmbedding`
     gathers from the whole input, so the drive is the same numbers (the same
-    gather and :func:`orc._matrix.linear_drive`). Made by the sharded
+    gather and :func:`orc._kernels.linear_drive`). Made by the sharded
     programs of a model placed by :func:`orc.shard` inside ``shard_map``
     (:func:`local_model`); ``axis=None``: unsharded (a local wrap).
     """

@@ -89,13 +89,16 @@ def lowering_for(targets: str):
         _targets.reset(token)
 
 
-def on_platform(*args, default, cpu=None, cuda=None):
+def on_platform(*args, default, cpu=None, cuda=None, targets: str | None = None):
     """``jax.lax.platform_dependent(*args, cpu=cpu, cuda=cuda, default=default)``
     (the branches given), except in a trace lowered for the CPU only
-    (:func:`lowering_targets`), where it is simply the branch the CPU runs
-    (``cpu``, else ``default``) and the others are not traced. The branches
-    compute the same function, each the way its platform affords."""
-    if lowering_targets() == "cpu":
+    (``targets``, by default :func:`lowering_targets`), where it is simply
+    the branch the CPU runs (``cpu``, else ``default``) and the others are
+    not traced; with ``default`` alone, ``default``. The branches compute
+    the same function, each the way its platform affords."""
+    if targets is None:
+        targets = lowering_targets()
+    if targets == "cpu" or (cpu is None and cuda is None):
         return (default if cpu is None else cpu)(*args)
     branches = {"cpu": cpu, "cuda": cuda}
     return jax.lax.platform_dependent(

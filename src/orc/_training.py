@@ -145,15 +145,15 @@ def teacher_forced_stats(
     it must act row by row.
 
     ``force_stats(inputs, state, stats, prepared_targets, start, stop) ->
-    (states, stats) or None`` is an optional fused pass over the whole
+    (states, stats)``, where the model has one, is a fused pass over the whole
     sequence that returns the states together with ``stats`` plus rows
-    ``start:stop`` of them (orc._matrix.esn_run_stats: the reservoir run and
+    ``start:stop`` of them (orc._kernels.Kernels.run_stats: the reservoir run and
     the Gram update overlapped on two cores). It is used when the history is
     kept, the features are the states themselves, at least
     :data:`orc._ridge.GRAM_KERNEL_MIN_FEATURES` of them (below that the fused
     kernel sums in other blocks than :func:`orc._ridge.stats_update`, and
     overlaps nothing) and no progress is shown (it reports nothing between
-    blocks); ``None`` from it means it does not apply.
+    blocks).
 
     Returns ``(stats, last_state, states or None)``.
     """
@@ -289,12 +289,10 @@ def teacher_forced_stats(
         and f_shape.shape[-1] >= GRAM_KERNEL_MIN_FEATURES
     )
     if fusable and force_stats is not None and spinup < t_out:
-        fused = force_stats(
+        history, stats = force_stats(
             inputs, init, stats, readout.prepare_target(targets), spinup, t_out
         )
-        if fused is not None:
-            history, stats = fused
-            return stats, history[-1], history
+        return stats, history[-1], history
 
     carry = (init, stats, history)
     if keep_states:

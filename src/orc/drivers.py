@@ -40,18 +40,14 @@ from . import _strategy
 from ._bank import Bank, as_view, declares, lead_axes
 from ._construct import GIVEN, check_construction, reservoir_bank
 from ._defaults import ESN, arguments
+from ._kernels import Kernels, current
 from ._matrix import (
     ReservoirMatrix,
     acyclic_pattern,
     ell_from_entries,
-    esn_forecast,
-    esn_run,
-    esn_run_linear,
-    esn_run_stats,
     given_array,
     given_dtype,
     given_entries,
-    linear_run_native,
     nonzeros_per_row,
     random_reservoir_matrices,
     scaling_radius,
@@ -559,12 +555,14 @@ class _ESNDriverCore(_SparseReservoirDriver):
         )
 
     def advance_seq(self, proj_seq: Array, res_state: Array) -> Array:
-        """In discrete mode one fused run (:func:`orc._matrix.esn_run`: on CPU a
-        native loop over the whole sequence that uses two threads per step)."""
+        """In discrete mode with one leak rate one fused run
+        (:meth:`orc._kernels.Kernels.run`: on CPU a native loop over the
+        whole sequence that uses two threads per step)."""
         proj_seq, res_state = self._check_seq(proj_seq, res_state)
-        if not self._fusable():
+        kernels = current()
+        if not kernels.fuses(self):
             return super().advance_seq(proj_seq, res_state)
-        states = esn_run(
+        states = kernels.run(
             self.wr.values,
             self.wr.columns,
             self._bank(proj_seq) + self.bias,
@@ -573,23 +571,14 @@ class _ESNDriverCore(_SparseReservoirDriver):
         )
         return self._view(states)
 
-    def _fusable(self) -> bool:
-        """Whether the fused native passes compute this driver's update: the
-        discrete update with one leak rate for all nodes, in a class that
-        declares ``"esn_kernels"`` (per-node leak rates run XLA's loop)."""
-        return (
-            self.mode == "discrete"
-            and np.ndim(self.leak) == 0
-            and declares(self, "esn_kernels")
-        )
-
-    def _closed_loop_linear(self, win, window, wout, res_state, length):
+    def _closed_loop_linear(
+        self, kernels: Kernels, win, window, wout, res_state, length
+    ):
         """Outputs of a closed loop through a linear readout ``wout (C, o, n)``
         fed back by the linear embedding ``win (C, n, w)``, ``window (C, w)``
-        (:func:`orc._matrix.esn_forecast`), or ``None`` where it does not apply."""
-        if not self._fusable():
-            return None
-        return esn_forecast(
+        (:meth:`orc._kernels.Kernels.forecast`), for a driver ``kernels``
+        fuses."""
+        return kernels.forecast(
             self.wr.values,
             self.wr.columns,
             win,
@@ -601,45 +590,31 @@ class _ESNDriverCore(_SparseReservoirDriver):
             length,
         )
 
-    def _advance_seq_linear(self, win, windows, res_state):
-        """:meth:`advance_seq` driven by the linear embedding ``win (C, n,
-        w)``, ``windows (T, C, w)`` with the drive computed inside the native
-        run (:func:`orc._matrix.esn_run_linear`), as the fused fit computes
-        it; ``None`` where that kernel does not apply. The states come back
-        in the driver's view, ``(T, *state_shape)``."""
+    def _linear_operands(self, win, windows, res_state) -> tuple:
+        """The operands of :meth:`orc._kernels.Kernels.run_linear` for this
+        driver driven by the linear embedding ``win (C, n, w)``, ``windows
+        (T, C, w)`` from ``res_state``."""
         r0 = self._bank(res_state)
-        if not (
-            self._fusable()
-            and linear_run_native(self.wr.values, win, windows, self.bias, r0)
-        ):
-            return None
-        states = esn_run_linear(
-            self.wr.values, self.wr.columns, win, windows, self.bias, r0, self.leak
-        )
-        return self._view(states)
+        return (self.wr.values, self.wr.columns, win, windows, self.bias, r0, self.leak)
 
-    def _advance_seq_stats(self, win, windows, res_state, stats, targets, start, stop):
+    def _advance_seq_linear(self, kernels: Kernels, operands: tuple):
+        """:meth:`advance_seq` driven by a linear embedding with the drive
+        computed inside the run (:meth:`orc._kernels.Kernels.run_linear`,
+        ``operands`` from :meth:`_linear_operands`), as the fused fit
+        computes it; the states in the driver's view, ``(T, *state_shape)``."""
+        return self._view(kernels.run_linear(*operands))
+
+    def _advance_seq_stats(
+        self, kernels: Kernels, win, windows, res_state, stats, targets, start, stop
+    ):
         """:meth:`advance_seq` driven by the linear embedding ``win (C, n, w)``,
         ``windows (T, C, w)``, and the ridge statistics of the states (rows
         ``start:stop`` against ``targets``), in one overlapped pass
-        (:func:`orc._matrix.esn_run_stats`); ``None`` where it does not apply
-        (continuous mode, or a class that does not declare ``"esn_kernels"``).
-        The states come back in the driver's view, ``(T, *state_shape)``."""
-        if not self._fusable():
-            return None
-        states, stats = esn_run_stats(
-            self.wr.values,
-            self.wr.columns,
-            win,
-            windows,
-            self.bias,
-            self._bank(res_state),
-            self.leak,
-            stats,
-            targets,
-            start,
-            stop,
-        )
+        (:meth:`orc._kernels.Kernels.run_stats`), for a driver ``kernels``
+        fuses. The states come back in the driver's view, ``(T,
+        *state_shape)``."""
+        operands = self._linear_operands(win, windows, res_state)
+        states, stats = kernels.run_stats(*operands, stats, targets, start, stop)
         return self._view(states), stats
 
 
@@ -660,18 +635,16 @@ def drive_sequence(
     step per input with the embedding inside the step, so no embedded copy of
     the sequence exists.
     """
-    if (
-        declares(driver, "esn_kernels")
-        and declares(embedding, "linear")
-        and in_seq.ndim == 2
-    ):
+    kernels = current()
+    if in_seq.ndim == 2 and kernels.fuses(driver, embedding):
         # the run with the drive inside the native kernel, as training's
-        # (same bits as the states a training stores)
-        states = driver._advance_seq_linear(
-            *embedding.linear_factors(in_seq), res_state
-        )
-        if states is not None:
-            return states
+        # (same bits as the states a training stores), where a kernel other
+        # than the reference takes it (the reference's drive would be
+        # embedded otherwise than batch_embed does)
+        win, windows = embedding.linear_factors(in_seq)
+        operands = driver._linear_operands(win, windows, res_state)
+        if kernels.accelerates("run_linear", *operands):
+            return driver._advance_seq_linear(kernels, operands)
     if not declares(driver, "sequence"):
 
         def step(r, u):
@@ -707,6 +680,7 @@ def drive_sequence(
 
 
 def drive_sequence_stats(
+    kernels: Kernels,
     driver: DriverBase,
     embedding: EmbedBase,
     in_seq: Array,
@@ -716,27 +690,20 @@ def drive_sequence_stats(
     start: int,
     stop: int,
 ):
-    """:func:`drive_sequence` that also adds rows ``start:stop`` of the states
-    and ``targets`` to the ridge statistics ``stats``, or ``None`` when there
-    is no fused pass for this driver and embedding (then the caller runs and
-    fits separately).
-
-    The fused pass needs an ESN driver and a linear embedding (declared
-    capabilities ``"esn_kernels"`` and ``"linear"``): the drive is computed
-    step by step inside the run, so the states are the only ``(T, *state)``
-    buffer made.
-    """
-    if not (
-        declares(driver, "esn_kernels")
-        and declares(embedding, "linear")
-        and in_seq.ndim == 2
-    ):
-        return None
-    factors = embedding.linear_factors(in_seq)
-    return driver._advance_seq_stats(*factors, res_state, stats, targets, start, stop)
+    """:func:`drive_sequence` of ``in_seq (T, in_dim)`` that also adds rows
+    ``start:stop`` of the states and ``targets`` to the ridge statistics
+    ``stats``, in one pass, for components ``kernels`` fuses
+    (:meth:`orc._kernels.Kernels.fuses`; the caller asks): the drive is
+    computed step by step inside the run, so the states are the only ``(T,
+    *state)`` buffer made."""
+    win, windows = embedding.linear_factors(in_seq)
+    return driver._advance_seq_stats(
+        kernels, win, windows, res_state, stats, targets, start, stop
+    )
 
 
 def closed_loop_linear(
+    kernels: Kernels,
     driver: DriverBase,
     embedding: EmbedBase,
     readout,
@@ -745,24 +712,10 @@ def closed_loop_linear(
 ):
     """The ``length`` outputs of a closed loop from ``res_state`` (``y_0 =
     readout(res_state)``, each output embedded and fed back) in one fused
-    pass, or ``None`` when there is none for these components (then the
-    caller runs its own loop).
-
-    The fused pass needs an ESN driver in discrete mode, a linear readout
-    without feature transforms and a linear embedding (declared capabilities
-    ``"esn_kernels"`` and ``"linear"``).
-    """
-    if not (
-        declares(driver, "esn_kernels")
-        and declares(embedding, "linear")
-        and declares(readout, "linear")
-    ):
-        return None
-    wout = readout.linear_weights()
-    if wout is None:
-        return None
+    pass, for components ``kernels`` fuses (:meth:`orc._kernels.Kernels.fuses`
+    with the readout; the caller asks)."""
     return driver._closed_loop_linear(
-        *embedding.linear_window(), wout, res_state, length
+        kernels, *embedding.linear_window(), readout.linear_weights(), res_state, length
     )
 
 

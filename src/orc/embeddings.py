@@ -37,7 +37,8 @@ from jaxtyping import Array, Float
 from ._bank import to_view
 from ._construct import check_construction, uniform_input_matrix
 from ._defaults import ESN, arguments
-from ._matrix import given_dense, given_dtype, linear_drive
+from ._kernels import linear_drive
+from ._matrix import given_dense, given_dtype
 from ._random import numpy_rng, prng_key
 from ._validation import (
     check_component,
@@ -337,7 +338,7 @@ class _LinearEmbeddingCore(EmbedBase):
 
     def batch_embed(self, in_state: Float[Array, "batch in_dim"]) -> Array:
         """:meth:`embed` of every row, as one product for the whole batch
-        (:func:`orc._matrix.linear_drive` of :meth:`linear_factors`: with a
+        (:func:`orc._kernels.linear_drive` of :meth:`linear_factors`: with a
         narrow input window, multiply-adds over the output, ~20x faster on CPU
         than the contraction ``vmap`` of :meth:`embed` gives)."""
         if in_state.ndim != 2 or in_state.shape[-1] != self.in_dim:

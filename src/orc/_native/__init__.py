@@ -80,7 +80,7 @@ and needs nothing of CUDA at build time: at its first call it looks up the
 driver (``libcuda.so.1``) and NVRTC (the library of the ``nvidia-cuda-nvrtc``
 wheel that JAX's CUDA plugin installs, found by :func:`nvrtc_library`) and
 compiles the embedded kernel for the device. Which forecasts take it is
-decided when they are traced (:func:`orc._matrix.cluster_config`).
+decided when they are traced (:func:`orc._kernels.cluster_config`).
 
 Nothing depends on it: installed without a compiler, on other platforms
 (GPU/TPU use XLA's own gather), or with ``ORC_NATIVE=0`` in the environment,

@@ -11,9 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Int
 
-from .. import _errors, _native, _strategy
+from .. import _errors, _native
 from .._defaults import ESN
 from .._fit import AbstractRidgeSolver, Ridge, _real_number, solved
+from .._kernels import current
 from .._ridge import sequence_stats
 from .._strategy import compiled
 from .._validation import (
@@ -91,8 +92,9 @@ def column_quantiles(x, q):
     same bits: on CPU with the native kernels ``std::nth_element`` per
     column (10000 x 500 float64: ~0.85 s of XLA's CPU sort otherwise, most of
     a "ppv" classifier's fit); elsewhere, and for derivatives, XLA's."""
-    if _strategy.native() and _native.column_quantiles_target(x.dtype) is not None:
-        return _strategy.on_platform(
+    kernels = current()
+    if kernels.native and _native.column_quantiles_target(x.dtype) is not None:
+        return kernels.on_platform(
             x, q, cpu=_column_quantiles_native, default=_column_quantiles_xla
         )
     return _column_quantiles_xla(x, q)

@@ -26,6 +26,7 @@ from .. import _errors, _strategy
 from .._bank import declares
 from .._compose import check_model
 from .._divergence import report_divergence, report_overflow
+from .._kernels import current
 from .._model import RCModel
 from .._shard import forecast_sharded, placement
 from .._strategy import compiled, method
@@ -110,16 +111,21 @@ class RCForecasterBase(RCModel):
     def _advance_seq(self, in_seq, res_state):
         return self._drive(in_seq, res_state)
 
-    def _force_stats(self, in_seq, res_state, stats, targets, start, stop):
+    def _fuses_forcing(self, kernels) -> bool:
+        """Whether :meth:`_force_stats` applies: the model class declares that
+        its forcing is the standard pipeline (capability
+        ``"pipeline_forcing"``, see :mod:`orc._bank`) and ``kernels`` fuse its
+        components (:meth:`orc._kernels.Kernels.fuses`)."""
+        return declares(self, "pipeline_forcing") and kernels.fuses(
+            self.driver, self.embedding
+        )
+
+    def _force_stats(self, kernels, in_seq, res_state, stats, targets, start, stop):
         """:meth:`force` plus the ridge statistics of the states (rows
-        ``start:stop`` against prepared ``targets``) in one fused pass, or
-        ``None`` when this model class does not declare that its forcing is
-        the standard pipeline (capability ``"pipeline_forcing"``, see
-        :mod:`orc._bank`) or its components have no fused pass (training then
-        forces and fits separately)."""
-        if not declares(self, "pipeline_forcing"):
-            return None
+        ``start:stop`` against prepared ``targets``) in one fused pass, for a
+        model :meth:`_fuses_forcing` admits."""
         return drive_sequence_stats(
+            kernels,
             self.driver,
             self.embedding,
             in_seq.astype(self.dtype),
@@ -219,11 +225,12 @@ class RCForecasterBase(RCModel):
         return out
 
     def _closed_loop(self, fcast_len: int, res_state: Array) -> Array:
-        fused = closed_loop_linear(
-            self.driver, self.embedding, self.readout, fcast_len, res_state
-        )
-        if fused is not None:  # one native call on CPU (orc._matrix.esn_forecast)
-            return fused
+        kernels = current()
+        if kernels.fuses(self.driver, self.embedding, self.readout):
+            # one native call on CPU (orc._kernels.Kernels.forecast)
+            return closed_loop_linear(
+                kernels, self.driver, self.embedding, self.readout, fcast_len, res_state
+            )
         return self._closed_loop_scan(fcast_len, res_state)
 
     def _closed_loop_scan(self, fcast_len: int, res_state: Array) -> Array:

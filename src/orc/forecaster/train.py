@@ -24,6 +24,7 @@ from .._fit import (
     start_states,
     teacher_forcing_arguments,
 )
+from .._kernels import current
 from .._validation import check_data
 from .base import RCForecasterBase
 from .models import (
@@ -98,12 +99,13 @@ class Forecasting(AbstractTeacherForcing):
         return keep_data_scale(model, targets)
 
     def force_stats(self, model):
-        if self.force_kwargs:
+        kernels = current()
+        if self.force_kwargs or not model._fuses_forcing(kernels):
             return None
 
         def fused(inputs, state, stats, prepared_targets, start, stop):
             return model._force_stats(
-                inputs[0], state, stats, prepared_targets, start, stop
+                kernels, inputs[0], state, stats, prepared_targets, start, stop
             )
 
         return fused
