@@ -311,20 +311,8 @@ def _native_run_stats(
         vmap_method="sequential",
         input_output_aliases={7: 1, 8: 2},  # the sums are updated where they are
     )
-    return call(
-        values,
-        indices,
-        win,
-        windows,
-        bias,
-        r0,
-        leak,
-        gram,
-        cross,
-        targets,
-        start=np.int64(start),
-        stop=np.int64(stop),
-    )
+    operands = (values, indices, win, windows, bias, r0, leak, gram, cross, targets)
+    return call(*operands, start=np.int64(start), stop=np.int64(stop))
 
 
 @_native_run_stats.defjvp
