@@ -233,3 +233,25 @@ def test_the_compile_cache_and_its_opt_out(workdir, tmp_path):
         JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax-env"))  # fmt: skip
     for cache in (tmp_path / "off", tmp_path / "jax-env"):
         assert not cache.exists() or not any(cache.rglob("*-cache"))
+
+
+def test_the_search_programs_go_to_the_compile_cache(workdir, tmp_path):
+    """No program of a search holds a host callback (which JAX never writes
+    to its persistent cache): the population's checks come back from its
+    loop as codes, and the constructors' spectral-radius check is a code of
+    their own program. So the population (jit_evaluate) and the reservoir
+    construction (jit_built_bank) are cached, and a second ``orc tune`` on
+    the same shapes compiles neither."""
+    env = dict(os.environ, ORC_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("JAX_NUMPY_DTYPE_PROMOTION", None)
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    cmd = [ORC, "tune", "l63.csv", "--config", "tune.toml", "--out"]
+    proc = subprocess.run([*cmd, str(tmp_path / "run")], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    cached = [p.name for p in (tmp_path / "cache" / "jax").iterdir()]
+    for program in ("jit_evaluate-", "jit_built_bank-", "jit_fit-"):
+        assert any(n.startswith(program) and n.endswith("-cache") for n in cached), (
+            program,
+            cached,
+        )

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from _helpers import CPU_ONLY
+from orc import _construct
 from orc._construct import (
     _scale_to_radius,
     distinct_columns,
@@ -243,15 +244,33 @@ def test_nilpotent_is_reported():
     rho = spectral_radius(values, columns, method="dense")
     assert float(rho) == 0.0
     scale = jax.jit(_scale_to_radius)  # one program for the three calls
-    with pytest.raises(Exception, match="nilpotent"):
-        scale(values, rho, 0.9).block_until_ready()
+    _, bad = scale(values, rho, 0.9)
+    assert bool(bad)
     # an all-zero matrix breaks the Arnoldi iteration down at once: radius 0
     zero = spectral_radius(jnp.zeros((n, 1)), columns)
     assert float(zero) == 0.0
-    with pytest.raises(Exception, match="nilpotent"):
-        scale(jnp.zeros((n, 1)), zero, 0.9).block_until_ready()
-    ok = scale(values, jnp.asarray(2.0), 0.9)
+    assert bool(scale(jnp.zeros((n, 1)), zero, 0.9)[1])
+    ok, bad = scale(values, jnp.asarray(2.0), 0.9)
+    assert not bool(bad)
     np.testing.assert_allclose(ok, np.asarray(values) * 0.45)
+
+
+def test_nilpotent_draw_raises_in_both_builders(monkeypatch):
+    """A draw that cannot be scaled is an error of reservoir_bank (through
+    equinox.error_if, for a user's jit) and of the constructors' built_bank
+    (a result code of its program, raised when it returns). A radius of 0
+    is planted: random draws are nilpotent with probability zero. (Sizes of
+    their own: programs compiled with the real radius are not reused.)"""
+    monkeypatch.setattr(
+        _construct, "_radius", lambda v, c, method, key: jnp.zeros((), v.dtype)
+    )
+    with pytest.raises(Exception, match="nilpotent"):
+        reservoir_bank(jax.random.key(0), 9, 0.3, 0.9)[0].block_until_ready()
+    with pytest.raises(Exception, match="nilpotent"):
+        _construct.built_bank(
+            jax.random.key(0), 11, 0.3, 0.9, chunks=1, dtype=jnp.float64,
+            method="arnoldi",
+        )  # fmt: skip
 
 
 def test_single_node_and_argument_checks():

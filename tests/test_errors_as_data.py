@@ -23,7 +23,7 @@ import pytest
 
 import orc
 from _helpers import ON_CPU, RUNTIME_ERRORS, lorenz_rk4, noisy_sinusoids
-from orc import _native, _strategy
+from orc import _errors, _native, _strategy
 
 NATIVE = _native.native_available() and os.environ.get("ORC_NATIVE") != "0"
 BACKENDS = ["native", "xla"] if NATIVE else ["xla"]
@@ -389,3 +389,31 @@ def test_errors_is_a_pytree_that_serialises():
         back.raise_if_any()
     empty = orc.Errors(None, ())
     assert empty.found() == [] and empty.raise_if_any() is None
+
+
+@_strategy.compiled
+def _mapped_check(xs):
+    """A loop of an orc program whose body checks its element: x < -5 is
+    "very small", -5 <= x < 0 "small"."""
+
+    @_errors.loop_body
+    def body(x):
+        which = jnp.where(x < -5, 1, 0)
+        return _errors.check_index(2 * x, x < 0, which, ("small", "very small"))
+
+    return _errors.report_loop(*jax.lax.map(body, xs))
+
+
+def test_checks_in_an_orc_loop_body_are_codes_of_the_program():
+    """Inside one of orc's own loops the program's ledger cannot take a
+    check; errors.loop_body returns the body's checks as codes and
+    report_loop hands on, per check, the first iteration's that fired. The
+    program holds no host callback (JAX would never write it to its
+    persistent compilation cache)."""
+    np.testing.assert_array_equal(_mapped_check(np.arange(3.0)), [0.0, 2.0, 4.0])
+    with pytest.raises(eqx.EquinoxRuntimeError, match="^very small$"):
+        _mapped_check(np.array([1.0, -10.0, -1.0]))
+    with pytest.raises(eqx.EquinoxRuntimeError, match="^small$"):
+        _mapped_check(np.array([1.0, -1.0, -10.0]))
+    text = jax.jit(lambda xs: _errors.collect(_mapped_check, xs)).lower(np.arange(3.0))
+    assert "callback" not in text.as_text()

@@ -150,7 +150,7 @@ def test_show_config_on_a_gpu_says_what_runs_there(capsys, monkeypatch):
 
 
 def test_show_config_says_how_a_gpu_forecast_runs(monkeypatch):
-    monkeypatch.setattr(orc._matrix, "_gpu_has_clusters", lambda: True)
+    monkeypatch.setattr(orc._kernels, "_gpu_has_clusters", lambda: True)
     if not _native.native_available():
         assert "built without" in orc._config._gpu_forecast()
         return

@@ -42,10 +42,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from . import _strategy
+from . import _errors, _strategy
 from ._kernels import _gather_matvec
 from ._matrix import _dense_one, nonzeros_per_row
 from ._random import flat_draw
+from ._validation import argument_array
 
 __all__ = [
     "distinct_columns",
@@ -260,20 +261,21 @@ def _max_modulus(h: Array) -> Array:
 _radius = spectral_radius
 
 
+NILPOTENT = (
+    "reservoir matrix has spectral radius 0 (a nilpotent draw), so it cannot "
+    "be scaled to the requested spectral radius; use another seed or a "
+    "higher density"
+)
+
+
 def _scale_to_radius(values, rho, target):
-    """``values * (target / rho)``, with a run-time error where ``rho`` is not
-    a positive finite number (a nilpotent matrix cannot be scaled)."""
+    """``(values * (target / rho), bad)``: ``bad`` where ``rho`` is not a
+    positive finite number (a nilpotent matrix cannot be scaled; its values
+    are then returned unscaled, and the caller raises :data:`NILPOTENT`)."""
     wide = rho.dtype
     bad = ~(rho > 0) | ~jnp.isfinite(rho)
     factor = jnp.asarray(target, wide) / jnp.where(bad, jnp.ones((), wide), rho)
-    scaled = (values.astype(wide) * factor).astype(values.dtype)
-    return eqx.error_if(
-        scaled,
-        bad,
-        "reservoir matrix has spectral radius 0 (a nilpotent draw), so it cannot "
-        "be scaled to the requested spectral radius; use another seed or a "
-        "higher density",
-    )
+    return (values.astype(wide) * factor).astype(values.dtype), jnp.any(bad)
 
 
 def _chunk_keys(key, chunks: int):
@@ -341,6 +343,17 @@ def reservoir_bank(
     the fields of :class:`orc._matrix.ReservoirMatrix`. Not the host builder's
     random stream (same distribution).
     """
+    values, columns, bad = _bank(
+        key, n, density, spectral_radius, chunks, dtype, method
+    )
+    return eqx.error_if(values, bad, NILPOTENT), columns
+
+
+def _bank(key, n, density, spectral_radius, chunks, dtype, method):
+    """:func:`reservoir_bank`'s computation: ``(values, columns, bad)``,
+    ``bad`` whether a chunk could not be scaled (the caller reports it: as
+    :func:`equinox.error_if` under a user's ``jit``, as a result code of
+    the program in orc's constructors, :func:`built_bank`)."""
     n, chunks = _check_sizes(n, chunks, "reservoir_bank")
     if method not in ("arnoldi", "dense"):
         raise ValueError(
@@ -357,7 +370,27 @@ def reservoir_bank(
     rho = jax.vmap(lambda v, c, kk: _radius(v.astype(wide), c, method=method, key=kk))(
         values, columns, _chunk_keys(key, chunks)[:, 2]
     )
-    return _scale_to_radius(values, rho[:, None, None], spectral_radius), columns
+    values, bad = _scale_to_radius(values, rho[:, None, None], spectral_radius)
+    return values, columns, bad
+
+
+def built_bank(key, n, density, spectral_radius, *, chunks, dtype, method):
+    """:func:`reservoir_bank` as orc's constructors build it (``construction=
+    "jax"``): one compiled entry point whose check is a result code of the
+    program, raised when it returns (:mod:`orc._errors`), not a host
+    callback, so that the program can be kept in JAX's persistent
+    compilation cache (the command line's). The radius is an argument of the
+    program, as in :func:`reservoir_bank`, not part of its identity."""
+    radius = argument_array(spectral_radius, _wide_float())
+    return _built_bank(key, n, density, radius, chunks, dtype, method)
+
+
+@_strategy.compiled
+def _built_bank(key, n, density, spectral_radius, chunks, dtype, method):
+    values, columns, bad = _bank(
+        key, n, density, spectral_radius, chunks, dtype, method
+    )
+    return _errors.check(values, bad, NILPOTENT), columns
 
 
 @functools.partial(jax.jit, static_argnames=("shape", "dtype"))

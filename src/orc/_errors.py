@@ -283,9 +283,10 @@ class _Ledger:
     program is an entry point called inside a loop or branch body of another
     orc program being traced (:func:`in_program_loop`)."""
 
-    def __init__(self, in_loop: bool = False):
+    def __init__(self, in_loop: bool = False, body: bool = False):
         self.state = get_opaque_trace_state()
         self.in_loop = in_loop
+        self.body = body  # a loop body's own ledger (loop_body)
         self.codes: list = []
         self.entries: list = []
 
@@ -319,7 +320,46 @@ def in_program_loop() -> bool:
     run block by block by training) gets its arguments from orc's own code,
     which checked what the user gave it at its top level."""
     ledger = _ledger.get()
-    return ledger is not None and not ledger.is_current()
+    return ledger is not None and (ledger.body or not ledger.is_current())
+
+
+def loop_body(fn: Callable) -> Callable:
+    """``fn`` as the body of one of orc's own loops (``lax.map``, ``scan``,
+    ``fori_loop``): ``body(*args) -> (fn(*args), Errors)``. Inside a loop
+    body the program's ledger cannot take codes (they would be values of
+    the body's trace), so without this a check there becomes a host
+    callback, and a program holding one is never written to JAX's
+    persistent compilation cache. The body returns its checks as codes
+    instead; :func:`report_loop` hands on what the loop returns. Entry
+    points called in the body still count as called inside a loop
+    (:func:`in_program_loop`)."""
+
+    @functools.wraps(fn)
+    def body(*args):
+        ledger = _Ledger(in_loop=True, body=True)
+        token = _ledger.set(ledger)
+        try:
+            out = fn(*args)
+        finally:
+            _ledger.reset(token)
+        return out, ledger.errors()
+
+    return body
+
+
+def report_loop(out, errors: Errors):
+    """``out``, after handing on the checks a loop's iterations returned
+    (:func:`loop_body`; codes ``(..., checks)`` with the loop's axes in
+    front): per check, the code of the first iteration where it fired."""
+    if not errors.entries:
+        return out
+    n = len(errors.entries)
+    codes = jnp.reshape(errors.codes, (-1, n))
+    fired = codes >= 0
+    first = jnp.take_along_axis(codes, jnp.argmax(fired, axis=0)[None], axis=0)[0]
+    return report(
+        out, Errors(jnp.where(jnp.any(fired, axis=0), first, -1), errors.entries)
+    )
 
 
 def called_in_program_loop() -> bool:

@@ -38,7 +38,7 @@ from jaxtyping import Array, Float
 
 from . import _strategy
 from ._bank import Bank, as_view, declares, lead_axes
-from ._construct import GIVEN, check_construction, reservoir_bank
+from ._construct import GIVEN, built_bank, check_construction
 from ._defaults import ESN, arguments
 from ._kernels import Kernels, current
 from ._matrix import (
@@ -240,7 +240,7 @@ def _reservoir_matrix(
         check_int("eigenval_batch_size", batch, owner, minimum=1)
     if construction == "jax":
         return ReservoirMatrix(
-            *reservoir_bank(
+            *built_bank(
                 prng_key(seed, owner),
                 res_dim,
                 density,

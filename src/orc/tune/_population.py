@@ -23,6 +23,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .. import _errors
 from .._ridge import RESULTS
 from .._shard import population_map
 from .._strategy import compiled, resolve
@@ -90,6 +91,7 @@ def evaluate(
     def run(shared, members):
         task, betas = shared
 
+        @_errors.loop_body  # its checks come back as codes, not host callbacks
         def one(xs):
             v, s = xs
             return _trajectory(
@@ -97,7 +99,7 @@ def evaluate(
             )
 
         batch = None if width == 1 else width
-        return jax.lax.map(one, members, batch_size=batch)
+        return _errors.report_loop(*jax.lax.map(one, members, batch_size=batch))
 
     if mesh is None:
         return run((task, betas), (values, seeds))
