@@ -599,12 +599,15 @@ class Kernels:
             *args, default=default, cpu=cpu, cuda=cuda, targets=self.targets
         )
 
+    def _accepting(self, name: str, args: tuple) -> list:
+        """The strategies that compute pass ``name`` for ``args``."""
+        return [s for s in self.strategies if s.accepts(name, *args)]
+
     def _branches(self, name: str, args: tuple, static: dict) -> dict:
         """``{platform: pass}`` of the strategies that accept ``args``."""
         return {
             s.platform: functools.partial(getattr(s, name), **static)
-            for s in self.strategies
-            if s.accepts(name, *args)
+            for s in self._accepting(name, args)
         }
 
     def _guarded(self, name: str, args: tuple, **static):
@@ -634,8 +637,7 @@ class Kernels:
             s.platform: checked(
                 functools.partial(getattr(s, name), **static), s.checks_columns
             )
-            for s in self.strategies
-            if s.accepts(name, *args)
+            for s in self._accepting(name, args)
         }
         default = checked(functools.partial(getattr(self, "_" + name), **static), False)
         out, bad = self.on_platform(*args, **chosen, default=default)
