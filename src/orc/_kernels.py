@@ -197,12 +197,6 @@ class XLA(Strategy):
     def __init__(self, matvec=_gather_matvec):
         self.matvec_fn = matvec
 
-    def accepts(self, name, *operands) -> bool:
-        return True
-
-    def matvec(self, values, indices, x):
-        return self.matvec_fn(values, indices, x)
-
     def run(self, values, indices, drive, r0, leak):
         return _run_scan(self.matvec_fn, values, indices, drive, r0, leak)
 
