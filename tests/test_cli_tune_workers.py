@@ -199,11 +199,12 @@ def test_sqlite_workers_stop_on_ctrl_c_and_resume(optuna, workdir):
     """SQLite on one host: its workers wait for the file's lock. Ctrl-C
     stops the command and its workers; the same command then completes the
     study (a trial stopped by Ctrl-C is not counted: a new draw replaces it)."""
-    # Ctrl-C once the first trial is done, or 2 s after the workers created
-    # the study's file (reading it can meet their locks): the study must
-    # still be running then (with the compile cache warm, a trial takes well
-    # under a second; a fixed 3 s wait let a busy run's 4 trials finish)
-    budget = 32
+    # Ctrl-C once the first trial is done, or 1 s after the workers asked for
+    # their first trials: the study must still be running then (with the
+    # compile cache warm a trial takes a fraction of a second, and a poll
+    # can wait for the workers' lock on the file). The command creates the
+    # study's tables before it starts its workers (they raced to create them)
+    budget = 64
     args = ("--out", "lite", "--storage", "lite.db", "--budget", budget,
             "--workers", "2")  # fmt: skip
     first = start(*args, cwd=workdir)
@@ -216,20 +217,18 @@ def test_sqlite_workers_stop_on_ctrl_c_and_resume(optuna, workdir):
             raise AssertionError(first.stderr.read()[-3000:])
         storage = f"sqlite:///{workdir / 'lite.db'}"
         complete = optuna.trial.TrialState.COMPLETE
-        deadline, created = time.monotonic() + 240, None
+        deadline, asked = time.monotonic() + 240, None
         while time.monotonic() < deadline and first.poll() is None:
             time.sleep(0.25)
-            if not (workdir / "lite.db").exists():
-                continue  # the workers create it (and its tables): not this process
-            created = created or time.monotonic()
-            if time.monotonic() - created > 2:
-                break
             try:
                 study = optuna.load_study(study_name="orc", storage=storage)
                 trials = study.get_trials()
-            except Exception:  # the study or its tables are being created
+            except Exception:  # the workers are creating the study
                 continue
+            asked = asked or (time.monotonic() if trials else None)
             if any(t.state == complete for t in trials):
+                break
+            if asked is not None and time.monotonic() - asked > 1:
                 break
         first.send_signal(signal.SIGINT)  # the command only, not its group
         _, err = first.communicate(timeout=60)

@@ -396,3 +396,31 @@ def test_a_study_of_the_other_direction_is_refused(optuna, tmp_path):
         orc.tune.study(ESNForecaster, {"bias": Uniform(0, 1)}, worker.task(),
                        fixed=worker.FIXED, beta=LogUniform(1e-8, 1e-2),
                        storage=db)  # fmt: skip
+
+
+def test_processes_creating_one_new_sqlite_study_file_at_once(optuna, tmp_path):
+    """Workers started together on a new SQLite file race to create its
+    tables (SQLite: OperationalError "table ... already exists"); each one
+    retries and finds them, none fails (as ``orc tune --workers`` once did)."""
+    from orc.tune import _study
+
+    path = tmp_path / "race.db"
+    code = (
+        "import sys, time; from orc.tune import _study\n"
+        "t = float(sys.argv[2])\n"
+        "while time.time() < t: pass\n"
+        "_study.create_storage(sys.argv[1])\n"
+    )
+    start = time.time() + 3  # the processes have imported by then
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(path), str(start)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for _ in range(6)
+    ]
+    errors = [p.communicate(timeout=TIMEOUT)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), "\n".join(errors)[-3000:]
+    _study.create_storage(path)  # made: a later one only opens it
+    assert optuna.get_all_study_names(f"sqlite:///{path}") == []

@@ -2395,6 +2395,7 @@ def tune(data_file, out, budget, storage, study_name, workers, dashboard,
     t0 = time.perf_counter()
     pool = {}
     if workers > 1:  # the study's draws, evaluated by the workers
+        _study.create_storage(storage)  # made once, not raced by the workers
         pool = _run_workers(workers, gpus)
     try:
         # with workers, the finished study: nothing left to evaluate (or

@@ -398,14 +398,29 @@ def _storage(optuna, storage, heartbeat_interval, max_retry):
                     heartbeat_interval=heartbeat_interval, **callback,
                 )  # fmt: skip
                 break
-            except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+            except sqlalchemy.exc.DatabaseError as err:
                 # workers started together on a new database: another one
                 # created the same tables (or types) at the same time; they
-                # exist now, and the next try finds them
-                if attempt == CREATE_TRIES - 1:
+                # exist now, and the next try finds them. PostgreSQL says so
+                # with an IntegrityError or ProgrammingError, SQLite with an
+                # OperationalError "table ... already exists"
+                raced = isinstance(
+                    err,
+                    (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError),
+                ) or "already exists" in str(err)
+                if not raced or attempt == CREATE_TRIES - 1:
                     raise
                 time.sleep(0.5 * (attempt + 1))
     return store, True
+
+
+def create_storage(storage) -> None:
+    """Create the tables of ``storage`` (a file path or database URL) now.
+
+    ``orc tune --workers`` calls it before it starts its workers, so that
+    they find the tables made instead of racing to make them (``_storage``
+    retries such a race, for processes started independently)."""
+    _storage(_optuna(), storage, heartbeat_interval=60, max_retry=0)
 
 
 def _beats(storage) -> bool:
