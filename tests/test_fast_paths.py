@@ -37,6 +37,7 @@ from orc._kernels import (
     _gather_matvec,
     _run_scan,
     esn_forecast,
+    esn_forecasts,
     esn_run,
     esn_run_stats,
     kernels,
@@ -702,6 +703,57 @@ def test_esn_forecast_equals_numpy(dtype, n, chunks, k, per_chunk, locality):
     )
     with pytest.raises(ValueError, match="length"):
         esn_forecast(values, indices, win, window, 0.2, wout, r0, 0.6, 0)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+@pytest.mark.parametrize(
+    "n,chunks,k,per_chunk,locality,readouts,starts",
+    [(300, 1, 20, 3, 0, 4, 5), (60, 3, 5, 2, 1, 2, 3), (40, 1, 3, 1, 0, 1, 1)],
+    ids=["two-threads", "chunks", "one-column"],
+)
+def test_esn_forecasts_equal_numpy(
+    dtype, n, chunks, k, per_chunk, locality, readouts, starts
+):
+    """The closed loops of every readout from every start of one reservoir
+    in one call (``esn_forecast_batch``, the tuning's validation forecasts;
+    the first case shares its steps between two threads) equal each pair's
+    closed loop in numpy; under vmap and grad (through the reference)."""
+    values, indices, win, window, wout, r0 = _forecast_case(
+        n, chunks, k, per_chunk, locality, dtype, 6
+    )
+    rng = np.random.default_rng(7)
+    wouts = jnp.stack([wout * (1 + 0.2 * b) for b in range(readouts)])
+    r0s = jnp.asarray(rng.uniform(-1, 1, (starts, chunks, n)), dtype)
+    fn = jax.jit(lambda *a: esn_forecasts(*a[:4], 0.2, *a[4:], 0.6, 60))
+    got = fn(values, indices, win, jnp.asarray(window), wouts, r0s)
+    if orc._strategy.resolve(None) == "native" and _native.native_available():
+        text = fn.lower(values, indices, win, jnp.asarray(window), wouts, r0s).as_text()
+        assert "orc_esn_forecast_batch" in text  # the native call, not the scan
+    assert got.shape == (readouts, starts, 60, chunks * per_chunk)
+    assert got.dtype == dtype
+    tol = 1e-12 if dtype == jnp.float64 else 2e-5
+    for b in range(readouts):
+        for s in range(starts):
+            ref = _numpy_forecast(
+                values, indices, win, window, 0.2, wouts[b], r0s[s], 0.6, 60
+            )
+            np.testing.assert_allclose(got[b, s], ref, rtol=tol, atol=tol)
+    if dtype == jnp.float32:
+        return
+    pair = jnp.stack([r0s, -r0s])
+    batched = jax.jit(jax.vmap(lambda r: fn(values, indices, win, window, wouts, r)))
+    np.testing.assert_allclose(batched(pair)[1], fn(values, indices, win, window, wouts, -r0s), rtol=1e-13, atol=1e-14)  # fmt: skip
+
+    def loss(scale):
+        out = esn_forecasts(
+            values, indices, win, window, 0.2, wouts * scale, r0s, 0.6, 20
+        )
+        return jnp.sum(jnp.sin(out))
+
+    grad = jax.grad(loss)(1.0)
+    loss = jax.jit(loss)
+    fd = (loss(1.0 + 1e-5) - loss(1.0 - 1e-5)) / 2e-5
+    np.testing.assert_allclose(grad, fd, rtol=1e-6)
 
 
 def test_esn_forecast_under_vmap_and_grad():

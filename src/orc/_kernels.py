@@ -163,6 +163,20 @@ def _forecast_scan(
     return jnp.concatenate([readout(r0)[None], rest], axis=0)
 
 
+def _forecasts_scan(
+    matvec, values, indices, win, window, bias, wouts, r0s, leak, length
+):
+    """:func:`_forecast_scan` of every readout ``wouts (B, C, o, n)`` from
+    every start ``r0s (S, C, n)``: ``(B, S, length, C * o)``."""
+
+    def one(wout, r0):
+        return _forecast_scan(
+            matvec, values, indices, win, window, bias, wout, r0, leak, length
+        )
+
+    return jax.vmap(jax.vmap(one, in_axes=(None, 0)), in_axes=(0, None))(wouts, r0s)
+
+
 # -- the strategies -----------------------------------------------------------
 
 
@@ -204,6 +218,9 @@ class XLA(Strategy):
         return _forecast_scan(
             self.matvec_fn, values, indices, win, window, bias, wout, r0, leak, length
         )
+
+    def forecasts(self, *operands, length):
+        return _forecasts_scan(self.matvec_fn, *operands, length)
 
 
 # The native kernels: custom calls whose derivatives go through the reference
@@ -316,21 +333,44 @@ def _native_run_stats_jvp(start, stop, primals, tangents):
     )
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(8,))
-def _native_forecast(values, indices, win, window, bias, wout, r0, leak, length):
-    call = jax.ffi.ffi_call(
-        _native.esn_forecast_target(values.dtype),
-        jax.ShapeDtypeStruct((length, wout.shape[0] * wout.shape[1]), values.dtype),
-        vmap_method="sequential",
-    )
-    return call(values, indices, win, window, bias, wout, r0, leak)
+def _native_closed_loop(target, shape, reference):
+    """A native closed-loop kernel (``target(dtype)``, results of
+    ``shape(wout, r0, length)``) over the operands of
+    :meth:`Kernels.forecast`, its derivatives through ``reference`` (the
+    scan over the native product)."""
+
+    @functools.partial(jax.custom_jvp, nondiff_argnums=(8,))
+    def call(values, indices, win, window, bias, wout, r0, leak, length):
+        kernel = jax.ffi.ffi_call(
+            target(values.dtype),
+            jax.ShapeDtypeStruct(shape(wout, r0, length), values.dtype),
+            vmap_method="sequential",
+        )
+        return kernel(values, indices, win, window, bias, wout, r0, leak)
+
+    @call.defjvp
+    def _(length, primals, tangents):
+        return call(*primals, length), jax.jvp(
+            lambda *a: reference(_cpu_matvec, *a, length), primals, tangents
+        )[1]
+
+    return call
 
 
-@_native_forecast.defjvp
-def _native_forecast_jvp(length, primals, tangents):
-    return _native_forecast(*primals, length), jax.jvp(
-        lambda *a: _forecast_scan(_cpu_matvec, *a, length), primals, tangents
-    )[1]
+#: one closed loop: ``(length, C o)``
+_native_forecast = _native_closed_loop(
+    _native.esn_forecast_target,
+    lambda wout, r0, length: (length, wout.shape[0] * wout.shape[1]),
+    _forecast_scan,
+)
+#: every readout ``(B, C, o, n)`` from every start ``(S, C, n)``: ``(B, S, length, C o)``
+_native_forecasts = _native_closed_loop(
+    _native.esn_forecast_batch_target,
+    lambda wouts, r0s, length: (
+        (wouts.shape[0], r0s.shape[0], length) + (wouts.shape[1] * wouts.shape[2],)
+    ),
+    _forecasts_scan,
+)
 
 
 def _native_accepts_run(values, drive, r0) -> bool:
@@ -384,12 +424,17 @@ class NativeCPU(Strategy):
                 and targets.dtype == dtype
                 and _native.esn_fit_target(dtype) is not None
             )
-        if name == "forecast":
+        if name in ("forecast", "forecasts"):
             values, _, win, window, bias, wout, r0, leak = a
+            target = (
+                _native.esn_forecast_target
+                if name == "forecast"
+                else _native.esn_forecast_batch_target
+            )
             return (
                 jnp.ndim(bias) == 0
                 and _one_dtype(dtype, win, wout, r0)
-                and _native.esn_forecast_target(dtype) is not None
+                and target(dtype) is not None
             )
         return False
 
@@ -407,6 +452,9 @@ class NativeCPU(Strategy):
 
     def forecast(self, *operands, length):
         return _native_forecast(*operands, length)
+
+    def forecasts(self, *operands, length):
+        return _native_forecasts(*operands, length)
 
 
 # The GPU forecast as one thread-block cluster (orc._native, esn_cluster.cu).
@@ -742,16 +790,37 @@ class Kernels:
         ``(length, C * o)``. Natively one call on CPU, one cluster kernel on
         a GPU that admits it; elsewhere, under ``vmap`` on a GPU, and for
         derivatives, a ``lax.scan``."""
+        args = (values, indices, win, window, bias, wout, r0, leak)
+        return self._closed_loops("forecast", "esn_forecast", args, length)
+
+    def _closed_loops(self, name, kernel, args, length):
+        """Pass ``name`` (:meth:`forecast`, :meth:`forecasts`) of ``args``
+        with the window, bias and leak in the passes' types."""
+        values, indices, win, window, bias, wout, r0, leak = args
         dtype = values.dtype
         length = int(length)
         if length < 1:
-            raise ValueError(f"esn_forecast: length must be >= 1, got {length}")
+            raise ValueError(f"{kernel}: length must be >= 1, got {length}")
         args = (values, indices, win, jnp.asarray(window, jnp.int32))
         args = args + (jnp.asarray(bias, dtype), wout, r0, jnp.asarray(leak, dtype))
-        return self._guarded("forecast", args, length=length)
+        return self._guarded(name, args, length=length)
 
     def _forecast(self, *operands, length):
         return self.reference.forecast(*operands, length=length)
+
+    def forecasts(self, values, indices, win, window, bias, wouts, r0s, leak, length):
+        """:meth:`forecast` of every readout ``wouts (B, C, o, n)`` from every
+        start ``r0s (S, C, n)`` of one reservoir: ``(B, S, length, C *
+        o)``. Natively one call on CPU whose steps advance all ``B * S``
+        states together (each non-zero of the reservoir read once per step
+        for all of them: the validation forecasts of a tuning candidate,
+        :class:`orc.tune.Forecast`); elsewhere the reference's ``vmap`` of
+        the scan."""
+        args = (values, indices, win, window, bias, wouts, r0s, leak)
+        return self._closed_loops("forecasts", "esn_forecast_batch", args, length)
+
+    def _forecasts(self, *operands, length):
+        return self.reference.forecasts(*operands, length=length)
 
     def fuses(self, driver, embedding=None, readout=None) -> bool:
         """Whether the fused passes (:meth:`run`, :meth:`run_linear`,
@@ -819,4 +888,11 @@ def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int
     """:meth:`Kernels.forecast` of :func:`current`."""
     return current().forecast(
         values, indices, win, window, bias, wout, r0, leak, length
+    )
+
+
+def esn_forecasts(values, indices, win, window, bias, wouts, r0s, leak, length: int):
+    """:meth:`Kernels.forecasts` of :func:`current`."""
+    return current().forecasts(
+        values, indices, win, window, bias, wouts, r0s, leak, length
     )

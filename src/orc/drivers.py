@@ -590,6 +590,24 @@ class _ESNDriverCore(_SparseReservoirDriver):
             length,
         )
 
+    def _closed_loops_linear(
+        self, kernels: Kernels, win, window, wouts, res_states, length
+    ):
+        """:meth:`_closed_loop_linear` for every readout ``wouts (B, C, o, n)``
+        from every state of ``res_states (S, *state_shape)`` at once
+        (:meth:`orc._kernels.Kernels.forecasts`): ``(B, S, length, C o)``."""
+        return kernels.forecasts(
+            self.wr.values,
+            self.wr.columns,
+            win,
+            window,
+            self.bias,
+            wouts,
+            jax.vmap(self._bank)(res_states),
+            self.leak,
+            length,
+        )
+
     def _linear_operands(self, win, windows, res_state) -> tuple:
         """The operands of :meth:`orc._kernels.Kernels.run_linear` for this
         driver driven by the linear embedding ``win (C, n, w)``, ``windows

@@ -55,7 +55,14 @@ the run; 1.5-1.65 s without waiting for the helper at the end).
 A closed-loop forecast with a linear readout and a linear embedding of the
 readout's output is one call too (``esn_forecast``): both threads share the
 rows of every step and each computes the small readout of the whole state,
-so there is one hand-over per step and no per-step loop of XLA's.
+so there is one hand-over per step and no per-step loop of XLA's. The
+closed loops of many readouts from many starts of one reservoir (a tuning
+candidate's validation windows for every ridge strength) are one call as
+well (``esn_forecast_batch``): their states are kept side by side, so each
+non-zero of the reservoir, each input and readout weight is read once per
+step for all of them and the loops over the columns vectorise (N = 500, 8
+readouts x 10 starts, 1000 steps, AMD EPYC: 0.20 s against 0.32 s for XLA's
+vmapped scan over the native product).
 
 It also holds the ridge solve ``(G + beta I) w = B``: orc's own Cholesky
 factorisation (panels of 96 rows, the update below each panel by the Gram
@@ -108,6 +115,7 @@ __all__ = [
     "esn_fit_target",
     "esn_run_linear_target",
     "esn_forecast_target",
+    "esn_forecast_batch_target",
     "cluster_forecast_target",
     "nvrtc_library",
     "target_names",
@@ -122,6 +130,7 @@ _TARGETS = _pair("ell_matvec")
 _STATS_TARGETS = _pair("stats_update")
 _ESN_TARGETS = _pair("esn_run")
 _FORECAST_TARGETS = _pair("esn_forecast")
+_FORECAST_BATCH_TARGETS = _pair("esn_forecast_batch")
 _FIT_TARGETS = _pair("esn_fit")
 _LINEAR_RUN_TARGETS = _pair("esn_run_linear")
 _SOLVE_TARGETS = _pair("ridge_solve")
@@ -420,6 +429,7 @@ def target_names() -> tuple[str, ...]:
         _STATS_TARGETS,
         _ESN_TARGETS,
         _FORECAST_TARGETS,
+        _FORECAST_BATCH_TARGETS,
         _FIT_TARGETS,
         _LINEAR_RUN_TARGETS,
         _SOLVE_TARGETS,
@@ -448,6 +458,12 @@ def esn_run_linear_target(dtype) -> str | None:
 def esn_forecast_target(dtype) -> str | None:
     """FFI target of the closed-loop ESN forecast in one call, or None."""
     return _target(_FORECAST_TARGETS, dtype)
+
+
+def esn_forecast_batch_target(dtype) -> str | None:
+    """FFI target of many closed-loop forecasts of one reservoir in one call
+    (start states x readouts), or None."""
+    return _target(_FORECAST_BATCH_TARGETS, dtype)
 
 
 def cluster_forecast_target(dtype) -> str | None:

@@ -66,6 +66,8 @@ void SetNvrtcPath(const char* path);
   X(orc_esn_run_linear_f64, OrcEsnRunLinearF64)                             \
   X(orc_esn_forecast_f32, OrcEsnForecastF32)                                \
   X(orc_esn_forecast_f64, OrcEsnForecastF64)                                \
+  X(orc_esn_forecast_batch_f32, OrcEsnForecastBatchF32)                     \
+  X(orc_esn_forecast_batch_f64, OrcEsnForecastBatchF64)                     \
   X(orc_column_quantiles_f32, OrcColumnQuantilesF32)                        \
   X(orc_column_quantiles_f64, OrcColumnQuantilesF64)
 

@@ -36,6 +36,7 @@ from jaxtyping import Array
 
 from .. import metrics
 from .._fit import Options, RidgePath, fit
+from .._kernels import current
 from .._validation import (
     check_data,
     check_finite_rows,
@@ -334,6 +335,17 @@ class Forecast(AbstractTask):
         )
         starts = states[np.asarray(self.starts) - 1]
         truths, scale = self.truths(dtype), self.scale(dtype)
+        kernels = current()
+        if kernels.fuses(model.driver, model.embedding, model.readout):
+            # every strength's windows in one closed loop whose steps advance
+            # all their states together (natively: one call, each non-zero
+            # of the reservoir read once per step for all of them)
+            wouts = eqx.filter_vmap(lambda r: r.linear_weights())(models.readout)
+            win, window = model.embedding.linear_window()
+            preds = model.driver._closed_loops_linear(
+                kernels, win, window, wouts, starts, self.horizon
+            )
+            return jax.vmap(lambda p: self.score(p, truths, scale))(preds)
 
         def per_strength(readout):
             m = model.set_readout(readout)
