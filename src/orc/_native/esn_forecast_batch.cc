@@ -58,7 +58,7 @@ __attribute__((always_inline)) inline void ReadoutsBody(const Batch<T>& p,
 }
 
 // rows [lo, hi) of the next states of every column; u: the fed-back inputs
-// (C w, cols); acc, e (cols) and z (kUnitRows... cols) are scratch
+// (C w, cols); a, e and z (cols each) are the row's scratch
 template <typename T>
 __attribute__((always_inline)) inline void RowsBody(const Batch<T>& p, const T* __restrict x,
                                                     const T* __restrict u, T* __restrict next,
