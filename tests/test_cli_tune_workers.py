@@ -21,7 +21,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -199,12 +198,11 @@ def test_sqlite_workers_stop_on_ctrl_c_and_resume(optuna, workdir):
     """SQLite on one host: its workers wait for the file's lock. Ctrl-C
     stops the command and its workers; the same command then completes the
     study (a trial stopped by Ctrl-C is not counted: a new draw replaces it)."""
-    # Ctrl-C as soon as a trial shows in the study, or 3 s after the workers
-    # started (they import and load their programs for longer than that):
-    # the study must still be running then. Waiting for a COMPLETE trial
-    # was not enough: on a busy machine the polls (which wait for the
-    # workers' locks on the file) saw none before all 64 were done. The
-    # command creates the study's tables before it starts its workers
+    # Ctrl-C right after the command started its workers: deterministic.
+    # Waiting for a trial was not (with the compile cache warm, 64 trials
+    # took ~3 s, and under a full run's load the study finished before
+    # either poll saw one); a worker killed mid-trial is
+    # test_tune_study.py's kill -9 test
     budget = 64
     args = ("--out", "lite", "--storage", "lite.db", "--budget", budget,
             "--workers", "2")  # fmt: skip
@@ -216,17 +214,6 @@ def test_sqlite_workers_stop_on_ctrl_c_and_resume(optuna, workdir):
                 break
         else:
             raise AssertionError(first.stderr.read()[-3000:])
-        storage = f"sqlite:///{workdir / 'lite.db'}"
-        poll = f"{storage}?timeout=0.1"  # a poll meeting the workers' lock gives up
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline and first.poll() is None:
-            time.sleep(0.25)
-            try:
-                study = optuna.load_study(study_name="orc", storage=poll)
-                if study.get_trials():
-                    break
-            except Exception:  # the workers are creating the study
-                continue
         first.send_signal(signal.SIGINT)  # the command only, not its group
         _, err = first.communicate(timeout=60)
     finally:
@@ -241,6 +228,7 @@ def test_sqlite_workers_stop_on_ctrl_c_and_resume(optuna, workdir):
 
     proc = tune(*args, cwd=workdir)
     assert proc.returncode == 0, proc.stderr
+    storage = f"sqlite:///{workdir / 'lite.db'}"
     host = socket.gethostname()
     stopped = {f"{host}:{p}" for p in pids}
     complete = check_done_once(optuna, storage, "orc", interrupted=stopped,
