@@ -36,8 +36,10 @@ def _np(x):
 
 
 def _jx(x, dtype=None):
-    """A numpy value as a JAX array (a transfer: nothing is compiled)."""
-    return jnp.asarray(np.asarray(x, dtype=dtype))
+    """A numpy value as a JAX array: a transfer, nothing is compiled
+    (``jnp.asarray`` of a numpy array compiles a program, ``stage``, for
+    each shape and dtype; ``jax.device_put`` does not)."""
+    return jax.device_put(np.asarray(x, dtype=dtype))
 
 
 def _normal(shape, dtype, seed=_RNG_SEED):
@@ -193,14 +195,14 @@ def test_cesn_contract():
     ts = _jx(np.arange(20) * 0.01, np.float64)
     out = trained.forecast(ts, r0)
     assert out.shape == (20, 3) and _finite(out)
-    np.testing.assert_allclose(out[0], trained.readout.readout(r0), rtol=1e-10)
+    np.testing.assert_allclose(_np(out)[0], trained.readout.readout(r0), rtol=1e-10)
     jf = jax.jit(lambda m, ts, r: m.forecast(ts, r))
     np.testing.assert_allclose(jf(trained, ts, r0), out, rtol=1e-9, atol=1e-9)
     g = jax.grad(lambda r: jnp.sum(trained.forecast(ts, r) ** 2))(r0)
     assert _finite(g)
     batched = jax.vmap(lambda r: trained.forecast(ts, r))(_jx(Rn[-3:]))
     np.testing.assert_allclose(
-        batched[1], trained.forecast(ts, _jx(Rn[-2])), rtol=1e-8, atol=1e-9
+        _np(batched)[1], trained.forecast(ts, _jx(Rn[-2])), rtol=1e-8, atol=1e-9
     )
 
 
@@ -236,7 +238,7 @@ def test_classifier_contract(dtype, state_repr):
     # interpolates (|W| ~ 770, the same weights as float64's since the fit
     # keeps float64 accuracy), so outputs agree to ~1e-4, not 1e-7.
     tol = 1e-3 if dtype == jnp.float32 else 1e-12
-    np.testing.assert_allclose(probs[3], trained.classify(s3), rtol=tol, atol=tol)
+    np.testing.assert_allclose(_np(probs)[3], trained.classify(s3), rtol=tol, atol=tol)
     jc = jax.jit(lambda m, s: m.classify(s))
     np.testing.assert_allclose(jc(trained, s0), p, rtol=tol, atol=tol)
     if dtype == jnp.float64:
@@ -274,7 +276,7 @@ def test_controller_contract(dtype):
         _jx(np.stack([cs_np, cs_np + dtype(0.1)]))
     )
     np.testing.assert_allclose(
-        batched[1],
+        _np(batched)[1],
         trained.apply_control(_jx(cs_np + dtype(0.1)), r0),
         rtol=tol,
         atol=tol,
@@ -345,7 +347,7 @@ def test_driver_contract(name, dtype):
         d, ps, rs
     )
     np.testing.assert_allclose(
-        batch[1], d.advance(_jx(2 * p_np), r), rtol=1e-5, atol=1e-6
+        _np(batch)[1], d.advance(_jx(2 * p_np), r), rtol=1e-5, atol=1e-6
     )
     np.testing.assert_allclose(d(ps, rs), batch, rtol=1e-6)
     g = jax.jit(jax.grad(lambda r, d: jnp.sum(d.advance(p, r))))(r, d)
@@ -374,7 +376,9 @@ def test_embedding_and_readout_contract(dtype):
     for emb, shape in items:
         out = emb.embed(u)
         assert out.shape == shape and out.dtype == dtype
-        np.testing.assert_allclose(emb(seq)[1], emb.embed(u2), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            _np(emb(seq))[1], emb.embed(u2), rtol=1e-5, atol=1e-6
+        )
         np.testing.assert_allclose(
             jax.jit(lambda e, x: e.embed(x))(emb, u), out, rtol=1e-6
         )
@@ -392,7 +396,9 @@ def test_embedding_and_readout_contract(dtype):
         r = _jx(r_np)
         y = ro.readout(r)
         assert y.shape == (4,) and y.dtype == dtype
-        np.testing.assert_allclose(ro(_jx(np.stack([r_np, r_np])))[0], y, rtol=1e-5)
+        np.testing.assert_allclose(
+            _np(ro(_jx(np.stack([r_np, r_np]))))[0], y, rtol=1e-5
+        )
         np.testing.assert_allclose(
             jax.jit(lambda m, x: m.readout(x))(ro, r), y, rtol=1e-5
         )
@@ -429,7 +435,7 @@ def test_regressor_contract(dtype, n_layers):
     jitted = jax.jit(lambda m, u: m.predict(u))(trained, xa)
     np.testing.assert_allclose(jitted, out, rtol=tol, atol=tol)
     batch = jax.vmap(trained.predict)(_jx(np.stack([x_np[:50], x_np[50:100]])))
-    np.testing.assert_allclose(batch[1], trained.predict(xb), rtol=tol, atol=tol)
+    np.testing.assert_allclose(_np(batch)[1], trained.predict(xb), rtol=tol, atol=tol)
     if dtype == jnp.float64:
         # the gradient's forward length is the same 50 samples as predict's
         # (one compiled predict program for the finite differences)

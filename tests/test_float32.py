@@ -10,6 +10,7 @@ model's valid prediction time, where float32 normal equations lose most of it.
 from __future__ import annotations
 
 import json
+import operator
 import os
 import subprocess
 import sys
@@ -48,6 +49,29 @@ def _ref(X, Y, beta, intercept=False):
     return np.linalg.solve(X.T @ X + beta * np.eye(X.shape[1]), X.T @ Y).T
 
 
+# The ridge engine's functions run under jax.jit here, as they do in a fit:
+# run eagerly, each of their operations is a program of its own per shape
+# (most of this file's compilations). The one eager call left is the
+# reference of the jit check (test_qr_form_chunks_jit_vmap_grad_and_errors).
+_update = jax.jit(_ridge.stats_update, static_argnames=("start", "stop"))
+_add = jax.jit(operator.add)
+_solve_with_result = jax.jit(
+    _ridge.solve_with_result, static_argnames=("batch_size", "intercept")
+)
+
+
+@jax.jit
+def _fit(stats, X, Y, beta):
+    """``_ridge.solve`` of ``stats`` updated with all rows of X, Y."""
+    return _ridge.solve(_ridge.stats_update(stats, X, Y), beta)
+
+
+@jax.jit
+def _fit_with_result(stats, X, Y, beta):
+    """``_ridge.solve_with_result`` of ``stats`` updated with all rows of X, Y."""
+    return _ridge.solve_with_result(_ridge.stats_update(stats, X, Y), beta)
+
+
 def _qr_stats(f, o, chunks=None):
     lead = () if chunks is None else (chunks,)
     z = jnp.float32
@@ -72,18 +96,18 @@ def test_accumulation_policy():
 def test_float32_features_with_x64_on_solve_in_float64():
     X, Y = _problem(cond=1e5)
     beta = 1e-6
-    stats = _ridge.stats_update(_ridge.RidgeStats.zeros(30, 3, None, jnp.float32), X, Y)
-    W = _ridge.solve(stats, beta)
+    W = _fit(_ridge.RidgeStats.zeros(30, 3, None, jnp.float32), X, Y, beta)
     assert W.dtype == jnp.float32
+    W = np.asarray(W)
     ref = _ref(X, Y, beta)
     # float64 accuracy, rounded to float32 once
     np.testing.assert_allclose(W, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
-    # float32 normal equations on the same problem are far off
-    G = jnp.asarray(X).T @ jnp.asarray(X) + jnp.float32(beta) * jnp.eye(
-        30, dtype=jnp.float32
-    )
-    W32 = jnp.linalg.solve(G, jnp.asarray(X).T @ jnp.asarray(Y)).T
-    assert np.abs(np.asarray(W32) - ref).max() > 100 * np.abs(np.asarray(W) - ref).max()
+    # float32 normal equations on the same problem are far off (in numpy's
+    # float32, the same on every platform)
+    G = X.T @ X + np.float32(beta) * np.eye(30, dtype=np.float32)
+    W32 = np.linalg.solve(G, X.T @ Y).T
+    assert W32.dtype == np.float32
+    assert np.abs(W32 - ref).max() > 100 * np.abs(W - ref).max()
 
 
 @pytest.mark.parametrize("intercept", [False, True])
@@ -100,14 +124,12 @@ def test_qr_form_matches_the_float64_solution(intercept):
     assert np.abs(W32 - ref).max() > 1e-2 * np.abs(ref).max()
     # in blocks, in one call, and as the sum of two halves' statistics
     s = _qr_stats(30, 3)
-    blocks = _ridge.stats_update(_ridge.stats_update(s, X, Y, 0, 150), X, Y, 150, 400)
-    whole = _ridge.stats_update(s, X, Y)
-    halves = _ridge.stats_update(s, X[:150], Y[:150]) + _ridge.stats_update(
-        s, X[150:], Y[150:]
-    )
+    blocks = _update(_update(s, X, Y, 0, 150), X, Y, 150, 400)
+    whole = _update(s, X, Y)
+    halves = _add(_update(s, X[:150], Y[:150]), _update(s, X[150:], Y[150:]))
     assert float(whole.count) == 400 and float(halves.count) == 400
     for stats in (blocks, whole, halves):
-        W, result = _ridge.solve_with_result(stats, beta, intercept=intercept)
+        W, result = _solve_with_result(stats, beta, intercept=intercept)
         assert W.dtype == jnp.float32 and result == _ridge.RESULTS.successful
         np.testing.assert_allclose(W, ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max())
     # R^T R is the Gram of the rows
@@ -119,7 +141,7 @@ def test_qr_form_chunks_jit_vmap_grad_and_errors():
     X, Y = _problem(f=12)
     beta = 1e-3
     Xc, Yc = np.stack([X, X[::-1] * 2], 1), np.stack([Y, Y[::-1]], 1)
-    W = _ridge.solve(_ridge.stats_update(_qr_stats(12, 3, chunks=2), Xc, Yc), beta)
+    W = np.asarray(_fit(_qr_stats(12, 3, chunks=2), Xc, Yc, beta))
     assert W.shape == (2, 3, 12)
     np.testing.assert_allclose(W[0], _ref(X, Y, beta), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(
@@ -129,29 +151,30 @@ def test_qr_form_chunks_jit_vmap_grad_and_errors():
     def fit(X, Y):
         return _ridge.solve(_ridge.stats_update(_qr_stats(12, 3), X, Y), beta)
 
-    np.testing.assert_allclose(jax.jit(fit)(X, Y), fit(X, Y), rtol=1e-6, atol=1e-6)
-    batched = jax.vmap(fit)(jnp.stack([X, 2 * X]), jnp.stack([Y, Y]))
-    np.testing.assert_allclose(batched[1], fit(2 * X, Y), rtol=1e-5, atol=1e-5)
+    # the one eager call: the reference of jax.jit (the other transformations
+    # are traced inside a jax.jit each, as in a fit)
+    jit_fit = jax.jit(fit)
+    np.testing.assert_allclose(jit_fit(X, Y), fit(X, Y), rtol=1e-6, atol=1e-6)
+    batched = jax.jit(jax.vmap(fit))(np.stack([X, 2 * X]), np.stack([Y, Y]))
+    np.testing.assert_allclose(
+        np.asarray(batched)[1], jit_fit(2 * X, Y), rtol=1e-5, atol=1e-5
+    )
     # derivative against a float64 finite difference of the reference
     d = np.random.default_rng(1).standard_normal(X.shape).astype(np.float32)
-    _, jvp = jax.jvp(lambda X: fit(X, Y).sum(), (jnp.asarray(X),), (jnp.asarray(d),))
+    _, jvp = jax.jit(lambda X, d: jax.jvp(lambda X: fit(X, Y).sum(), (X,), (d,)))(X, d)
     h = 1e-4
     fd = (_ref(X + h * d, Y, beta).sum() - _ref(X - h * d, Y, beta).sum()) / (2 * h)
     np.testing.assert_allclose(float(jvp), fd, rtol=1e-2)
     # a collinear, unpenalised fit falls back to the minimum-norm solution
     Xs = np.concatenate([X, X[:, 1:2]], 1)
-    Ws, result = _ridge.solve_with_result(
-        _ridge.stats_update(_qr_stats(13, 3), Xs, Y), 0.0
-    )
+    Ws, result = _fit_with_result(_qr_stats(13, 3), Xs, Y, 0.0)
     assert result == _ridge.RESULTS.fallback
     ref = np.linalg.lstsq(Xs.astype(np.float64), Y, rcond=None)[0].T
     assert_fallback_solution(Ws, Xs, ref, atol=1e-3)
     # non-finite rows are reported, not solved
     Xn = X.copy()
     Xn[5, 3] = np.nan
-    _, result = _ridge.solve_with_result(
-        _ridge.stats_update(_qr_stats(12, 3), Xn, Y), beta
-    )
+    _, result = _fit_with_result(_qr_stats(12, 3), Xn, Y, beta)
     assert result == _ridge.RESULTS.nonfinite
     with pytest.raises(ValueError, match="form"):
         _ = _qr_stats(12, 3) + _ridge.RidgeStats.zeros(12, 3, None, jnp.float64)

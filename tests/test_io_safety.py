@@ -32,7 +32,8 @@ import orc
 from orc.io import MAGIC, ModelFileError
 
 DATA = Path(__file__).parent / "data"
-U = jnp.asarray(np.sin(np.linspace(0, 60, 400))[:, None] * np.array([1.0, 0.5, -0.7]))
+# numpy, as the tests' own arithmetic on it (an eager jnp operation compiles)
+U = np.sin(np.linspace(0, 60, 400))[:, None] * np.array([1.0, 0.5, -0.7])
 # modules whose import has side effects (printing, opening a browser, creating
 # a virtual environment): none may be imported by loading a file
 SIDE_EFFECT_MODULES = ("this", "antigravity", "webbrowser", "venv.__main__", "cProfile")
@@ -81,9 +82,12 @@ def npy_payload(arrays) -> bytes:
 
 
 def same(a, b) -> bool:
+    """Same tree, dtypes and values (NaN equal to NaN), compared in numpy (an
+    eager jnp comparison compiles programs for every leaf's shape)."""
     la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
     return jax.tree.structure(a) == jax.tree.structure(b) and all(
-        x.dtype == y.dtype and bool(jnp.array_equal(x, y, equal_nan=True))
+        x.dtype == y.dtype
+        and np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True)
         for x, y in zip(la, lb, strict=True)
     )
 
@@ -93,7 +97,7 @@ def esn():
     model, R = orc.forecaster.train_RCForecaster(
         orc.forecaster.ESNForecaster(3, 50, seed=2), U
     )
-    return model, R[-1]
+    return model, np.asarray(R)[-1]
 
 
 @pytest.fixture()
@@ -296,14 +300,14 @@ def test_format_1_files_still_load(name):
     assert orc.io.read_header(path)["format_version"] == 1
     model, extras = orc.load(path, return_extras=True)
     r = extras["last_state"]
-    t = jnp.arange(400.0) * 0.05
+    t = np.arange(400.0) * 0.05
     if name == "cesn":
         y = model.forecast(t[:10], r)
     elif name == "classifier":
-        seqs = jnp.stack([U[i : i + 30] * (1 + (i % 3)) for i in range(0, 300, 20)])
+        seqs = np.stack([U[i : i + 30] * (1 + (i % 3)) for i in range(0, 300, 20)])
         y = model.classify(seqs[0])
     elif name == "controller":
-        y = model.apply_control(jnp.ones((10, 1)), r)
+        y = model.apply_control(np.ones((10, 1)), r)
     else:
         y = model.forecast(10, r)
     # the file loads to the same model; its outputs are those recorded when
@@ -358,7 +362,7 @@ def test_user_types_load_only_when_allowed(tmp_path, quiet_world):
     assert loaded.readout.nonlin_list == (cube,)
     for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(model), strict=True):
         np.testing.assert_array_equal(a, b)
-    r = jnp.full((10,), 0.1)
+    r = np.full((10,), 0.1)
     np.testing.assert_array_equal(loaded.forecast(5, r), model.forecast(5, r))
     # registration is explicit and checked
     with pytest.raises(TypeError, match="module-level name"):
@@ -533,7 +537,8 @@ def test_fuzz_model_files(tmp_path, quiet_world):
     ``ORC_FUZZ_CASES`` sets the number of cases (default 300)."""
     rng = random.Random(20261123)
     model = orc.forecaster.ESNForecaster(6, 16, chunks=2, locality=1, seed=3)
-    model, R = orc.forecaster.train_RCForecaster(model, jnp.concatenate([U, -U], 1))
+    model, R = orc.forecaster.train_RCForecaster(model, np.concatenate([U, -U], 1))
+    r_last = np.asarray(R)[-1]
     data = orc.save(tmp_path / "ref.orc", model).read_bytes()
     header, payload, _ = split(data)
     head_end = len(data) - len(payload)
@@ -564,7 +569,7 @@ def test_fuzz_model_files(tmp_path, quiet_world):
                 _set(h, path, _mutation(rng, value))
             result, loaded = _outcome(forge(h, payload), tmp_path, model)
             if result == "loaded":  # a different but valid model: it must run
-                out = loaded.forecast(5, jnp.zeros(loaded.driver.default_state().shape))
+                out = loaded.forecast(5, np.zeros(loaded.driver.default_state().shape))
                 assert out.shape == (5, loaded.out_dim)
         else:
             arrays = npy_records(payload, len(header["leaves"]))
@@ -587,7 +592,7 @@ def test_fuzz_model_files(tmp_path, quiet_world):
             ):
                 assert result == "refused", (i, flat[j])
             if result == "loaded":
-                out = loaded.forecast(5, R[-1])
+                out = loaded.forecast(5, r_last)
                 assert out.shape == (5, 6)
         record(kind, result)
     print(f"fuzz: {FUZZ_CASES} cases: {dict(sorted(counts.items()))}")
@@ -628,10 +633,11 @@ def test_native_and_xla_paths_refuse_out_of_range_indices():
     process of its own: a kernel that read out of bounds could crash it)."""
     script = textwrap.dedent(
         """
-        import equinox as eqx, jax, jax.numpy as jnp
+        import equinox as eqx, jax, jax.numpy as jnp, numpy as np
         jax.config.update("jax_enable_x64", True)
         import orc
-        U = jnp.asarray(orc.data.lorenz63(tN=10, dt=0.01)[0])
+        # any data (no ODE solve to compile): the indices are what is refused
+        U = np.sin(np.linspace(0, 60, 1000)[:, None] * np.array([1.0, 0.5, -0.7]))
         for orc_backend in ("native", "xla"):
             for n, bad in ((50, 51), (700, 2**30), (700, -3)):
                 m = orc.forecaster.ESNForecaster(3, n, seed=1)
