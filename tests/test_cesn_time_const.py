@@ -17,14 +17,20 @@ from orc import forecaster as F
 
 @functools.cache  # each spacing integrated once for the file
 def _lorenz(dt, n=300):
+    # numpy (the library converts it): slicing and shifting it compile nothing
     u, t = orc.data.lorenz63(tN=n * dt, dt=dt)
-    return u[:n], t[:n]
+    return np.asarray(u)[:n], np.asarray(t)[:n]
+
+
+#: every training of the file has this spinup (a static argument of the
+#: training program): one program per model structure for the whole file
+SPINUP = 50
 
 
 def _train(model, u, t):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model, states = F.train_CESNForecaster(model, u, t, spinup=50)
+        model, states = F.train_CESNForecaster(model, u, t, spinup=SPINUP)
     kinds = {c.category for c in caught}
     return model, states, kinds
 
@@ -62,27 +68,31 @@ def test_auto_is_orcs_constant_exactly_in_float32_too():
     from orc.forecaster.train import _sampled_time_const
 
     model = F.CESNForecaster(3, 30, dtype=jnp.float32)
+    # one traced program for both time grids (same shape and dtype)
+    traced = jax.jit(lambda m, t: _sampled_time_const(m, t).driver.time_const)
+    # the times built in numpy (the same float32 values as jnp.arange(4000,
+    # dtype=float32) * 0.01 and jnp.linspace(...).astype(float32)), as jax arrays
     for t in (
-        jnp.arange(4000, dtype=jnp.float32) * 0.01,
-        jnp.linspace(3.0, 42.99, 4000),
+        np.arange(4000, dtype=np.float32) * np.float32(0.01),
+        np.linspace(3.0, 42.99, 4000).astype(np.float32),
     ):
-        t = t.astype(jnp.float32)
+        t = jnp.asarray(t)
+        assert t.dtype == jnp.float32
         gamma = _sampled_time_const(model, t).driver.time_const
         assert gamma.dtype == jnp.float32 and float(gamma) == 50.0
-        traced = jax.jit(lambda m, t: _sampled_time_const(m, t).driver.time_const)
         assert float(traced(model, t)) == 50.0
     # coarse spacings keep 0.5 / dt to float32's precision
-    t = jnp.arange(300, dtype=jnp.float32) * jnp.float32(0.37)
+    t = jnp.asarray(np.arange(300, dtype=np.float32) * np.float32(0.37))
     gamma = float(_sampled_time_const(model, t).driver.time_const)
     assert gamma == pytest.approx(0.5 / 0.37, rel=2e-6)
 
 
 def test_orcs_constant_on_coarse_samples_warns_and_names_the_fix():
     u, _ = _lorenz(0.01)
-    t = jnp.arange(float(len(u)))  # samples 1 apart: time_const * dt = 50
+    t = np.arange(float(len(u)))  # samples 1 apart: time_const * dt = 50
     orcs = F.CESNForecaster(3, 30, time_const=50.0)
     with pytest.warns(F.TimeConstantWarning, match=r"time_const \* dt = 50.*'auto'"):
-        F.train_CESNForecaster(orcs, u, t)
+        F.train_CESNForecaster(orcs, u, t, spinup=SPINUP)
     _, _, kinds = _train(F.CESNForecaster(3, 30), u, t)  # the default: "auto"
     assert F.TimeConstantWarning not in kinds
     # ORC's sampling: no warning with ORC's constant

@@ -32,8 +32,11 @@ ODES = {
     "lorenz96": (orc.data.lorenz96, 10),
 }
 
-# Shared horizon so most tests reuse one compiled solve per system and dtype.
-TN, DT = 5.0, 0.01
+# Shared horizon so most tests reuse one compiled solve per system and dtype
+# (an ODE solve is compiled per system, dtype and output length: the double
+# pendulum's energy tests run on this grid too). The tests read the results
+# in numpy: each eager JAX index or operation on a new shape compiles.
+TN, DT = 20.0, 0.01
 
 
 def default_u0(name):
@@ -153,6 +156,7 @@ def test_ode_contract(name):
     grid = np.arange(0, TN, DT)
     assert us.shape == (len(grid), dim) and ts.shape == (len(grid),)
     assert us.dtype == ts.dtype == jnp.float64
+    us, ts = np.asarray(us), np.asarray(ts)
     np.testing.assert_allclose(ts, grid, rtol=0, atol=1e-12)
     np.testing.assert_allclose(us[0], default_u0(name), rtol=1e-12)
     assert np.all(np.isfinite(us))
@@ -166,10 +170,11 @@ def test_ode_contract(name):
     us32, ts32 = fn(TN, DT, u0=default_u0(name).astype(np.float32))
     assert us32.dtype == ts32.dtype == jnp.float32
     assert us32.shape == us.shape
+    us32 = np.asarray(us32)
     assert np.all(np.isfinite(us32))
     # before chaos separates them, the float32 run follows the float64 one
     early = slice(0, 50)
-    scale = np.abs(np.asarray(us)).max()
+    scale = np.abs(us).max()
     np.testing.assert_allclose(us32[early], us[early], rtol=0, atol=1e-3 * scale)
 
 
@@ -194,11 +199,12 @@ def test_no_recompile_on_new_initial_state_or_parameters():
 
 
 def test_vmap_over_initial_states_matches_single_runs():
-    u0s = jnp.array([[1.0, 1.0, 1.0], [-3.0, 2.0, 20.0]])
+    u0s = np.array([[1.0, 1.0, 1.0], [-3.0, 2.0, 20.0]])
     batched = jax.vmap(lambda u: orc.data.lorenz63(TN, DT, u0=u)[0])(u0s)
     assert batched.shape == (2, len(np.arange(0, TN, DT)), 3)
+    batched = np.asarray(batched)
     for i in range(2):
-        single, _ = orc.data.lorenz63(TN, DT, u0=u0s[i])
+        single = np.asarray(orc.data.lorenz63(TN, DT, u0=u0s[i])[0])
         # same steps per member; chaos amplifies rounding, so compare t < 2
         np.testing.assert_allclose(batched[i, :200], single[:200], atol=1e-6)
 
@@ -209,8 +215,8 @@ def test_vmap_over_initial_states_matches_single_runs():
 def test_lorenz63_symmetry():
     # (x, y, z) -> (-x, -y, z) maps solutions to solutions.
     x0, y0, z0 = 3.0, -7.0, 21.0
-    us, _ = orc.data.lorenz63(TN, DT, u0=(x0, y0, z0))
-    mirrored, _ = orc.data.lorenz63(TN, DT, u0=(-x0, -y0, z0))
+    us = np.asarray(orc.data.lorenz63(TN, DT, u0=(x0, y0, z0))[0])
+    mirrored = np.asarray(orc.data.lorenz63(TN, DT, u0=(-x0, -y0, z0))[0])
     first_2 = slice(0, 200)  # t < 2
     flip = np.array([-1.0, -1.0, 1.0])
     np.testing.assert_allclose(mirrored[first_2], us[first_2] * flip, atol=1e-6)
@@ -240,7 +246,7 @@ def test_lorenz63_largest_lyapunov_exponent():
         _, logs = jax.lax.scan(interval, carry, None, length=n_intervals)
         return jnp.sum(logs) / (n_intervals * tau)
 
-    exponent = float(run(jnp.array([1.0, 1.0, 20.0])))
+    exponent = float(run(jax.device_put(np.array([1.0, 1.0, 20.0]))))
     assert abs(exponent - 0.9056) < 0.05, exponent
 
 
@@ -256,6 +262,7 @@ def test_ks_conventions():
     U, t = orc.data.KS_1D(10.0)
     assert U.shape == (40, 64) and t.shape == (40,)
     assert U.dtype == t.dtype == jnp.float64
+    U, t = np.asarray(U), np.asarray(t)
     np.testing.assert_allclose(t, 0.25 * np.arange(40), atol=1e-12)
     np.testing.assert_array_equal(U[:, -1], U[:, 0])
     np.testing.assert_allclose(U[0], np.sin((32 / 22) * np.pi * KS_X), atol=1e-12)
@@ -265,7 +272,7 @@ def test_ks_conventions():
     np.testing.assert_allclose(t, [0.0, 0.3, 0.6], atol=1e-12)
     # a user u0 has Nx entries, the last one being the periodic duplicate
     u0 = np.sin(2 * np.pi * np.linspace(-5, 25, 64) / 30)
-    U, _ = orc.data.KS_1D(5.0, u0=u0, dt=0.5, domain=(-5, 25), Nx=64)
+    U = np.asarray(orc.data.KS_1D(5.0, u0=u0, dt=0.5, domain=(-5, 25), Nx=64)[0])
     assert U.shape == (10, 64)
     np.testing.assert_array_equal(U[0, :-1], u0[:-1])
     assert U[0, -1] == u0[0]
@@ -273,6 +280,7 @@ def test_ks_conventions():
     U32, t32 = orc.data.KS_1D(20.0, u0=KS_GENERIC.astype(np.float32))
     U64, _ = orc.data.KS_1D(20.0, u0=KS_GENERIC)
     assert U32.dtype == t32.dtype == jnp.float32
+    U32, U64 = np.asarray(U32), np.asarray(U64)
     assert np.all(np.isfinite(U32))
     np.testing.assert_allclose(U32[:20], U64[:20], atol=1e-3)
     # deterministic
@@ -299,8 +307,8 @@ def test_ks_matches_independent_solver():
     m = np.fft.fftfreq(n, 1.0 / n)
     k = 2 * np.pi * m / KS_L
     dealias = 3 * np.abs(m) < n
-    lin = jnp.asarray((k**2 - k**4).astype(np.complex128))
-    ik = jnp.asarray(1j * k * dealias)
+    lin = jax.device_put((k**2 - k**4).astype(np.complex128))
+    ik = jax.device_put(1j * k * dealias)
 
     def rhs(t, u, args):  # u_t = -u_xx - u_xxxx - (u^2 / 2)_x
         return jnp.real(
@@ -315,15 +323,16 @@ def test_ks_matches_independent_solver():
         0.0,
         2.0,
         1e-4,
-        jnp.asarray(u0[:-1]),
-        saveat=diffrax.SaveAt(ts=jnp.asarray(t_out)),
+        jax.device_put(u0[:-1]),
+        saveat=diffrax.SaveAt(ts=jax.device_put(t_out)),
         stepsize_controller=diffrax.PIDController(rtol=1e-11, atol=1e-11),
         max_steps=20_000,
     ).ys
+    reference = np.asarray(reference)
 
     errors = []
     for dt in (0.25, 0.125, 0.0625, 0.03125):
-        U, t = orc.data.KS_1D(2.0 + dt / 2, u0=u0, dt=dt)
+        U, t = map(np.asarray, orc.data.KS_1D(2.0 + dt / 2, u0=u0, dt=dt))
         stride = round(0.25 / dt)
         np.testing.assert_allclose(t[::stride], t_out[: len(t[::stride])], atol=1e-12)
         errors.append(np.abs(U[::stride, :-1] - reference[: len(U[::stride])]).max())
@@ -336,12 +345,12 @@ def test_ks_matches_independent_solver():
 def test_ks_is_chaotic():
     """Nearby initial states separate by orders of magnitude, the flow stays bounded."""
     bump = 1e-8 * np.sin(4 * np.pi * KS_X / KS_L)
-    U1, _ = orc.data.KS_1D(300.0, u0=KS_GENERIC)
-    U2, _ = orc.data.KS_1D(300.0, u0=KS_GENERIC + bump)
-    separation = np.linalg.norm(np.asarray(U1 - U2)[:, :-1], axis=1)
+    U1 = np.asarray(orc.data.KS_1D(300.0, u0=KS_GENERIC)[0])
+    U2 = np.asarray(orc.data.KS_1D(300.0, u0=KS_GENERIC + bump)[0])
+    separation = np.linalg.norm((U1 - U2)[:, :-1], axis=1)
     assert separation.max() / separation[0] > 1e3
-    assert np.abs(np.asarray(U1)).max() < 10
-    assert np.std(np.asarray(U1)[600:]) > 0.5  # not decayed to a flat state
+    assert np.abs(U1).max() < 10
+    assert np.std(U1[600:]) > 0.5  # not decayed to a flat state
 
 
 # --------------------------------------------------------------------------- #
@@ -359,18 +368,18 @@ def pendulum_energy(us, m1=1.0, m2=1.0, L1=1.0, L2=1.0, g=9.81):
 
 
 def test_double_pendulum_conserves_energy():
-    us, _ = orc.data.double_pendulum(20.0, DT)
+    us, _ = orc.data.double_pendulum(TN, DT)  # t up to 20
     energy = pendulum_energy(us)
     assert np.abs(energy - energy[0]).max() / abs(energy[0]) < 1e-6
     # other masses and lengths, a livelier start
     params = dict(m1=1.5, m2=0.7, L1=0.8, L2=1.3)
-    us, _ = orc.data.double_pendulum(20.0, DT, u0=(2.0, 0.0, -2.5, 1.0), **params)
+    us, _ = orc.data.double_pendulum(TN, DT, u0=(2.0, 0.0, -2.5, 1.0), **params)
     energy = pendulum_energy(us, **params)
     assert np.abs(energy - energy[0]).max() / abs(energy[0]) < 1e-5
 
 
 def test_double_pendulum_damping_dissipates_energy():
-    us, _ = orc.data.double_pendulum(20.0, DT, damping=0.2)
+    us, _ = orc.data.double_pendulum(TN, DT, damping=0.2)
     energy = pendulum_energy(us)
     assert np.all(np.diff(energy) < 1e-8)
     assert energy[-1] < energy[0] - 5.0
@@ -380,20 +389,22 @@ def test_double_pendulum_damping_dissipates_energy():
 # 6. diffeqsolve_kwargs
 # --------------------------------------------------------------------------- #
 def test_diffeqsolve_kwargs_override():
-    us, _ = orc.data.lorenz63(TN, DT)
+    us = np.asarray(orc.data.lorenz63(TN, DT)[0])
     # custom output times: same adaptive steps, only the interpolation points change
-    times = jnp.array([0.0, 0.5, 1.25])
+    times = jax.device_put(np.array([0.0, 0.5, 1.25]))
     sub, sub_ts = orc.data.lorenz63(TN, DT, saveat=diffrax.SaveAt(ts=times))
     assert sub.shape == (3, 3)
     np.testing.assert_array_equal(sub_ts, times)
-    np.testing.assert_allclose(sub, us[np.array([0, 50, 125])], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(sub, us[[0, 50, 125]], rtol=1e-9, atol=1e-9)
     # another solver and step-size controller: fixed-step Euler
     fixed, _ = orc.data.lorenz63(
         1.0, DT, solver=diffrax.Euler(), stepsize_controller=diffrax.ConstantStepSize()
     )
     x, y, z = -10.0, 1.0, 10.0  # one explicit Euler step by hand
     step = np.array([10 * (y - x), x * (28 - z) - y, x * y - 8 / 3 * z])
-    np.testing.assert_allclose(fixed[1], np.array([x, y, z]) + DT * step, rtol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(fixed)[1], np.array([x, y, z]) + DT * step, rtol=1e-12
+    )
     with pytest.raises(TypeError, match="t0"):
         orc.data.lorenz63(TN, DT, t0=1.0)
 

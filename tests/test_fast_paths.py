@@ -1,12 +1,13 @@
 """Every fast path computes what the plain path computes.
 
-- the native ELL product (C++ FFI kernel) vs the JAX gather, including nested
-  vmap, derivatives and whole models;
+- the native ELL product (C++ FFI kernel) vs the gathered sum in numpy,
+  including nested vmap and derivatives (their closed forms), and whole
+  models vs the plain path;
 - the BLAS update of the ridge statistics (rows read in place, native or by
   a host callback) vs numpy's products;
 - the in-place LAPACK ridge solve vs numpy, its fallback and derivatives;
-- the fused native ESN run (two threads per step) vs the per-step scan, and
-  the scalar, single-thread kernels (``ORC_NATIVE_SIMD=0``,
+- the fused native ESN run (two threads per step) vs the per-step run in
+  numpy, and the scalar, single-thread kernels (``ORC_NATIVE_SIMD=0``,
   ``ORC_NATIVE_THREADS=1``) vs the same references;
 - the overlapped run + statistics of forecaster training (``esn_run_stats``:
   reservoir on one thread, Gram on the other) vs the drive, run and products
@@ -34,8 +35,6 @@ import orc
 from _helpers import on_cpu
 from orc import _native
 from orc._kernels import (
-    _gather_matvec,
-    _run_scan,
     esn_forecast,
     esn_forecasts,
     esn_run,
@@ -45,15 +44,10 @@ from orc._kernels import (
 from orc._matrix import distinct_columns
 from orc._ridge import (
     RidgeStats,
-    _gram_xla,
-    _solve_xla,
     solve,
     stats_update,
     symmetric,
 )
-
-# the reference's run with the plain gather (orc._kernels.XLA)
-_esn_run_scan = functools.partial(_run_scan, _gather_matvec)
 
 
 def ell_matvec(values, indices, x, native):
@@ -63,12 +57,13 @@ def ell_matvec(values, indices, x, native):
 
 @functools.cache
 def _lorenz_record():
-    """Lorenz63 at dt 0.01 for tN = 45, integrated once. The tests take its
-    first rows: every distinct tN was a diffrax program of its own (six
-    programs, ~30 s of a loaded run); a prefix equals the shorter
-    integration's record to rounding (bit for bit at tN = 6, 12, 20)."""
+    """Lorenz63 at dt 0.01 for tN = 45, integrated once, as a numpy array. The
+    tests take its first rows: every distinct tN was a diffrax program of its
+    own (six programs, ~30 s of a loaded run); a prefix equals the shorter
+    integration's record to rounding (bit for bit at tN = 6, 12, 20). (numpy:
+    each slice of a JAX array compiles a program of its own.)"""
     U, _ = orc.data.lorenz63(tN=45, dt=0.01)
-    return U
+    return np.asarray(U)
 
 
 def _lorenz(tn):
@@ -91,14 +86,41 @@ pytestmark = pytest.mark.skipif(
     reason="native kernels off here (not installed, or ORC_NATIVE=0)",
 )
 
+# The references below are numpy's: the tests' inputs, slicing and
+# arithmetic are numpy too (every eager JAX operation on a new shape compiles
+# a program of its own), and each check under test is one jitted program.
+
 
 def _ell(n, k, lead=()):
+    """An ELL bank ``(*lead, n, k)`` in numpy: float64 values, int32 columns."""
     cols = np.stack([distinct_columns(RNG, n, n, k) for _ in range(int(np.prod(lead)))])
     vals = RNG.standard_normal(cols.shape)
-    return (
-        jnp.asarray(vals.reshape(lead + (n, k))),
-        jnp.asarray(cols.reshape(lead + (n, k))),
-    )
+    return vals.reshape(lead + (n, k)), cols.reshape(lead + (n, k)).astype(np.int32)
+
+
+def _np_matvec(values, indices, x):
+    """``y[..., i] = sum_j values[..., i, j] x[..., indices[..., i, j]]`` in
+    float64 numpy (leading axes of ``values``/``indices`` and ``x`` alike)."""
+    v, idx = np.asarray(values, np.float64), np.asarray(indices)
+    x = np.asarray(x, np.float64)
+    lead = np.broadcast_shapes(v.shape[:-2], x.shape[:-1])
+    v = np.broadcast_to(v, lead + v.shape[-2:])
+    idx = np.broadcast_to(idx, v.shape)
+    x = np.broadcast_to(x, lead + x.shape[-1:])
+    gathered = np.take_along_axis(x[..., None, :], idx.reshape(lead + (1, -1)), -1)
+    return np.sum(v * gathered.reshape(idx.shape), axis=-1)
+
+
+def _np_run(values, indices, drive, r0, leak):
+    """The leaky-tanh run ``r <- leak tanh(W r + drive[t]) + (1 - leak) r`` of
+    a bank ``values (C, n, k)`` over ``drive (T, C, n)`` in float64 numpy."""
+    r = np.asarray(r0, np.float64)
+    drive = np.asarray(drive, np.float64)
+    states = np.empty(drive.shape)
+    for t in range(drive.shape[0]):
+        r = leak * np.tanh(_np_matvec(values, indices, r) + drive[t]) + (1 - leak) * r
+        states[t] = r
+    return states
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
@@ -106,66 +128,96 @@ def _ell(n, k, lead=()):
 def test_native_matvec_equals_gather(dtype, n, k):
     """Row lengths below, at and past the vector widths (8 doubles, 16
     floats), with and without a masked tail, and row counts that are not a
-    multiple of the four rows the vector kernel does at a time."""
-    V, C = _ell(n, k, (1,))
-    V, C = V[0].astype(dtype), C[0]
-    x = jnp.asarray(RNG.standard_normal(n), dtype)
+    multiple of the four rows the vector kernel does at a time: the native
+    product equals the gathered sum (numpy's)."""
+    V, C = _ell(n, k)
+    V = V.astype(dtype)
+    x = RNG.standard_normal(n).astype(dtype)
     tol = 1e-5 if dtype == jnp.float32 else 1e-13
-    # both in one compiled program (eager, each op of the gather compiles)
-    fast, slow = jax.jit(
-        lambda V, C, x: (ell_matvec(V, C, x, native=True), _gather_matvec(V, C, x))
-    )(V, C, x)
-    np.testing.assert_allclose(fast, slow, rtol=tol, atol=tol)
+    fast = jax.jit(lambda V, C, x: ell_matvec(V, C, x, native=True))(V, C, x)
+    assert fast.dtype == dtype
+    np.testing.assert_allclose(fast, _np_matvec(V, C, x), rtol=tol, atol=tol)
 
 
 def test_native_matvec_nested_vmap_and_broadcast():
     V, C = _ell(50, 3, (4,))  # 4 chunks
-    xs = jnp.asarray(RNG.standard_normal((5, 4, 50)))  # 5 trajectories x 4 chunks
+    xs = RNG.standard_normal((5, 4, 50))  # 5 trajectories x 4 chunks
 
-    def per_chunk(native):
-        return jax.vmap(lambda v, c, x: ell_matvec(v, c, x, native=native))
+    @jax.jit
+    def fast(V, C, xs):
+        per_chunk = jax.vmap(lambda v, c, x: ell_matvec(v, c, x, native=True))
+        nested = jax.vmap(per_chunk, in_axes=(None, None, 0))(V, C, xs)
+        # a mapped vector against one unmapped matrix
+        mapped = jax.vmap(lambda x: ell_matvec(V[0], C[0], x, native=True))(xs[:, 0])
+        return nested, mapped
 
-    fast = jax.vmap(per_chunk(True), in_axes=(None, None, 0))(V, C, xs)
-    slow = jax.vmap(per_chunk(False), in_axes=(None, None, 0))(V, C, xs)
-    np.testing.assert_allclose(fast, slow, rtol=1e-13, atol=1e-13)
-    # a mapped vector against one unmapped matrix
-    fast = jax.vmap(lambda x: ell_matvec(V[0], C[0], x, native=True))(xs[:, 0])
-    slow = jax.vmap(lambda x: _gather_matvec(V[0], C[0], x))(xs[:, 0])
-    np.testing.assert_allclose(fast, slow, rtol=1e-13)
+    nested, mapped = fast(V, C, xs)
+    ref = _np_matvec(V[None], C[None], xs)  # (5, 4, 50)
+    np.testing.assert_allclose(nested, ref, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(mapped, ref[:, 0], rtol=1e-13)
 
 
 def test_native_matvec_derivatives():
-    V, C = _ell(40, 4, (1,))
-    V, C = V[0], C[0]
-    x = jnp.asarray(RNG.standard_normal(40))
+    """Derivatives of ``sum(sin(W x))`` with respect to the values and to x,
+    and the tangent in x, equal their closed forms in numpy."""
+    V, C = _ell(40, 4)
+    x = RNG.standard_normal(40)
 
-    def loss(v, x, native):
-        return jnp.sum(jnp.sin(ell_matvec(v, C, x, native=native)))
+    def loss(v, x):
+        return jnp.sum(jnp.sin(ell_matvec(v, C, x, native=True)))
 
-    for argnums in (0, 1):
-        g_fast = jax.grad(loss, argnums)(V, x, True)
-        g_slow = jax.grad(loss, argnums)(V, x, False)
-        np.testing.assert_allclose(g_fast, g_slow, rtol=1e-12, atol=1e-13)
-    t_fast = jax.jvp(lambda x: ell_matvec(V, C, x, native=True), (x,), (x,))[1]
-    np.testing.assert_allclose(t_fast, _gather_matvec(V, C, x), rtol=1e-12)
+    @jax.jit
+    def derivatives(V, x):
+        tangent = jax.jvp(lambda x: ell_matvec(V, C, x, native=True), (x,), (x,))[1]
+        return jax.grad(loss, (0, 1))(V, x), tangent
+
+    (g_v, g_x), t_fast = derivatives(V, x)
+    y = _np_matvec(V, C, x)
+    ref_v = np.cos(y)[:, None] * x[C]  # d/dv[i, j] = cos(y_i) x[c_ij]
+    ref_x = np.zeros(40)  # d/dx[m] = sum over c_ij = m of cos(y_i) v_ij
+    np.add.at(ref_x, C, np.cos(y)[:, None] * V)
+    np.testing.assert_allclose(g_v, ref_v, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(g_x, ref_x, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(t_fast, y, rtol=1e-12)  # the product is linear in x
 
 
 def test_models_agree_with_and_without_native_kernel():
+    """A model trained and run with the native kernels has the states of the
+    plain path (XLA's per-step run), the readout numpy's ridge regression
+    gives on them, and forecasts what the plain path forecasts."""
     U = _lorenz(12)
     esn = orc.forecaster.ESNForecaster(3, 120, chunks=3, locality=1)
+    fast_model, fast_R = orc.forecaster.train_RCForecaster(
+        esn, U, beta=1e-6, backend="native"
+    )
+    fast_R = np.asarray(fast_R)
+    fast_fc = np.asarray(fast_model.forecast(50, fast_R[-1]))
     # the backend is resolved when an entry point is called (here while the
     # user's jax.jit traces) and is a static argument of the compiled program
     with orc.use_backend("xla"):
-        slow_model, slow_R = jax.jit(
-            lambda m, u: orc.forecaster.train_RCForecaster(m, u)
-        )(esn, U)
-        slow_fc = jax.jit(lambda m, r: m.forecast(50, r))(slow_model, slow_R[-1])
-    fast_model, fast_R = orc.forecaster.train_RCForecaster(esn, U, backend="native")
-    fast_fc = fast_model.forecast(50, fast_R[-1])
+        slow_R = jax.jit(lambda m, u: m.force(u, m.driver.default_state()))(esn, U)
+        slow_R = np.asarray(slow_R)
+        slow_fc = jax.jit(lambda m, r: m.forecast(50, r))(fast_model, fast_R[-1])
+        slow_fc = np.asarray(slow_fc)
     # the two really are different programs (no cache hit across backends)
     assert not np.array_equal(fast_R, slow_R) or not np.array_equal(fast_fc, slow_fc)
     np.testing.assert_allclose(fast_R, slow_R, rtol=1e-11, atol=1e-12)
     np.testing.assert_allclose(fast_fc, slow_fc, rtol=1e-6, atol=1e-6)
+    # chunk c (locality 1 feeds it, but its readout sees its own states)
+    # predicts coordinate c of the next step
+    wout = np.asarray(fast_model.readout.wout)
+    for c in range(3):
+        x = slow_R[:-1, c]
+        w = np.linalg.solve(x.T @ x + 1e-6 * np.eye(120), x.T @ U[1:, c])
+        np.testing.assert_allclose(
+            fast_R[:, c] @ wout[c, 0], slow_R[:, c] @ w, rtol=1e-7, atol=1e-7
+        )
+
+
+def _updated(stats, x, y, start, stop):
+    """stats_update, and the symmetric Gram it leaves (one program)."""
+    got = stats_update(stats, x, y, start, stop)
+    return got, symmetric(got.gram)
 
 
 @pytest.mark.parametrize("path", ["native", "callback", "xla"])
@@ -177,7 +229,8 @@ def test_cpu_stats_update_equals_numpy(path, dtype, monkeypatch):
     the Gram's upper triangle and the cross term equal numpy's products of
     those rows, with and without chunks (whose rows are strided in memory),
     batched under vmap and jit, and it differentiates like the plain
-    products. The two large cases have enough work for the native float64
+    products (their derivatives in closed form, numpy's). The two large
+    cases have enough work for the native float64
     Gram kernel (CPUs with AVX2 and FMA) to split the rows of the Gram between
     two threads, over several blocks of steps, with sizes that are multiples
     of neither tile side (6 x 8); those two on the native path only (the
@@ -203,62 +256,66 @@ def test_cpu_stats_update_equals_numpy(path, dtype, monkeypatch):
             ref_g = g0 + np.swapaxes(xt, -1, -2) @ xt
             ref_c = c0 + np.swapaxes(xt, -1, -2) @ yt
             stats = RidgeStats(
-                jnp.asarray(g0, dtype), jnp.asarray(c0, dtype), jnp.asarray(2.0, dtype)
+                g0.astype(dtype), c0.astype(dtype), np.asarray(2.0, dtype)
             )
+            x, y = x.astype(dtype), y.astype(dtype)
             # a fresh function per call: traced under this test's backend
-            got = jax.jit(lambda s, x, y: stats_update(s, x, y, start, stop))(  # noqa: B023
-                stats, jnp.asarray(x, dtype), jnp.asarray(y, dtype)
+            got, sym = jax.jit(lambda s, x, y: _updated(s, x, y, start, stop))(  # noqa: B023
+                stats, x, y
             )
             assert got.gram.dtype == dtype and got.cross.dtype == dtype
             assert float(got.count) == 2 + stop - start
+            np.testing.assert_allclose(sym, ref_g, rtol=tol, atol=tol * 30)
             np.testing.assert_allclose(
-                symmetric(got.gram), ref_g, rtol=tol, atol=tol * 30
-            )
-            np.testing.assert_allclose(
-                jnp.triu(got.gram), np.triu(ref_g), rtol=tol, atol=tol * 30
+                np.triu(np.asarray(got.gram)), np.triu(ref_g), rtol=tol, atol=tol * 30
             )
             np.testing.assert_allclose(got.cross, ref_c, rtol=tol, atol=tol * 30)
         with pytest.raises(ValueError, match="rows"):
-            stats_update(stats, jnp.asarray(x, dtype), jnp.asarray(y, dtype), 3, 61)
+            stats_update(stats, x, y, 3, 61)
         if dtype == jnp.float64:
-            x = jnp.asarray(RNG.standard_normal((30, 6)))
-            y = jnp.asarray(RNG.standard_normal((30, 2)))
-            z = RidgeStats(jnp.zeros((6, 6)), jnp.zeros((6, 2)), jnp.zeros(()))
+            x = RNG.standard_normal((30, 6))
+            y = RNG.standard_normal((30, 2))
 
             def loss(x, y):
+                z = RidgeStats(jnp.zeros((6, 6)), jnp.zeros((6, 2)), jnp.zeros(()))
                 s = stats_update(z, x, y, 4, 25)
                 return jnp.sum(jnp.cos(symmetric(s.gram))) + jnp.sum(jnp.sin(s.cross))
 
-            def plain(x, y):
-                xs, ys = x[4:25], y[4:25]
-                return jnp.sum(jnp.cos(xs.T @ xs)) + jnp.sum(jnp.sin(xs.T @ ys))
+            gx, gy = jax.jit(jax.grad(loss, (0, 1)))(x, y)
+            # the plain products' loss sum(cos(xs^T xs)) + sum(sin(xs^T ys)) of
+            # rows 4:25 differentiated by hand
+            xs, ys = x[4:25], y[4:25]
+            ref_x, ref_y = np.zeros_like(x), np.zeros_like(y)
+            ref_x[4:25] = -2 * xs @ np.sin(xs.T @ xs) + ys @ np.cos(xs.T @ ys).T
+            ref_y[4:25] = xs @ np.cos(xs.T @ ys)
+            np.testing.assert_allclose(gx, ref_x, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(gy, ref_y, rtol=1e-12, atol=1e-12)
+        xs = RNG.standard_normal((3, 40, 5)).astype(dtype)
+        ys = RNG.standard_normal((3, 40, 2)).astype(dtype)
 
-            for a, b in zip(
-                jax.grad(loss, (0, 1))(x, y), jax.grad(plain, (0, 1))(x, y), strict=True
-            ):
-                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
-        xs = jnp.asarray(RNG.standard_normal((3, 40, 5)), dtype)
-        ys = jnp.asarray(RNG.standard_normal((3, 40, 2)), dtype)
-        zero = RidgeStats(
-            jnp.zeros((5, 5), dtype), jnp.zeros((5, 2), dtype), jnp.zeros((), dtype)
+        @jax.jit
+        def batched(xs, ys):
+            zero = RidgeStats(
+                jnp.zeros((5, 5), dtype), jnp.zeros((5, 2), dtype), jnp.zeros((), dtype)
+            )
+            return jax.vmap(lambda x, y: _updated(zero, x, y, 1, 39))(xs, ys)
+
+        got, sym = jax.tree.map(np.asarray, batched(xs, ys))
+        x2, y2 = (
+            np.asarray(xs[2, 1:39], np.float64),
+            np.asarray(ys[2, 1:39], np.float64),
         )
-        batched = jax.vmap(lambda x, y: stats_update(zero, x, y, 1, 39))(xs, ys)
-        np.testing.assert_allclose(
-            symmetric(batched.gram[2]), _gram_xla(xs[2, 1:39]), rtol=tol, atol=tol * 30
-        )
-        np.testing.assert_allclose(
-            batched.cross[2], xs[2, 1:39].T @ ys[2, 1:39], rtol=tol, atol=tol * 30
-        )
+        np.testing.assert_allclose(sym[2], x2.T @ x2, rtol=tol, atol=tol * 30)
+        np.testing.assert_allclose(got.cross[2], x2.T @ y2, rtol=tol, atol=tol * 30)
 
 
 def _stats(x, y, stale=True):
-    """Statistics whose lower triangle is junk, as the Gram update leaves it."""
+    """Statistics (numpy) whose lower triangle is junk, as the Gram update
+    leaves it."""
     g = x.T @ x
     if stale:
         g = np.triu(g) + np.tril(RNG.standard_normal(g.shape), -1)
-    return RidgeStats(
-        jnp.asarray(g), jnp.asarray(x.T @ y), jnp.asarray(len(x), g.dtype)
-    )
+    return RidgeStats(g, x.T @ y, np.asarray(len(x), g.dtype))
 
 
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
@@ -274,9 +331,11 @@ def test_native_ridge_solve_equals_numpy(dtype):
     got = jax.jit(solve)(stats, beta)
     assert got.dtype == dtype
     np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
-    twice = jax.tree.map(lambda a: jnp.stack([a, 2 * a]), stats)
+    twice = jax.tree.map(lambda a: np.stack([a, 2 * a]), stats)
     ref2 = np.linalg.solve(2 * x.T @ x + beta * np.eye(60), 2 * x.T @ y).T
-    for got in (jax.vmap(lambda s: solve(s, beta))(twice), solve(twice, beta)):
+    batched = jax.jit(lambda t: (jax.vmap(lambda s: solve(s, beta))(t), solve(t, beta)))
+    for got in batched(twice):  # vmapped, and as chunks
+        got = np.asarray(got)
         np.testing.assert_allclose(got[0], ref, rtol=tol, atol=tol)
         np.testing.assert_allclose(got[1], ref2, rtol=tol, atol=tol)
 
@@ -284,36 +343,40 @@ def test_native_ridge_solve_equals_numpy(dtype):
 def test_native_ridge_solve_fallback_and_errors():
     """A Gram that is not positive definite gets the minimum-norm solution from
     the Gram the kernel left intact (alone and under vmap, next to a problem
-    that factors); NaN statistics raise; derivatives match XLA's solve."""
+    that factors); NaN statistics raise; derivatives match the closed form."""
     x, y = RNG.standard_normal((20, 50)), RNG.standard_normal((20, 2))  # rank 20
     pinv = (np.linalg.pinv(x.T @ x) @ x.T @ y).T
     stats = _stats(x, y)
-    np.testing.assert_allclose(jax.jit(solve)(stats, 0.0), pinv, atol=1e-8)
+    solve_jit = jax.jit(solve)  # one program for the three problems of its size
+    np.testing.assert_allclose(solve_jit(stats, 0.0), pinv, atol=1e-8)
     full = _stats(RNG.standard_normal((200, 50)), RNG.standard_normal((200, 2)))
-    both = jax.tree.map(lambda a, b: jnp.stack([a, b]), stats, full)
-    got = jax.jit(jax.vmap(lambda s: solve(s, 0.0)))(both)
+    both = jax.tree.map(lambda a, b: np.stack([a, b]), stats, full)
+    got = np.asarray(jax.jit(jax.vmap(lambda s: solve(s, 0.0)))(both))
     np.testing.assert_allclose(got[0], pinv, atol=1e-8)
-    np.testing.assert_allclose(got[1], solve(full, 0.0), rtol=1e-12)
-    bad = RidgeStats(stats.gram.at[3, 7].set(jnp.nan), stats.cross, stats.count)
+    np.testing.assert_allclose(got[1], solve_jit(full, 0.0), rtol=1e-12)
+    gram = stats.gram.copy()
+    gram[3, 7] = np.nan
+    bad = RidgeStats(gram, stats.cross, stats.count)
     with pytest.raises(Exception, match="contain NaN/inf"):
-        jax.block_until_ready(solve(bad, 1e-3))
+        jax.block_until_ready(solve_jit(bad, 1e-3))
 
-    def loss(solver, g):
-        return jnp.sum(jnp.sin(solver(g)))
-
-    g = jnp.triu(full.gram)
-    # jitted: eager, every operation of the derivative compiles
-    fast = jax.jit(
+    g = np.triu(full.gram)
+    fast = jax.jit(  # (jitted: eager, every operation of the derivative compiles)
         jax.grad(
-            lambda g: loss(
-                lambda g: solve(RidgeStats(g, full.cross, full.count), 1e-2), g
+            lambda g: jnp.sum(
+                jnp.sin(solve(RidgeStats(g, full.cross, full.count), 1e-2))
             )
         )
     )(g)
-    slow = jax.jit(
-        jax.grad(lambda g: loss(lambda g: _solve_xla(g, full.cross, 1e-2).T, g))
-    )(g)
-    np.testing.assert_allclose(fast, slow, rtol=1e-9, atol=1e-12)
+    # the closed form in numpy: X = A^-1 B with A = sym(triu(g)) + beta I,
+    # dL/dA = -A^-1 cos(X) X^T, and an entry above the diagonal is both A_ij
+    # and A_ji (the entries below it are not read: zero)
+    a = g + np.triu(g, 1).T + 1e-2 * np.eye(50)
+    x = np.linalg.solve(a, full.cross)
+    m = -np.linalg.solve(a, np.cos(x)) @ x.T
+    np.testing.assert_allclose(
+        fast, np.triu(m) + np.triu(m.T, 1), rtol=1e-9, atol=1e-12
+    )
 
 
 def test_native_esn_activation_is_tanh():
@@ -321,9 +384,9 @@ def test_native_esn_activation_is_tanh():
     own tanh agrees with numpy's to a few ulp (relative) from 1e-300 to
     beyond saturation, with the sign of its argument."""
     grid = np.concatenate([[0.0, 1e-300, -1e-12, 1e-6], np.linspace(-40, 40, 4001)])
-    drive = jnp.asarray(grid.reshape(-1, 1) * np.ones((1, 3)))
-    zeros, idx = jnp.zeros((3, 2)), jnp.zeros((3, 2), jnp.int32)
-    got = esn_run(zeros, idx, drive, jnp.zeros(3), 1.0)[:, 0]
+    drive = grid.reshape(-1, 1) * np.ones((1, 3))
+    zeros, idx = np.zeros((3, 2)), np.zeros((3, 2), np.int32)
+    got = np.asarray(jax.jit(esn_run)(zeros, idx, drive, np.zeros(3), 1.0))[:, 0]
     np.testing.assert_allclose(got, np.tanh(grid), rtol=1e-15, atol=0)
     assert np.all(np.sign(got) == np.sign(grid))
 
@@ -333,81 +396,90 @@ def test_native_esn_activation_is_tanh():
 def test_native_esn_run_equals_scan(dtype, n, lead):
     """The fused run (two threads at 1000 nodes x 20 non-zeros and at 3 chunks
     of 701 x 14, where the two halves meet inside the middle chunk; one thread
-    at 60 nodes) equals the per-step scan, for one and several reservoirs in
-    the bank, under jit and vmap. (A case of 3 chunks of 300 x 6 was dropped:
-    5400 non-zeros x 333 steps is two threads too, as the 701 case.)"""
+    at 60 nodes) equals the per-step run (numpy's), for one and several
+    reservoirs in the bank, under jit and vmap. (A case of 3 chunks of 300 x 6
+    was dropped: 5400 non-zeros x 333 steps is two threads too, as the 701
+    case.)"""
     k = max(1, n // 50)
     values, indices = _ell(n, k, lead)
     values = (values * 0.8 / np.sqrt(k)).astype(dtype)
-    drive = jnp.asarray(RNG.standard_normal((333,) + lead + (n,)), dtype)
-    r0 = jnp.asarray(RNG.uniform(-1, 1, lead + (n,)), dtype)
+    drive = RNG.standard_normal((333,) + lead + (n,)).astype(dtype)
+    r0 = RNG.uniform(-1, 1, lead + (n,)).astype(dtype)
     tol = 1e-13 if dtype == jnp.float64 else 2e-6
-    scan = jax.jit(_esn_run_scan)
-    ref = scan(values, indices, drive, r0, 0.6)
-    got = jax.jit(esn_run)(values, indices, drive, r0, 0.6)
+
+    @jax.jit
+    def run(values, indices, drive, r0):
+        one = esn_run(values, indices, drive, r0, 0.6)
+        two = jnp.stack([r0, -r0])
+        batched = jax.vmap(lambda r: esn_run(values, indices, drive, r, 0.6))(two)
+        return one, batched
+
+    got, batched = run(values, indices, drive, r0)
     assert got.dtype == dtype and got.shape == drive.shape
-    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
-    two = jnp.stack([r0, -r0])
-    batched = jax.vmap(lambda r: esn_run(values, indices, drive, r, 0.6))(two)
     np.testing.assert_allclose(
-        batched[1], scan(values, indices, drive, -r0, 0.6), rtol=tol, atol=tol
+        got, _np_run(values, indices, drive, r0, 0.6), rtol=tol, atol=tol
+    )
+    np.testing.assert_allclose(
+        np.asarray(batched)[1],
+        _np_run(values, indices, drive, -r0, 0.6),
+        rtol=tol,
+        atol=tol,
     )
 
 
 _SCALAR_CHECK = """
 import jax, jax.numpy as jnp, numpy as np
 jax.config.update("jax_enable_x64", True)
-import functools
-from orc._kernels import _gather_matvec, _run_scan, ell_matvec, esn_run, esn_run_stats
+from orc._kernels import ell_matvec, esn_forecast, esn_run, esn_run_stats
 from orc._matrix import distinct_columns
-_esn_run_scan = functools.partial(_run_scan, _gather_matvec)
 from orc._ridge import RidgeStats
 rng = np.random.default_rng(5)
 # the fused run + statistics: here run and update follow each other
 n, c, t = 300, 3, 400
-idx = jnp.asarray(np.stack([distinct_columns(rng, n, n, 6) for _ in range(c)]))
-v = jnp.asarray(rng.standard_normal((c, n, 6)) * 0.3)
-win = jnp.asarray(rng.uniform(-1, 1, (c, n, 2)))
-u = jnp.asarray(rng.standard_normal((t, c, 2)))
-y = jnp.asarray(rng.standard_normal((t, c, 2)))
-r0 = jnp.zeros((c, n))
+idx = np.stack([distinct_columns(rng, n, n, 6) for _ in range(c)]).astype(np.int32)
+v = rng.standard_normal((c, n, 6)) * 0.3
+win = rng.uniform(-1, 1, (c, n, 2))
+u = rng.standard_normal((t, c, 2))
+y = rng.standard_normal((t, c, 2))
+r0 = np.zeros((c, n))
 # (each check is one compiled program: eager, every operation compiles)
 @jax.jit
 def fit(v, idx, win, u, r0, y):
-    states, stats = esn_run_stats(v, idx, win, u, 0.5, r0, 0.6, RidgeStats.zeros(n, 2, c, jnp.float64), y, 7, t)
-    ref = _esn_run_scan(v, idx, jnp.einsum("cnw,tcw->tcn", win, u) + 0.5, r0, 0.6)
-    return states, stats, ref
-states, stats, ref = fit(v, idx, win, u, r0, y)
+    stats0 = RidgeStats.zeros(n, 2, c, jnp.float64)
+    return esn_run_stats(v, idx, win, u, 0.5, r0, 0.6, stats0, y, 7, t)
+states, stats = fit(v, idx, win, u, r0, y)
+ref = _np_run(v, idx, np.einsum("cnw,tcw->tcn", win, u) + 0.5, r0, 0.6)
 np.testing.assert_allclose(states, ref, rtol=1e-12, atol=1e-12)
-x = np.asarray(ref)[7:]
+x = ref[7:]
+gram, cross = np.asarray(stats.gram), np.asarray(stats.cross)
 for ci in range(c):
-    g = np.triu(np.asarray(stats.gram[ci]))
+    g = np.triu(gram[ci])
     np.testing.assert_allclose(g, np.triu(x[:, ci].T @ x[:, ci]), rtol=1e-11, atol=1e-9)
-    np.testing.assert_allclose(stats.cross[ci], x[:, ci].T @ np.asarray(y)[7:, ci], rtol=1e-11, atol=1e-9)
+    np.testing.assert_allclose(cross[ci], x[:, ci].T @ y[7:, ci], rtol=1e-11, atol=1e-9)
 # the closed-loop forecast in one call, here on one thread
-from orc._kernels import _forecast_scan, esn_forecast
-_esn_forecast_scan = functools.partial(_forecast_scan, _gather_matvec)
 n, k = 600, 30
-idx = jnp.asarray(distinct_columns(rng, n, n, k))[None]
-v = jnp.asarray(rng.standard_normal((1, n, k)) * 0.15)
-win = jnp.asarray(rng.uniform(-1, 1, (1, n, 3)))
-wout = jnp.asarray(rng.standard_normal((1, 3, n)) * 0.01)
-window = jnp.asarray([[0, 1, 2]], jnp.int32)
-r0 = jnp.asarray(rng.uniform(-1, 1, (1, n)))
-got, ref = jax.jit(lambda *a: (esn_forecast(*a, 40), _esn_forecast_scan(*a, 40)))(
-    v, idx, win, window, 0.3, wout, r0, 0.6)
+idx = distinct_columns(rng, n, n, k)[None].astype(np.int32)
+v = rng.standard_normal((1, n, k)) * 0.15
+win = rng.uniform(-1, 1, (1, n, 3))
+wout = rng.standard_normal((1, 3, n)) * 0.01
+window = np.asarray([[0, 1, 2]], np.int32)
+r0 = rng.uniform(-1, 1, (1, n))
+got = jax.jit(lambda *a: esn_forecast(*a, 40))(v, idx, win, window, 0.3, wout, r0, 0.6)
+ref = _numpy_forecast(v, idx, win, window, 0.3, wout, r0, 0.6, 40)
 np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-13)
-for dtype, tol in ((jnp.float64, 1e-13), (jnp.float32, 2e-6)):
+for dtype, tol in ((np.float64, 1e-13), (np.float32, 2e-6)):
     for n, k in ((1000, 21), (64, 3)):
-        idx = jnp.asarray(distinct_columns(rng, n, n, k))[None]
-        v = jnp.asarray(rng.standard_normal((1, n, k)) * 0.8 / np.sqrt(k), dtype)
-        drive = jnp.asarray(rng.standard_normal((50, 1, n)), dtype)
-        r0 = jnp.asarray(rng.uniform(-1, 1, (1, n)), dtype)
-        got, ref, mv, mv_ref = jax.jit(lambda v, idx, drive, r0: (
-            esn_run(v, idx, drive, r0, 0.6), _esn_run_scan(v, idx, drive, r0, 0.6),
-            ell_matvec(v[0], idx[0], r0[0]), _gather_matvec(v[0], idx[0], r0[0]),
+        idx = distinct_columns(rng, n, n, k)[None].astype(np.int32)
+        v = (rng.standard_normal((1, n, k)) * 0.8 / np.sqrt(k)).astype(dtype)
+        drive = rng.standard_normal((50, 1, n)).astype(dtype)
+        r0 = rng.uniform(-1, 1, (1, n)).astype(dtype)
+        got, mv = jax.jit(lambda v, idx, drive, r0: (
+            esn_run(v, idx, drive, r0, 0.6), ell_matvec(v[0], idx[0], r0[0])
         ))(v, idx, drive, r0)
+        assert got.dtype == mv.dtype == dtype
+        ref = _np_run(v, idx, drive, r0, 0.6)
         np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+        mv_ref = _np_matvec(v[0], idx[0], r0[0])
         np.testing.assert_allclose(mv, mv_ref, rtol=tol, atol=tol)
 print("ok")
 """
@@ -420,14 +492,19 @@ print("ok")
 )
 def test_native_kernel_variants_equal_references(env):
     """The kernels picked on other machines (no vector gathers: the scalar
-    loop; one thread) compute what the references compute. The variant is
-    chosen once per process, so each runs in a fresh interpreter."""
+    loop; one thread) compute what the references (numpy's, as in the tests
+    above) compute. The variant is chosen once per process, so each runs in a
+    fresh interpreter."""
+    import inspect
     import os
     import subprocess
     import sys
 
+    references = "".join(
+        inspect.getsource(f) for f in (_np_matvec, _np_run, _numpy_forecast)
+    )
     proc = subprocess.run(
-        [sys.executable, "-c", _SCALAR_CHECK],
+        [sys.executable, "-c", "import numpy as np\n" + references + _SCALAR_CHECK],
         env={**os.environ, **env},
         capture_output=True,
         text=True,
@@ -437,28 +514,22 @@ def test_native_kernel_variants_equal_references(env):
 
 
 def _fit_case(n, chunks, steps, width, dtype, seed):
+    """A bank, input weights, windows, targets and initial states (numpy)."""
     rng = np.random.default_rng(seed)
     k = max(1, n // 50)
     cols = np.stack([distinct_columns(rng, n, n, k) for _ in range(chunks)])
-    values = jnp.asarray(rng.standard_normal(cols.shape) * 0.8 / np.sqrt(k), dtype)
-    win = jnp.asarray(rng.uniform(-0.5, 0.5, (chunks, n, width)), dtype)
-    windows = jnp.asarray(rng.standard_normal((steps, chunks, width)), dtype)
-    targets = jnp.asarray(rng.standard_normal((steps, chunks, 3)), dtype)
-    r0 = jnp.asarray(rng.uniform(-1, 1, (chunks, n)), dtype)
-    return values, jnp.asarray(cols), win, windows, r0, targets
+    values = (rng.standard_normal(cols.shape) * 0.8 / np.sqrt(k)).astype(dtype)
+    win = rng.uniform(-0.5, 0.5, (chunks, n, width)).astype(dtype)
+    windows = rng.standard_normal((steps, chunks, width)).astype(dtype)
+    targets = rng.standard_normal((steps, chunks, 3)).astype(dtype)
+    r0 = rng.uniform(-1, 1, (chunks, n)).astype(dtype)
+    return values, cols.astype(np.int32), win, windows, r0, targets
 
 
 def _numpy_fit(values, indices, win, windows, r0, targets, bias, leak, start, stop):
     """The drive, the leaky-tanh run and the statistics in plain numpy."""
-    v, idx = np.asarray(values, np.float64), np.asarray(indices)
     drive = np.einsum("cnw,tcw->tcn", np.asarray(win, np.float64), np.asarray(windows))
-    drive = drive + bias
-    r = np.asarray(r0, np.float64)
-    states = np.empty(drive.shape)
-    for t in range(drive.shape[0]):
-        wr = np.einsum("cnk,cnk->cn", v, np.take_along_axis(r[:, None, :], idx, 2))
-        r = leak * np.tanh(wr + drive[t]) + (1 - leak) * r
-        states[t] = r
+    states = _np_run(values, indices, drive + bias, r0, leak)
     x, y = states[start:stop], np.asarray(targets, np.float64)[start:stop]
     grams = np.stack([x[:, c].T @ x[:, c] for c in range(x.shape[1])])
     cross = np.stack([x[:, c].T @ y[:, c] for c in range(x.shape[1])])
@@ -481,11 +552,12 @@ def test_esn_run_stats_equals_numpy(dtype, n, chunks, steps, start):
         n, chunks, steps, 3, dtype, 1
     )
     stop = steps - 1
-    stats0 = RidgeStats.zeros(n, 3, chunks, dtype)
-    fn = jax.jit(
-        lambda *a: esn_run_stats(*a[:4], 0.3, a[4], 0.6, stats0, a[5], start, stop)
-    )
-    states, stats = fn(values, indices, win, windows, r0, targets)
+
+    def fit(*a):
+        stats0 = RidgeStats.zeros(n, 3, chunks, dtype)
+        return esn_run_stats(*a[:4], 0.3, a[4], 0.6, stats0, a[5], start, stop)
+
+    states, stats = jax.jit(fit)(values, indices, win, windows, r0, targets)
     ref_states, ref_g, ref_c = _numpy_fit(
         values, indices, win, windows, r0, targets, 0.3, 0.6, start, stop
     )
@@ -512,37 +584,37 @@ def test_esn_run_stats_adds_to_given_stats_under_vmap_and_grad():
     values, indices, win, windows, r0, targets = _fit_case(
         n, chunks, steps, 3, jnp.float64, 2
     )
-    stats0 = RidgeStats.zeros(n, 3, chunks, jnp.float64)
 
     def fit(r, stats, lo, hi):
         return esn_run_stats(
             values, indices, win, windows, 0.1, r, 0.6, stats, targets, lo, hi
         )
 
-    fit_whole = jax.jit(lambda r: fit(r, stats0, 0, steps))
-    _, whole = fit_whole(r0)
-    _, half = jax.jit(lambda r: fit(r, stats0, 0, 400))(r0)
-    _, both = jax.jit(lambda r: fit(r, half, 400, steps))(r0)
-    tol = 1e-12 * float(jnp.abs(whole.gram).max())  # rounding of cancelling sums
+    @jax.jit  # the whole, the two halves, and vmap over +-r0: one program
+    def fits(r):
+        stats0 = RidgeStats.zeros(n, 3, chunks, jnp.float64)
+        whole = fit(r, stats0, 0, steps)[1]
+        both = fit(r, fit(r, stats0, 0, 400)[1], 400, steps)[1]
+        second = fit(-r, stats0, 0, steps)[1]
+        pair = jnp.stack([r, -r])
+        batched = jax.vmap(lambda r: fit(r, stats0, 0, steps))(pair)[1]
+        return whole, both, second, batched
+
+    whole, both, second, batched = jax.tree.map(np.asarray, fits(r0))
+    tol = 1e-12 * np.abs(whole.gram).max()  # rounding of cancelling sums
     np.testing.assert_allclose(np.triu(both.gram), np.triu(whole.gram), atol=tol)
     np.testing.assert_allclose(both.cross, whole.cross, atol=tol)
-
-    pair = jnp.stack([r0, -r0])
-    batched = jax.jit(jax.vmap(lambda r: fit(r, stats0, 0, steps)))(pair)
-    _, second = fit_whole(-r0)
-    np.testing.assert_allclose(
-        np.triu(batched[1].gram[1]), np.triu(second.gram), atol=tol
-    )
+    np.testing.assert_allclose(np.triu(batched.gram[1]), np.triu(second.gram), atol=tol)
 
     small = _fit_case(30, 1, 40, 2, jnp.float64, 3)
-    s0 = RidgeStats.zeros(30, 3, 1, jnp.float64)
 
     def loss(scale):
         v, i, w, u, r, y = small
+        s0 = RidgeStats.zeros(30, 3, 1, jnp.float64)
         st = esn_run_stats(v * scale, i, w, u, 0.1, r, 0.6, s0, y, 3, 40)[1]
         return jnp.sum(jnp.triu(st.gram)) + jnp.sum(st.cross)
 
-    grad = jax.grad(loss)(1.0)
+    grad = jax.jit(jax.grad(loss))(1.0)
     h = 1e-5
     loss = jax.jit(loss)  # the two evaluations: one program
     fd = (loss(1.0 + h) - loss(1.0 - h)) / (2 * h)
@@ -573,7 +645,10 @@ def _openblas_threads():
 def test_training_restores_blas_threads_and_matches_plain_path():
     """Training an ESN forecaster that keeps its states takes the overlapped
     path (one esn_fit call in the compiled program), leaves the process's
-    BLAS thread count as it found it, and trains what the plain path trains."""
+    BLAS thread count as it found it, and trains what the plain path trains:
+    the states of the per-step run without the native kernels, and numpy's
+    ridge regression on them (the plain path's own fit is a program that
+    takes long to compile at this size, and its solve is checked elsewhere)."""
     U = _lorenz(20)
     esn = orc.forecaster.ESNForecaster(3, 700, seed=1)
     train = jax.jit(lambda m, u: orc.forecaster.train_RCForecaster(m, u, beta=1e-6))
@@ -584,15 +659,16 @@ def test_training_restores_blas_threads_and_matches_plain_path():
     fast_model, fast_R = train(esn, U)
     if control is not None:
         assert control[0]() == 2
-    slow_model, slow_R = orc.forecaster.train_RCForecaster(
-        esn, U, beta=1e-6, backend="xla"
-    )
+    slow_R = esn.force(U, esn.driver.default_state(), backend="xla")
+    fast_R, slow_R = np.asarray(fast_R), np.asarray(slow_R)
+    assert fast_R.shape == slow_R.shape == (len(U), 1, 700)
     np.testing.assert_allclose(fast_R, slow_R, rtol=1e-11, atol=1e-12)
     # the weights of this ill-conditioned fit differ at 1e-5 between Gram and
     # solve implementations; the fitted one-step predictions agree closely
-    fast_pred = jnp.einsum("tcn,con->tco", fast_R, fast_model.readout.wout)
-    slow_pred = jnp.einsum("tcn,con->tco", slow_R, slow_model.readout.wout)
-    np.testing.assert_allclose(fast_pred, slow_pred, rtol=1e-7, atol=1e-7)
+    x = slow_R[:, 0]
+    w = np.linalg.solve(x[:-1].T @ x[:-1] + 1e-6 * np.eye(700), x[:-1].T @ U[1:])
+    fast_pred = np.einsum("tcn,con->tco", fast_R, np.asarray(fast_model.readout.wout))
+    np.testing.assert_allclose(fast_pred[:, 0], x @ w, rtol=1e-7, atol=1e-7)
     np.testing.assert_allclose(fast_pred[:-1, 0], U[1:], atol=0.05)
 
 
@@ -601,21 +677,24 @@ def test_native_esn_run_derivatives():
     differences, for the leak, the drive and the matrix values."""
     values, indices = _ell(40, 4, (1,))
     values = values * 0.3
-    drive = jnp.asarray(RNG.standard_normal((25, 1, 40)))
-    r0 = jnp.zeros((1, 40))
+    drive = RNG.standard_normal((25, 1, 40))
+    r0 = np.zeros((1, 40))
 
     def loss(leak, drive, values):
         return jnp.sum(jnp.sin(esn_run(values, indices, drive, r0, leak)))
 
-    grads = jax.grad(loss, argnums=(0, 1, 2))(0.7, drive, values)
+    grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(0.7, drive, values)
+    grads = jax.tree.map(np.asarray, grads)
     loss = jax.jit(loss)  # the six evaluations: one program
     h = 1e-6
     fd = (loss(0.7 + h, drive, values) - loss(0.7 - h, drive, values)) / (2 * h)
     np.testing.assert_allclose(grads[0], fd, rtol=1e-6)
-    e = jnp.zeros_like(drive).at[3, 0, 5].set(h)
+    e = np.zeros_like(drive)
+    e[3, 0, 5] = h
     fd = (loss(0.7, drive + e, values) - loss(0.7, drive - e, values)) / (2 * h)
     np.testing.assert_allclose(grads[1][3, 0, 5], fd, rtol=1e-6)
-    e = jnp.zeros_like(values).at[0, 7, 2].set(h)
+    e = np.zeros_like(values)
+    e[0, 7, 2] = h
     fd = (loss(0.7, drive, values + e) - loss(0.7, drive, values - e)) / (2 * h)
     np.testing.assert_allclose(grads[2][0, 7, 2], fd, rtol=1e-6)
 
@@ -625,7 +704,7 @@ def test_models_force_with_fused_run_equals_per_step():
     step without the native kernels."""
     from orc.drivers import SEQ_BLOCK
 
-    u = jnp.asarray(RNG.standard_normal((SEQ_BLOCK * 2 + 77, 3)))
+    u = RNG.standard_normal((SEQ_BLOCK * 2 + 77, 3))
     models = [
         orc.forecaster.ESNForecaster(data_dim=3, res_dim=200, seed=1),
         orc.forecaster.ESNForecaster(data_dim=3, res_dim=60, chunks=3, seed=1),
@@ -663,18 +742,20 @@ def _numpy_forecast(values, indices, win, window, bias, wout, r0, leak, length):
 
 
 def _forecast_case(n, chunks, k, per_chunk, locality, dtype, seed):
+    """A bank, input and output weights, feedback windows and initial states
+    (numpy)."""
     from orc.embeddings import _window_indices
 
     rng = np.random.default_rng(seed)
     cols = np.stack([distinct_columns(rng, n, n, k) for _ in range(chunks)])
-    values = jnp.asarray(rng.standard_normal(cols.shape) * 0.9 / np.sqrt(k), dtype)
+    values = (rng.standard_normal(cols.shape) * 0.9 / np.sqrt(k)).astype(dtype)
     out_dim = chunks * per_chunk
-    window = _window_indices(out_dim, chunks, locality, True, False)
-    win = jnp.asarray(rng.uniform(-0.5, 0.5, (chunks, n, window.shape[1])), dtype)
+    window = np.asarray(_window_indices(out_dim, chunks, locality, True, False))
+    win = rng.uniform(-0.5, 0.5, (chunks, n, window.shape[1])).astype(dtype)
     wout = rng.standard_normal((chunks, per_chunk, n)) * 0.3 / np.sqrt(n)
-    wout = jnp.asarray(wout, dtype)
-    r0 = jnp.asarray(rng.uniform(-1, 1, (chunks, n)), dtype)
-    return values, jnp.asarray(cols), win, window, wout, r0
+    wout = wout.astype(dtype)
+    r0 = rng.uniform(-1, 1, (chunks, n)).astype(dtype)
+    return values, cols.astype(np.int32), win, window, wout, r0
 
 
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
@@ -687,20 +768,22 @@ def test_esn_forecast_equals_numpy(dtype, n, chunks, k, per_chunk, locality):
     """The one-call closed loop (two threads per step in the first two
     cases, 20000 and 18000 non-zeros; below 16384 the scan runs) equals
     readout, feedback through the chunk windows and the leaky-tanh step in
-    numpy."""
+    numpy; for 80 steps and for one."""
     values, indices, win, window, wout, r0 = _forecast_case(
         n, chunks, k, per_chunk, locality, dtype, 4
     )
-    fn = jax.jit(lambda *a: esn_forecast(*a[:4], 0.2, *a[4:], 0.6, 80))
-    got = fn(values, indices, win, jnp.asarray(window), wout, r0)
+    fn = jax.jit(  # both lengths in one program
+        lambda *a: tuple(
+            esn_forecast(*a[:4], 0.2, *a[4:], 0.6, length) for length in (80, 1)
+        )
+    )
+    got, one = fn(values, indices, win, window, wout, r0)
     ref = _numpy_forecast(values, indices, win, window, 0.2, wout, r0, 0.6, 80)
     tol = 1e-12 if dtype == jnp.float64 else 2e-5
     assert got.shape == (80, chunks * per_chunk) and got.dtype == dtype
     np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
-    one = jax.jit(lambda *a: esn_forecast(*a[:4], 0.2, *a[4:], 0.6, 1))
-    np.testing.assert_allclose(
-        one(values, indices, win, jnp.asarray(window), wout, r0), ref[:1], atol=tol
-    )
+    assert one.shape == (1, chunks * per_chunk)
+    np.testing.assert_allclose(one, ref[:1], atol=tol)
     with pytest.raises(ValueError, match="length"):
         esn_forecast(values, indices, win, window, 0.2, wout, r0, 0.6, 0)
 
@@ -722,27 +805,36 @@ def test_esn_forecasts_equal_numpy(
         n, chunks, k, per_chunk, locality, dtype, 6
     )
     rng = np.random.default_rng(7)
-    wouts = jnp.stack([wout * (1 + 0.2 * b) for b in range(readouts)])
-    r0s = jnp.asarray(rng.uniform(-1, 1, (starts, chunks, n)), dtype)
-    fn = jax.jit(lambda *a: esn_forecasts(*a[:4], 0.2, *a[4:], 0.6, 60))
-    got = fn(values, indices, win, jnp.asarray(window), wouts, r0s)
+    wouts = np.stack([wout * dtype(1 + 0.2 * b) for b in range(readouts)])
+    r0s = rng.uniform(-1, 1, (starts, chunks, n)).astype(dtype)
+
+    def forecasts(values, indices, win, window, wouts, r0s):
+        return esn_forecasts(values, indices, win, window, 0.2, wouts, r0s, 0.6, 60)
+
+    fn = jax.jit(forecasts)
+    got = np.asarray(fn(values, indices, win, window, wouts, r0s))
     if orc._strategy.resolve(None) == "native" and _native.native_available():
-        text = fn.lower(values, indices, win, jnp.asarray(window), wouts, r0s).as_text()
+        text = fn.lower(values, indices, win, window, wouts, r0s).as_text()
         assert "orc_esn_forecast_batch" in text  # the native call, not the scan
     assert got.shape == (readouts, starts, 60, chunks * per_chunk)
     assert got.dtype == dtype
     tol = 1e-12 if dtype == jnp.float64 else 2e-5
+    refs = np.empty(got.shape)
     for b in range(readouts):
         for s in range(starts):
-            ref = _numpy_forecast(
+            refs[b, s] = _numpy_forecast(
                 values, indices, win, window, 0.2, wouts[b], r0s[s], 0.6, 60
             )
-            np.testing.assert_allclose(got[b, s], ref, rtol=tol, atol=tol)
+            np.testing.assert_allclose(got[b, s], refs[b, s], rtol=tol, atol=tol)
     if dtype == jnp.float32:
         return
-    pair = jnp.stack([r0s, -r0s])
-    batched = jax.jit(jax.vmap(lambda r: fn(values, indices, win, window, wouts, r)))
-    np.testing.assert_allclose(batched(pair)[1], fn(values, indices, win, window, wouts, -r0s), rtol=1e-13, atol=1e-14)  # fmt: skip
+    # under vmap over the starts (+-r0s): the second is the forecasts from -r0s
+    pair = np.stack([r0s, -r0s])
+    batched = jax.jit(
+        jax.vmap(lambda r: forecasts(values, indices, win, window, wouts, r))
+    )
+    negated = np.asarray(batched(pair))[1]
+    np.testing.assert_allclose(negated, np.asarray(fn(values, indices, win, window, wouts, -r0s)), rtol=1e-13, atol=1e-14)  # fmt: skip
 
     def loss(scale):
         out = esn_forecasts(
@@ -750,7 +842,7 @@ def test_esn_forecasts_equal_numpy(
         )
         return jnp.sum(jnp.sin(out))
 
-    grad = jax.grad(loss)(1.0)
+    grad = jax.jit(jax.grad(loss))(1.0)
     loss = jax.jit(loss)
     fd = (loss(1.0 + 1e-5) - loss(1.0 - 1e-5)) / 2e-5
     np.testing.assert_allclose(grad, fd, rtol=1e-6)
@@ -766,14 +858,14 @@ def test_esn_forecast_under_vmap_and_grad():
     def fc(r, scale=1.0):
         return esn_forecast(values, indices, win, window, 0.2, wout * scale, r, 0.6, 40)
 
-    pair = jnp.stack([r0, -r0])
-    batched = jax.jit(jax.vmap(fc))(pair)
+    pair = np.stack([r0, -r0])
+    batched = np.asarray(jax.jit(jax.vmap(fc))(pair))
     np.testing.assert_allclose(batched[1], jax.jit(fc)(-r0), rtol=1e-13, atol=1e-14)
 
     def loss(scale):
         return jnp.sum(jnp.sin(fc(r0, scale)))
 
-    grad = jax.grad(loss)(1.0)
+    grad = jax.jit(jax.grad(loss))(1.0)
     h = 1e-5
     loss = jax.jit(loss)  # the two evaluations: one program
     fd = (loss(1.0 + h) - loss(1.0 - h)) / (2 * h)
@@ -786,9 +878,8 @@ def test_models_forecast_with_fused_loop_equals_per_step():
     driver, readout and embedding gives, from a state and from a warm-up;
     models the call does not cover (quadratic features, ensemble readout)
     keep the per-step loop."""
-    U = _lorenz(30)
-    U = jnp.asarray(U[500:2500])
-    U6 = jnp.concatenate([U, U[:, ::-1]], axis=1)
+    U = _lorenz(30)[500:2500]
+    U6 = np.concatenate([U, U[:, ::-1]], axis=1)
     cases = [
         (orc.forecaster.ESNForecaster(data_dim=3, res_dim=1000, seed=2), U),
         (
@@ -805,7 +896,7 @@ def test_models_forecast_with_fused_loop_equals_per_step():
     ]
     for model, data in cases:
         model, states = orc.forecaster.train_RCForecaster(model, data[:1500])
-        r = states[-1]
+        r = np.asarray(states)[-1]
         jaxpr = str(jax.make_jaxpr(lambda r, m=model: m.forecast(50, r))(r))
         assert "orc_esn_forecast" in jaxpr
         # The two loops round differently (the native call sums the readout
@@ -816,9 +907,10 @@ def test_models_forecast_with_fused_loop_equals_per_step():
         # first 10 steps must agree to rounding and all 150 to 1e-7 of the
         # attractor's size; a real fault (wrong leak, input or readout, an
         # off-by-one step) is off by orders of magnitude more.
-        fast = model.forecast(150, r)
+        fast = np.asarray(model.forecast(150, r))
         slow = eqx.filter_jit(lambda m, r: m._closed_loop_scan(150, r))(model, r)
-        scale = float(jnp.max(jnp.abs(slow)))
+        slow = np.asarray(slow)
+        scale = float(np.max(np.abs(slow)))
         np.testing.assert_allclose(fast[:10], slow[:10], rtol=0, atol=1e-11 * scale)
         np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-7 * scale)
         warm = data[1500:1700]
@@ -827,7 +919,8 @@ def test_models_forecast_with_fused_loop_equals_per_step():
                 100, m.force(w, m.driver.default_state())[-1]
             )
         )(model, warm)
-        fast_ic = model.forecast_from_IC(100, warm)
+        slow_ic = np.asarray(slow_ic)
+        fast_ic = np.asarray(model.forecast_from_IC(100, warm))
         np.testing.assert_allclose(
             fast_ic[:10], slow_ic[:10], rtol=0, atol=1e-11 * scale
         )
@@ -841,8 +934,8 @@ def test_models_forecast_with_fused_loop_equals_per_step():
 
     plain = orc.forecaster.ESNForecaster(data_dim=3, res_dim=100, seed=2)
     custom = plain.set_readout(SineFeatures(3, 100, chunks=1))
-    custom = eqx.tree_at(lambda m: m.readout.wout, custom, jnp.ones((1, 3, 100)) / 100)
-    r0 = custom.driver.default_state() + 0.3
+    custom = eqx.tree_at(lambda m: m.readout.wout, custom, np.ones((1, 3, 100)) / 100)
+    r0 = np.asarray(custom.driver.default_state()) + 0.3
     np.testing.assert_allclose(
         custom.forecast(20, r0),
         eqx.filter_jit(lambda m, r: m._closed_loop_scan(20, r))(custom, r0),
@@ -860,13 +953,12 @@ def test_models_forecast_with_fused_loop_equals_per_step():
 
 @pytest.mark.parametrize("kind", ["single", "parallel", "multi", "target"])
 def test_streaming_training_equals_stored_states(kind):
-    U = _lorenz(45)
-    U = U[500:]
+    U = _lorenz(45)[500:]
     chunks = 3 if kind == "parallel" else 1
     esn = orc.forecaster.ESNForecaster(3, 60, chunks=chunks, locality=1, seed=2)
     kw = dict(spinup=100, beta=1e-6)
     if kind == "multi":
-        data = jnp.stack([U[:1500], U[1500:3000]])
+        data = np.stack([U[:1500], U[1500:3000]])
         kw["multi_sequence"] = True
     else:
         data = U[:3900]
@@ -877,6 +969,7 @@ def test_streaming_training_equals_stored_states(kind):
     streamed, last = orc.forecaster.train_RCForecaster(
         esn, data, return_states=False, **kw
     )
+    R = np.asarray(R)
     np.testing.assert_allclose(last, R[..., -1, :, :], rtol=1e-12, atol=1e-12)
     states = R.reshape((-1,) + R.shape[-2:])
     np.testing.assert_allclose(
@@ -889,13 +982,14 @@ def test_streaming_training_equals_stored_states(kind):
 
 def test_streaming_controller_equals_stored():
     rng = np.random.default_rng(3)
-    u = jnp.asarray(0.3 * rng.standard_normal((2100, 1)))
-    y = jnp.cumsum(0.01 * u, axis=0) @ jnp.ones((1, 2))
+    u = 0.3 * rng.standard_normal((2100, 1))
+    y = np.cumsum(0.01 * u, axis=0) @ np.ones((1, 2))
     ctrl = orc.control.ESNController(2, 1, 40)
     a, R = orc.control.train_RCController(ctrl, y[:-1], u[1:], spinup=20, beta=1e-6)
     b, last = orc.control.train_RCController(
         ctrl, y[:-1], u[1:], spinup=20, beta=1e-6, return_states=False
     )
+    R = np.asarray(R)
     np.testing.assert_allclose(last, R[-1], rtol=1e-12)
     np.testing.assert_allclose(
         a.readout.batch_readout(R), b.readout.batch_readout(R), rtol=1e-5, atol=1e-6
@@ -908,9 +1002,9 @@ def test_nan_and_inf_propagate_as_in_xla(dtype):
     does on XLA's (the native tanh once capped it to +-1, a plausible state),
     and +-inf saturates the tanh to +-1 on both; through the teacher-forced
     run, the fused fit's states and the closed-loop forecast from them."""
-    U = _lorenz(6)
-    U = jnp.asarray(U, dtype)
-    bad = U.at[100, 1].set(jnp.nan).at[200, 0].set(jnp.inf).at[300, 2].set(-jnp.inf)
+    U = _lorenz(6).astype(dtype)
+    bad = U.copy()
+    bad[100, 1], bad[200, 0], bad[300, 2] = np.nan, np.inf, -np.inf
     # 1000 nodes x 20 per row: the forecast is the native one-call kernel
     esn = orc.forecaster.ESNForecaster(3, 1000, dtype=dtype, seed=4)
     r0 = esn.driver.default_state()
@@ -920,14 +1014,16 @@ def test_nan_and_inf_propagate_as_in_xla(dtype):
     got = {}
     for b in ("native", "xla"):
         got[b], errors = force(bad, b)
+        got[b] = np.asarray(got[b])
         assert [msg for _, msg, _ in errors.found()] == [
             "ESNForecaster: in_seq contains NaN or inf values (first at row 100)."
         ]
-    nan = {b: np.isnan(np.asarray(x)) for b, x in got.items()}
+    nan = {b: np.isnan(x) for b, x in got.items()}
     assert nan["native"][100:].all() and not nan["native"][:100].any()
     np.testing.assert_array_equal(nan["native"], nan["xla"])
     # inf alone (no NaN before it): saturated, finite states on both paths
-    inf = U.at[50, 0].set(jnp.inf)
+    inf = U.copy()
+    inf[50, 0] = np.inf
     for b in ("native", "xla"):
         states, _ = force(inf, b)
         assert np.isfinite(np.asarray(states)).all()
@@ -950,15 +1046,15 @@ def test_nan_reaches_every_kernel_on_both_paths(dtype):
     a NaN initial state (the data passes its own check, so the NaN goes
     through the run, the Gram and the solve): an error, never NaN weights,
     on both paths alike."""
-    U = _lorenz(4)
-    U = jnp.asarray(U, dtype)
+    U = _lorenz(4).astype(dtype)
     esn = orc.forecaster.ESNForecaster(3, 300, dtype=dtype, seed=2)
-    r = esn.driver.default_state().at[..., 7].set(jnp.nan)
-    p = esn.embedding.embed(U[0])
+    r = np.array(esn.driver.default_state())
+    r[..., 7] = np.nan
     steps = {}
     for b in ("native", "xla"):
-        with orc.use_backend(b):
-            steps[b] = np.asarray(esn.driver.advance(p, r))
+        with orc.use_backend(b):  # a fresh function: traced under this backend
+            step = jax.jit(lambda u, r: esn.driver.advance(esn.embedding.embed(u), r))
+            steps[b] = np.asarray(step(U[0], r))
     # a row is NaN exactly when it reads column 7 (or is row 7 itself, leak)
     np.testing.assert_array_equal(np.isnan(steps["native"]), np.isnan(steps["xla"]))
     assert np.isnan(steps["native"]).any() and not np.isnan(steps["native"]).all()
@@ -982,22 +1078,31 @@ def test_native_column_quantiles_equal_jnp_quantile(dtype, rows, cols):
     x[:, 0] = np.round(x[:, 0], 1)  # ties
     if cols > 5:
         x[rows // 2, 5] = np.nan  # a column with a NaN is NaN throughout
-    q = jnp.asarray((0.0, 0.1, 0.25, 0.5, 0.75, 1.0), dtype)
-    ours = np.asarray(jax.jit(_column_quantiles_native)(jnp.asarray(x), q))
-    ref = np.asarray(jax.jit(lambda a: jnp.quantile(a, q, axis=0))(jnp.asarray(x)))
-    np.testing.assert_array_max_ulp(ours, ref, maxulp=1)
-    assert np.array_equal(np.isnan(ours), np.isnan(ref))
+    q = np.asarray((0.0, 0.1, 0.25, 0.5, 0.75, 1.0), dtype)
+    batch = np.stack([x, 2 * x])
+    clean = np.nan_to_num(x)
+
+    @jax.jit  # ours: the native kernel, the dispatching function under vmap
+    def ours(x, batch, clean):  # and its derivative (XLA's)
+        return (
+            _column_quantiles_native(x, q),
+            jax.vmap(lambda a: column_quantiles(a, q))(batch)[1],
+            jax.grad(lambda a: column_quantiles(a, q).sum())(clean),
+        )
+
+    @jax.jit  # XLA's: jnp.quantile (a program of its own)
+    def xla(x, twice, clean):
+        return (
+            jnp.quantile(x, q, axis=0),
+            jnp.quantile(twice, q, axis=0),
+            jax.grad(lambda a: jnp.quantile(a, q, axis=0).sum())(clean),
+        )
+
+    got, got_batch, got_grad = jax.tree.map(np.asarray, ours(x, batch, clean))
+    ref, ref_batch, ref_grad = jax.tree.map(np.asarray, xla(x, batch[1], clean))
+    np.testing.assert_array_max_ulp(got, ref, maxulp=1)
+    assert np.array_equal(np.isnan(got), np.isnan(ref))
     if cols > 5:
-        assert np.isnan(ours[:, 5]).all()
-    # the dispatching function, under vmap and for derivatives (XLA's)
-    batch = jnp.stack([jnp.asarray(x), 2 * jnp.asarray(x)])
-    np.testing.assert_array_max_ulp(
-        np.asarray(jax.jit(jax.vmap(lambda a: column_quantiles(a, q)))(batch))[1],
-        np.asarray(jnp.quantile(batch[1], q, axis=0)),
-        maxulp=1,
-    )
-    clean = jnp.asarray(np.nan_to_num(x))
-    np.testing.assert_allclose(  # (jitted: eager, each op of the VJP compiles)
-        jax.jit(jax.grad(lambda a: column_quantiles(a, q).sum()))(clean),
-        jax.jit(jax.grad(lambda a: jnp.quantile(a, q, axis=0).sum()))(clean),
-    )
+        assert np.isnan(got[:, 5]).all()
+    np.testing.assert_array_max_ulp(got_batch, ref_batch, maxulp=1)
+    np.testing.assert_allclose(got_grad, ref_grad)

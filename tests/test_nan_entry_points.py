@@ -13,6 +13,7 @@ all NaN and blamed the model with a ``DivergenceWarning`` (nothing under
 
 from __future__ import annotations
 
+import functools
 import json
 import warnings
 
@@ -56,39 +57,99 @@ def _data(bad_value=np.nan):
     u = np.stack([np.sin(t), np.cos(2 * t), np.sin(3 * t + 1)], axis=1)
     for row, col in zip(BAD_ROWS, (2, 0), strict=True):
         u[row, col] = bad_value
-    return jnp.asarray(u)
+    return jax.device_put(u)  # no program (jnp.asarray compiles one)
 
 
 def _bad_state(model):
     """The default state with one NaN in its last row (chunk), or at node 7
     of a state without a chunk axis: ``(state, where)``."""
-    r0 = model.driver.default_state()
+    r0 = np.array(model.driver.default_state())  # edited in numpy: no program
     if r0.ndim == 1:
-        return r0.at[7].set(jnp.nan), "(first at index 7)"
+        r0[7] = np.nan
+        return jax.device_put(r0), "(first at index 7)"
     last = r0.shape[0] - 1
-    return r0.at[last, 5].set(jnp.inf), f"(first at row {last})"
+    r0[last, 5] = np.inf
+    return jax.device_put(r0), f"(first at row {last})"
 
 
+# The entry points as functions of the model and the arguments, each made
+# once: a bad argument and a bad state of one entry point are two calls of
+# one function with arguments of the same shapes, so eagerly and under
+# eqx.filter_jit both cases share one compiled program (a new lambda per
+# case and test compiled it again, ~6 s for a CESN).
+def _force(m, x, r):
+    return m.force(x, r)
+
+
+def _force_default_state(m, x):
+    return m.force(x)
+
+
+def _predict(m, x, r):
+    return m.predict(x, r)
+
+
+def _predict_default_state(m, x):
+    return m.predict(x)
+
+
+def _forecast(m, r):
+    return m.forecast(10, r)
+
+
+def _forecast_from_IC(m, x):
+    return m.forecast_from_IC(10, x)
+
+
+def _cesn_force(m, x, r):
+    return m.force(x, r, TS)
+
+
+def _cesn_predict(m, x, r):
+    return m.predict(x, r, TS)
+
+
+def _cesn_forecast(m, r):
+    return m.forecast(TS[:10], r)
+
+
+def _cesn_forecast_from_IC(m, x):
+    return m.forecast_from_IC(TS[:10], x)
+
+
+@functools.cache
+def _filter_jit(fn):
+    return eqx.filter_jit(fn)
+
+
+@functools.cache
+def _model(family):
+    return FAMILIES[family]()
+
+
+@functools.cache
 def _calls(family):
-    """``{entry point: (function of (model, arg), bad arg, argument name,
-    where)}``: the function calls the entry point with the bad argument."""
-    model = FAMILIES[family]()
+    """``{entry point: (function of (model, *args), args, argument name,
+    where)}``: the function calls the entry point with ``args``, one of which
+    is bad (the first, ``in_seq``, for the ``force``/``predict`` entries)."""
+    model = _model(family)
     owner = type(model).__name__
     u = _data()
     row = f"(first at row {BAD_ROWS[0]})"
-    clean = jnp.asarray(np.nan_to_num(np.asarray(u)))
+    clean = jax.device_put(np.nan_to_num(np.asarray(u)))
     if family == "nvar":  # no reservoir state; its forecasts read a window
         return owner, {
-            "predict": (lambda m, x: m.predict(x), u, "in_seq", row),
+            "predict": (_predict_default_state, (u,), "in_seq", row),
         }
     if family == "regressor":
-        r0 = model.driver.default_state()
+        bad_r0 = np.array(model.driver.default_state())
+        bad_r0[4] = np.nan
         return owner, {
-            "force": (lambda m, x: m.force(x), u, "in_seq", row),
-            "predict": (lambda m, x: m.predict(x), u, "in_seq", row),
+            "force": (_force_default_state, (u,), "in_seq", row),
+            "predict": (_predict_default_state, (u,), "in_seq", row),
             "force state": (
-                lambda m, r: m.force(clean, r),
-                r0.at[4].set(jnp.nan),
+                _force,
+                (clean, jax.device_put(bad_r0)),
                 "res_state",
                 "(first at index 4)",
             ),
@@ -97,57 +158,23 @@ def _calls(family):
     state, state_where = _bad_state(model)
     if family == "cesn":
         return owner, {
-            "force": (lambda m, x: m.force(x, r0, TS), u, "in_seq", row),
-            "force state": (
-                lambda m, r: m.force(clean, r, TS),
-                state,
-                "res_state",
-                state_where,
-            ),
-            "predict": (lambda m, x: m.predict(x, r0, TS), u, "in_seq", row),
-            "forecast": (
-                lambda m, r: m.forecast(TS[:10], r),
-                state,
-                "res_state",
-                state_where,
-            ),
-            "forecast_from_IC": (
-                lambda m, x: m.forecast_from_IC(TS[:10], x),
-                u,
-                "spinup_data",
-                row,
-            ),
+            "force": (_cesn_force, (u, r0), "in_seq", row),
+            "force state": (_cesn_force, (clean, state), "res_state", state_where),
+            "predict": (_cesn_predict, (u, r0), "in_seq", row),
+            "forecast": (_cesn_forecast, (state,), "res_state", state_where),
+            "forecast_from_IC": (_cesn_forecast_from_IC, (u,), "spinup_data", row),
         }
     return owner, {
-        "force": (lambda m, x: m.force(x, r0), u, "in_seq", row),
-        "force state": (
-            lambda m, r: m.force(clean, r),
-            state,
-            "res_state",
-            state_where,
-        ),
-        "predict": (lambda m, x: m.predict(x, r0), u, "in_seq", row),
-        "predict state": (
-            lambda m, r: m.predict(clean, r),
-            state,
-            "res_state",
-            state_where,
-        ),
-        "forecast": (lambda m, r: m.forecast(10, r), state, "res_state", state_where),
-        "forecast_from_IC": (
-            lambda m, x: m.forecast_from_IC(10, x),
-            u,
-            "spinup_data",
-            row,
-        ),
+        "force": (_force, (u, r0), "in_seq", row),
+        "force state": (_force, (clean, state), "res_state", state_where),
+        "predict": (_predict, (u, r0), "in_seq", row),
+        "predict state": (_predict, (clean, state), "res_state", state_where),
+        "forecast": (_forecast, (state,), "res_state", state_where),
+        "forecast_from_IC": (_forecast_from_IC, (u,), "spinup_data", row),
     }
 
 
-CASES = [
-    (family, entry)
-    for family in FAMILIES
-    for entry in _calls(family)[1]  # noqa: B023 (built once, at collection)
-]
+CASES = [(family, entry) for family in FAMILIES for entry in _calls(family)[1]]
 
 
 @pytest.mark.parametrize("mode", ["eager", "filter_jit"])
@@ -156,14 +183,14 @@ def test_nonfinite_input_is_refused_naming_the_argument_and_first_bad_row(
     family, entry, mode
 ):
     owner, calls = _calls(family)
-    fn, bad, name, where = calls[entry]
-    model = FAMILIES[family]()
+    fn, args, name, where = calls[entry]
+    model = _model(family)
     expected = f"{owner}: {name} contains NaN or inf values {where}."
-    call = fn if mode == "eager" else eqx.filter_jit(fn)
+    call = fn if mode == "eager" else _filter_jit(fn)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with pytest.raises(eqx.EquinoxRuntimeError) as err:
-            jax.block_until_ready(call(model, bad))
+            jax.block_until_ready(call(model, *args))
     if mode == "eager":
         assert str(err.value) == expected
     else:  # equinox adds the stack around the same message
@@ -177,19 +204,20 @@ def test_nonfinite_input_is_refused_naming_the_argument_and_first_bad_row(
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_finite_input_still_runs(family):
     _, calls = _calls(family)
-    model = FAMILIES[family]()
-    u = jnp.asarray(np.nan_to_num(np.asarray(_data())))
+    model = _model(family)
+    u = jax.device_put(np.nan_to_num(np.asarray(_data())))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # untrained: zero outputs, warned
         for entry in {"force", "predict"} & set(calls):
-            out = calls[entry][0](model, u)
+            fn, (_, *rest), _, _ = calls[entry]  # the bad in_seq replaced by u
+            out = fn(model, u, *rest)
             assert np.isfinite(np.asarray(out)).all(), entry
 
 
 def test_a_trained_forecast_from_nan_warm_up_is_refused_not_blamed_on_the_model():
     # the issue's case: a trained model, one NaN in the warm-up data
     t = np.arange(600) * 0.05
-    u = jnp.asarray(np.stack([np.sin(t), np.cos(t), np.sin(2 * t)], axis=1))
+    u = jax.device_put(np.stack([np.sin(t), np.cos(t), np.sin(2 * t)], axis=1))
     model, _ = train_RCForecaster(ESNForecaster(3, 50, seed=0), u[:500])
     warm = u[500:540].at[17, 1].set(jnp.nan)
     expected = (
@@ -245,7 +273,9 @@ def test_training_keeps_its_checks_out_of_the_reservoir_loop():
 def test_the_row_is_named_under_jit_for_long_data():
     # one message per row, made only when raised: no cap on the length
     n = 200_000
-    x = jnp.zeros((n, 2)).at[n - 3, 1].set(jnp.nan)
+    x = np.zeros((n, 2))
+    x[n - 3, 1] = np.nan
+    x = jax.device_put(x)
     f = jax.jit(lambda x: check_finite(x, "x", "f", "Hint {braces} kept."))
     with pytest.raises(Exception) as err:  # noqa: PT011 (jax.jit: JaxRuntimeError)
         jax.block_until_ready(f(x))
@@ -272,7 +302,7 @@ def test_eager_and_compiled_checks_have_the_same_words(shape, bad, where):
         check_finite_rows(x, "x", "f")
     assert str(eager.value) == expected
     fn = orc.capture_errors(lambda x: check_finite(x, "x", "f"))
-    _, errors = jax.jit(fn)(jnp.asarray(x))
+    _, errors = jax.jit(fn)(jax.device_put(x))
     assert [msg for _, msg, _ in errors.found()] == [expected]
 
 
@@ -352,21 +382,28 @@ def test_predict_outputs_that_overflow_are_reported(family):
     # finite inputs far beyond the float range the arithmetic holds: the
     # NaN/inf outputs come with a warning (eagerly and under jit), never silently
     model = FAMILIES[family]()
-    huge = jnp.full((SEQ_LEN, 3), 1e300)
+    huge = jax.device_put(np.full((SEQ_LEN, 3), 1e300))
     if family == "nvar":
-        model = eqx.tree_at(lambda m: m.wout, model, jnp.ones_like(model.wout))
+        ones = jax.device_put(np.ones(model.wout.shape))
+        model = eqx.tree_at(lambda m: m.wout, model, ones)
         args = (huge,)
     else:  # saturating tanh: overflow needs a readout of a huge state
-        wout = jnp.ones_like(model.readout.wout)
+        wout = jax.device_put(np.ones(model.readout.wout.shape))
         model = model.set_readout(model.readout.set_wout(wout))
-        args = (huge, jnp.full(model.driver.default_state().shape, 1e308))
+        args = (
+            huge,
+            jax.device_put(np.full(model.driver.default_state().shape, 1e308)),
+        )
     for call in (model.predict, eqx.filter_jit(model.predict)):
         with pytest.warns(DivergenceWarning, match="predict: the outputs hold NaN/inf"):
             out = call(*args)
         assert not np.isfinite(np.asarray(out)).all()
+    if family != "nvar":  # the default state, passed as the huge one was
+        args = (None, model.driver.default_state())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        model.predict(jnp.ones((5, 3)))  # finite outputs: no word
+        # finite outputs: no word (the eager program of the call above)
+        model.predict(jnp.ones((SEQ_LEN, 3)), *args[1:])
 
 
 def test_cesn_times_are_checked_as_data_naming_their_argument():

@@ -11,6 +11,7 @@ differences, never another orc path.
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import equinox as eqx
@@ -45,11 +46,18 @@ def _rng(seed):
 
 
 def _stats(x, y, seed=0):
-    """Statistics of features ``x`` and targets ``y``; the Gram's lower
-    triangle is junk, as the Gram update leaves it."""
+    """Statistics (numpy) of features ``x`` and targets ``y``; the Gram's
+    lower triangle is junk, as the Gram update leaves it."""
     g = x.T @ x
     g = np.triu(g) + np.tril(_rng(seed).standard_normal(g.shape), -1)
-    return RidgeStats(jnp.asarray(g), jnp.asarray(x.T @ y), jnp.asarray(float(len(x))))
+    return RidgeStats(g, x.T @ y, np.asarray(float(len(x))))
+
+
+def _with(stats, field, index, value):
+    """``stats`` with one entry of ``field`` ("gram" or "cross") set."""
+    a = getattr(stats, field).copy()
+    a[index] = value
+    return eqx.tree_at(lambda s: getattr(s, field), stats, a)
 
 
 def _problem(seed, rows=60, f=F, intercept=False):
@@ -71,7 +79,23 @@ def _collinear(seed, rows=40, f=F):
 
 
 def _stack(stats_list):
-    return jax.tree.map(lambda *a: jnp.stack(a), *stats_list)
+    return jax.tree.map(lambda *a: np.stack(a), *stats_list)
+
+
+_FUNCTIONS = {"solve": solve, "solve_with_result": solve_with_result}
+
+
+@functools.cache
+def _jitted(backend, name, *, vmap=False, batch_size=None, intercept=False):
+    """:func:`solve` or :func:`solve_with_result` (``name``) of statistics and
+    ``beta``, jitted once per backend and keyword arguments (a function of
+    its own per backend, traced under it), so that the tests of one shape
+    share its program: called eagerly, every operation of the solve compiled
+    a program of its own."""
+    fn = functools.partial(_FUNCTIONS[name], batch_size=batch_size, intercept=intercept)
+    if vmap:
+        fn = jax.vmap(fn, in_axes=(0, None))
+    return jax.jit(fn)
 
 
 def _ridge_ref(x, y, beta, intercept=False):
@@ -119,13 +143,13 @@ def test_well_conditioned_is_successful(backend, chunks, intercept):
     else:
         stats = _stack([_stats(x, y, seed=i) for i, (x, y) in enumerate(problems)])
     kwargs = dict(intercept=intercept, batch_size=2 if chunks == 3 else None)
-    w, result = solve_with_result(stats, beta, **kwargs)
+    w, result = _jitted(backend, "solve_with_result", **kwargs)(stats, beta)
     assert _is(result, RESULTS.successful)
     assert RESULTS[result] == ""
     np.testing.assert_allclose(w, refs, rtol=1e-10, atol=1e-10)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        w2 = _run(jax.jit(lambda s: solve(s, beta, **kwargs)), stats)
+        w2 = _run(_jitted(backend, "solve", **kwargs), stats, beta)
     assert not _fallback_warnings(record)
     np.testing.assert_allclose(w2, refs, rtol=1e-10, atol=1e-10)
 
@@ -173,14 +197,15 @@ def test_one_chunk_falls_back_others_factor(backend, batch_size):
     stats = _stack([_stats(*p, seed=i) for i, p in enumerate([good0, bad, good2])])
     refs = [_ridge_ref(*good0, 0.0), _pinv_ref(*bad), _ridge_ref(*good2, 0.0)]
 
-    w, result = solve_with_result(stats, 0.0, batch_size=batch_size)
+    w, result = _jitted(backend, "solve_with_result", batch_size=batch_size)(stats, 0.0)
     assert _is(result, RESULTS.fallback)
+    w = np.asarray(w)
     np.testing.assert_allclose(w[0], refs[0], rtol=1e-10, atol=1e-10)
     assert_fallback_solution(w[1], bad[0], refs[1], atol=1e-8)
     np.testing.assert_allclose(w[2], refs[2], rtol=1e-10, atol=1e-10)
 
     with pytest.warns(IllConditionedRidgeWarning) as record:
-        w2 = _run(jax.jit(lambda s: solve(s, 0.0, batch_size=batch_size)), stats)
+        w2 = _run(_jitted(backend, "solve", batch_size=batch_size), stats, 0.0)
     assert len(_fallback_warnings(record)) == 1  # once per solve, not per chunk
     np.testing.assert_allclose(w2, w, rtol=1e-12, atol=1e-12)
 
@@ -188,9 +213,9 @@ def test_one_chunk_falls_back_others_factor(backend, batch_size):
 def test_stack_of_one_falls_back(backend):
     x, y = _collinear(4)
     stats = _stack([_stats(x, y)])
-    w, result = solve_with_result(stats, 0.0)
+    w, result = _jitted(backend, "solve_with_result")(stats, 0.0)
     assert _is(result, RESULTS.fallback)
-    assert_fallback_solution(w[0], x, _pinv_ref(x, y), atol=1e-8)
+    assert_fallback_solution(np.asarray(w)[0], x, _pinv_ref(x, y), atol=1e-8)
 
 
 def test_intercept_falls_back(backend):
@@ -204,7 +229,7 @@ def test_intercept_falls_back(backend):
     xc, yc = x[:, 1:] - x[:, 1:].mean(0), y - y.mean(0)
     wc = (np.linalg.pinv(xc.T @ xc) @ (xc.T @ yc)).T
     ref = np.column_stack([y.mean(0) - wc @ x[:, 1:].mean(0), wc])
-    w, result = solve_with_result(_stats(x, y), 0.0, intercept=True)
+    w, result = _jitted(backend, "solve_with_result", intercept=True)(_stats(x, y), 0.0)
     assert _is(result, RESULTS.fallback)
     assert_fallback_solution(w, x, ref, atol=1e-8)
 
@@ -220,38 +245,37 @@ def test_nan_statistics_are_nonfinite(backend, where, intercept):
     x, y = _problem(6, intercept=intercept)
     stats = _stats(x, y)
     if where == "gram":
-        stats = RidgeStats(stats.gram.at[2, 5].set(jnp.nan), stats.cross, stats.count)
+        stats = _with(stats, "gram", (2, 5), np.nan)
     else:
-        stats = RidgeStats(stats.gram, stats.cross.at[4, 1].set(jnp.inf), stats.count)
-    _, result = solve_with_result(stats, 1e-3, intercept=intercept)
+        stats = _with(stats, "cross", (4, 1), np.inf)
+    _, result = _jitted(backend, "solve_with_result", intercept=intercept)(stats, 1e-3)
     assert _is(result, RESULTS.nonfinite)
     assert "NaN" in RESULTS[result]
-    with pytest.raises(RUNTIME_ERRORS, match="NaN"):
+    with pytest.raises(RUNTIME_ERRORS, match="NaN"):  # called eagerly
         _run(solve, stats, 1e-3, intercept=intercept)
     with pytest.raises(RUNTIME_ERRORS, match="NaN"):
-        _run(jax.jit(lambda s: solve(s, 1e-3, intercept=intercept)), stats)
+        _run(_jitted(backend, "solve", intercept=intercept), stats, 1e-3)
 
 
 def test_nonfinite_chunk_outranks_fallback(backend):
     """Chunks combine by severity: a NaN chunk makes the solve ``nonfinite``
     even next to a chunk that falls back."""
-    nan = _stats(*_problem(7))
-    nan = RidgeStats(nan.gram.at[0, 0].set(jnp.nan), nan.cross, nan.count)
+    nan = _with(_stats(*_problem(7)), "gram", (0, 0), np.nan)
     stats = _stack([_stats(*_collinear(8)), nan, _stats(*_problem(9))])
-    _, result = solve_with_result(stats, 0.0)
+    _, result = _jitted(backend, "solve_with_result")(stats, 0.0)
     assert _is(result, RESULTS.nonfinite)
     with pytest.raises(RUNTIME_ERRORS, match="NaN"):
-        _run(jax.jit(lambda s: solve(s, 0.0)), stats)
+        _run(_jitted(backend, "solve"), stats, 0.0)
 
 
 def test_overflowing_weights_are_failed(backend):
     """Finite statistics whose solution overflows: ``failed``, and an error."""
-    stats = RidgeStats(jnp.eye(3) * 1e-300, jnp.full((3, 2), 1e300), jnp.asarray(1.0))
-    w, result = solve_with_result(stats, 0.0)
+    stats = RidgeStats(np.eye(3) * 1e-300, np.full((3, 2), 1e300), np.asarray(1.0))
+    w, result = _jitted(backend, "solve_with_result")(stats, 0.0)
     assert _is(result, RESULTS.failed)
     assert not np.all(np.isfinite(w))
     with pytest.raises(RUNTIME_ERRORS, match="linear-algebra routine failed"):
-        _run(solve, stats, 0.0)
+        _run(solve, stats, 0.0)  # called eagerly
 
 
 # --------------------------------------------------------------------------- #
@@ -263,8 +287,7 @@ def test_default_platform_branch_reports_the_same_status():
     """``_solve_default`` is what runs off CPU; its status must be the native
     kernel's: 0 Cholesky, 1 fallback, -1 non-finite."""
     good, bad = _problem(10), _collinear(11)
-    nan = _stats(*good)
-    nan = RidgeStats(nan.gram.at[1, 3].set(jnp.nan), nan.cross, nan.count)
+    nan = _with(_stats(*good), "gram", (1, 3), np.nan)
     x, s = jax.jit(_ridge._solve_default)(_stats(*good).gram, _stats(*good).cross, 0.0)
     assert int(s) == 0
     np.testing.assert_allclose(np.asarray(x).T, _ridge_ref(*good, 0.0), rtol=1e-10)
@@ -289,7 +312,9 @@ def test_vmap_matches_per_problem_solves(backend):
         _ridge_ref(*problems[2], 0.0),
         _pinv_ref(*problems[3]),
     ]
-    w, result = jax.jit(jax.vmap(lambda s: solve_with_result(s, 0.0)))(stats)
+    batched = _jitted(backend, "solve_with_result", vmap=True)
+    w, result = batched(stats, 0.0)
+    w = np.asarray(w)
     np.testing.assert_array_equal(
         np.asarray(result == RESULTS.fallback), [False, True, False, True]
     )
@@ -297,7 +322,8 @@ def test_vmap_matches_per_problem_solves(backend):
         np.asarray(result == RESULTS.successful), [True, False, True, False]
     )
     for i in range(len(problems)):
-        one, _ = solve_with_result(jax.tree.map(lambda a, i=i: a[i], stats), 0.0)
+        member = jax.tree.map(lambda a, i=i: a[i], stats)
+        one, _ = _jitted(backend, "solve_with_result")(member, 0.0)
         if i % 2 and not ON_CPU:  # a shifted fallback: its own shift per call
             assert_fallback_solution(w[i], problems[i][0], one, atol=1e-8)
         else:
@@ -307,20 +333,21 @@ def test_vmap_matches_per_problem_solves(backend):
         else:
             np.testing.assert_allclose(w[i], refs[i], rtol=1e-10, atol=1e-8)
 
+    solve_batched = _jitted(backend, "solve", vmap=True)
     with pytest.warns(IllConditionedRidgeWarning) as record:
-        w2 = _run(jax.jit(jax.vmap(lambda s: solve(s, 0.0))), stats)
+        w2 = _run(solve_batched, stats, 0.0)
     assert len(_fallback_warnings(record)) == 1  # once per call, not per element
     np.testing.assert_allclose(w2, w, rtol=1e-12, atol=1e-12)
 
-    nan = RidgeStats(stats.gram.at[2, 0, 1].set(jnp.nan), stats.cross, stats.count)
-    _, result = jax.vmap(lambda s: solve_with_result(s, 0.0))(nan)
+    nan = _with(stats, "gram", (2, 0, 1), np.nan)
+    _, result = batched(nan, 0.0)
     np.testing.assert_array_equal(
         np.asarray(result == RESULTS.nonfinite), [False, False, True, False]
     )
     with warnings.catch_warnings():  # elements 1 and 3 still fall back
         warnings.simplefilter("ignore", IllConditionedRidgeWarning)
         with pytest.raises(RUNTIME_ERRORS, match="NaN"):
-            _run(jax.jit(jax.vmap(lambda s: solve(s, 0.0))), nan)
+            _run(solve_batched, nan, 0.0)
 
 
 @pytest.mark.parametrize("intercept", [False, True])
@@ -328,35 +355,37 @@ def test_grad_matches_finite_differences(backend, intercept):
     x, y = _problem(30, intercept=intercept)
     stats = _stats(x, y)
     rng = _rng(31)
-    dg = jnp.asarray(
-        np.triu(rng.standard_normal((F, F)))
-    )  # solve reads the upper triangle
-    dc = jnp.asarray(rng.standard_normal((F, O)))
-    weights = jnp.asarray(rng.standard_normal((O, F)))
+    dg = np.triu(rng.standard_normal((F, F)))  # solve reads the upper triangle
+    dc = rng.standard_normal((F, O))
+    weights = rng.standard_normal((O, F))
 
     def loss(gram, cross, beta):
         w = solve(RidgeStats(gram, cross, stats.count), beta, intercept=intercept)
         return jnp.sum(jnp.sin(w) * weights)
 
-    beta = jnp.asarray(0.3)
+    @jax.jit  # the gradient and the tangent: one program (eager, each
+    def derivatives(gram, cross, beta):  # operation of theirs compiles)
+        grads = jax.grad(loss, argnums=(0, 1, 2))(gram, cross, beta)
+        _, tangent = jax.jvp(
+            lambda t: loss(gram + t * dg, cross + t * dc, beta + t),
+            (jnp.zeros((), gram.dtype),),
+            (jnp.ones((), gram.dtype),),
+        )
+        return grads, tangent
+
+    beta = np.asarray(0.3)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        gg, gc, gb = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(
-            stats.gram, stats.cross, beta
-        )
-        _, tangent = jax.jvp(
-            lambda t: loss(stats.gram + t * dg, stats.cross + t * dc, beta + t),
-            (jnp.asarray(0.0),),
-            (jnp.asarray(1.0),),
-        )
+        (gg, gc, gb), tangent = derivatives(stats.gram, stats.cross, beta)
         jax.effects_barrier()
     assert not _fallback_warnings(record)
 
     h = 1e-6
+    loss = jax.jit(loss)  # the two evaluations: one program
     fd = (
         loss(stats.gram + h * dg, stats.cross + h * dc, beta + h)
         - loss(stats.gram - h * dg, stats.cross - h * dc, beta - h)
     ) / (2 * h)
-    directional = jnp.sum(gg * dg) + jnp.sum(gc * dc) + gb
+    directional = np.sum(gg * dg) + np.sum(gc * dc) + gb
     np.testing.assert_allclose(directional, fd, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(tangent, fd, rtol=1e-6, atol=1e-9)

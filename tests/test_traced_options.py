@@ -14,6 +14,9 @@
 
 from __future__ import annotations
 
+import functools
+from types import SimpleNamespace
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -31,7 +34,7 @@ from orc.forecaster import (
 from orc.regression import ESNRegressor, train_RCRegressor
 
 T = np.arange(400) * 0.05
-U = jnp.asarray(np.stack([np.sin(T), np.cos(1.3 * T), np.sin(0.7 * T + 1)], axis=1))
+U = jax.device_put(np.stack([np.sin(T), np.cos(1.3 * T), np.sin(0.7 * T + 1)], axis=1))
 
 
 def _wout(noise_name, scale, model=None, seed=0):
@@ -40,13 +43,31 @@ def _wout(noise_name, scale, model=None, seed=0):
     return trained.readout.wout
 
 
+@functools.cache
+def _traced(noise_name):
+    """Training as a function of the ``noise_name`` scale, made once with its
+    ``jax.jit``, ``eqx.filter_jit`` and ``jax.jit(orc.capture_errors(...))``
+    forms: the tests (and the bad values, all traced alike) share their
+    compiled programs, where a new lambda per test compiled them again."""
+
+    def wout(scale):
+        return _wout(noise_name, scale)
+
+    return SimpleNamespace(
+        fn=wout,
+        jit=jax.jit(wout),
+        filter_jit=eqx.filter_jit(wout),
+        captured=jax.jit(orc.capture_errors(wout)),
+    )
+
+
 @pytest.mark.parametrize("noise_name", ["input_noise", "state_noise"])
 def test_noise_is_traceable_under_jit_and_vmap(noise_name):
     eager = _wout(noise_name, 1e-3)
-    jitted = jax.jit(lambda s: _wout(noise_name, s))(1e-3)
+    jitted = _traced(noise_name).jit(1e-3)
     np.testing.assert_allclose(jitted, eager, rtol=1e-10, atol=1e-12)
-    scales = jnp.asarray([1e-3, 1e-2])
-    stacked = jax.vmap(lambda s: _wout(noise_name, s))(scales)
+    scales = jax.device_put(np.array([1e-3, 1e-2]))
+    stacked = jax.vmap(_traced(noise_name).fn)(scales)
     assert stacked.shape == (2, *eager.shape)
     np.testing.assert_allclose(stacked[0], eager, **BATCHED)
     np.testing.assert_allclose(stacked[1], _wout(noise_name, 1e-2), **BATCHED)
@@ -57,7 +78,7 @@ def test_noise_is_traceable_under_jit_and_vmap(noise_name):
 def test_a_traced_zero_scale_adds_nothing():
     clean = _wout("input_noise", 0.0)
     np.testing.assert_allclose(
-        jax.jit(lambda s: _wout("input_noise", s))(0.0), clean, rtol=1e-9, atol=1e-12
+        _traced("input_noise").jit(0.0), clean, rtol=1e-9, atol=1e-12
     )
 
 
@@ -71,18 +92,18 @@ def test_a_bad_traced_scale_is_an_error_of_the_program(noise_name, bad):
     with pytest.raises(eqx.EquinoxRuntimeError) as err:
         # an array: eqx.filter_jit keeps a Python float static (checked eagerly)
         traced = jnp.asarray(bad)
-        jax.block_until_ready(eqx.filter_jit(lambda s: _wout(noise_name, s))(traced))
+        jax.block_until_ready(_traced(noise_name).filter_jit(traced))
     assert expected in str(err.value)
     # under vmap: the bad member is named, whichever it is
     with pytest.raises(RUNTIME_ERRORS) as err:
         jax.block_until_ready(
-            jax.vmap(lambda s: _wout(noise_name, s))(jnp.asarray([1e-3, bad]))
+            jax.vmap(_traced(noise_name).fn)(jax.device_put(np.array([1e-3, bad])))
         )
     assert expected in str(err.value)
     # as data: orc.capture_errors gives the program's codes, no host callback
-    fn = orc.capture_errors(lambda s: _wout(noise_name, s))
-    assert "callback" not in jax.jit(fn).lower(1e-3).as_text()
-    _, errors = jax.jit(fn)(bad)
+    captured = _traced(noise_name).captured
+    assert "callback" not in captured.lower(1e-3).as_text()
+    _, errors = captured(bad)
     assert [msg for kind, msg, _ in errors.found() if kind == "error"] == [expected]
 
 
@@ -93,7 +114,7 @@ def test_a_concrete_bad_scale_is_refused_before_any_work():
     with pytest.raises(ValueError, match="state_noise must be finite"):
         train_RCForecaster(model, U, state_noise=float("nan"))
     with pytest.raises(ValueError, match=r"input_noise must be a number \(a scalar\)"):
-        jax.jit(lambda s: _wout("input_noise", s))(jnp.ones(2))
+        _traced("input_noise").jit(jnp.ones(2))
 
 
 def test_the_regressor_and_nvar_take_traced_noise():
@@ -116,26 +137,35 @@ def test_the_regressor_and_nvar_take_traced_noise():
 
 
 # --------------------------------------------------------------- edited wout
+# (the edits and the arguments below are made in numpy: no eager JAX programs)
 EDITS = {
-    "one output more": lambda w: jnp.concatenate([w, w[:, :1]], axis=1),
-    "one node more": lambda w: jnp.concatenate([w, w[..., :1]], axis=2),
+    "one output more": lambda w: np.concatenate([w, w[:, :1]], axis=1),
+    "one node more": lambda w: np.concatenate([w, w[..., :1]], axis=2),
     "no bank axis": lambda w: w[0],
 }
+
+
+@functools.cache
+def _trained(chunks):
+    """The trained forecaster of ``chunks`` and its states (numpy), shared by
+    the edits."""
+    trained, states = train_RCForecaster(ESNForecaster(3, 30, chunks=chunks, seed=0), U)
+    return trained, np.asarray(states)
 
 
 @pytest.mark.parametrize("edit", sorted(EDITS))
 @pytest.mark.parametrize("chunks", [1, 3])
 def test_a_wrong_wout_shape_is_named_at_trace_time(edit, chunks):
-    model = ESNForecaster(3, 30, chunks=chunks, seed=0)
-    trained, states = train_RCForecaster(model, U)
+    trained, states = _trained(chunks)
     good = tuple(trained.readout.wout.shape)
-    wout = EDITS[edit](trained.readout.wout)
+    wout = jax.device_put(EDITS[edit](np.asarray(trained.readout.wout)))
     bad = eqx.tree_at(lambda m: m.readout.wout, trained, wout)
     expected = f"must have shape {good}, got {tuple(wout.shape)}"
+    warm = np.asarray(U)[:50]
     calls = {
         "forecast": lambda m: m.forecast(5, states[-1]),
-        "forecast_from_IC": lambda m: m.forecast_from_IC(5, U[:50]),
-        "predict": lambda m: m.predict(U[:50], states[0]),
+        "forecast_from_IC": lambda m: m.forecast_from_IC(5, warm),
+        "predict": lambda m: m.predict(warm, states[0]),
         "readout": lambda m: m.readout(states[-1]),
     }
     for name, call in calls.items():
