@@ -70,7 +70,11 @@ def scorer(task: Forecast):
         preds = jnp.stack([model.forecast(task.horizon, states[s - 1]) for s in starts])
         vpt = jax.vmap(
             lambda p, t: orc.metrics.valid_prediction_time(
-                p, t, dt=DT, lyapunov_exponent=LYAP, scale=scale
+                p,
+                t,
+                dt=task.dt,
+                lyapunov_exponent=task.lyapunov_exponent,
+                scale=scale,
             )
         )(preds, truths)
         return vpt

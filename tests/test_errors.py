@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from _helpers import RUNTIME_ERRORS
+from _helpers import RUNTIME_ERRORS, count_compiles
 from orc import drivers, embeddings, readouts
 from orc.classifier import ESNClassifier, RCClassifierBase, train_RCClassifier
 from orc.control import ESNController, RCControllerBase, train_RCController
@@ -810,3 +810,23 @@ def test_pipeline_check_runs_once_per_structure_and_still_catches_mismatches(
     assert len(calls) == 2
     with pytest.raises(ValueError, match="out_dim|fed-back"):
         RCForecasterBase(**_components(out_dim=2))
+
+
+def test_checks_under_eager_vmap_are_one_program():
+    """Under an eager ``jax.vmap`` (no jit) an entry point's checks become
+    one small program, not one per operation (the codes' reduction was nine
+    programs per call shape); a second call of the same shapes compiles
+    nothing."""
+    import orc
+
+    u = np.asarray(orc.data.lorenz63(tN=4, dt=0.01)[0])
+    model, states = orc.forecaster.train_RCForecaster(
+        orc.forecaster.ESNForecaster(3, 17, seed=0), u
+    )
+    starts = np.asarray(states)[-3:]
+    with count_compiles() as first:
+        jax.block_until_ready(jax.vmap(lambda r: model.forecast(7, r))(starts))
+    with count_compiles() as again:
+        jax.block_until_ready(jax.vmap(lambda r: model.forecast(7, r))(starts * 0.5))
+    assert first["compiles"] <= 4, first
+    assert again["compiles"] == 0, again

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import orc
-from _helpers import on_cpu
+from _helpers import block, count_compiles, on_cpu
 from orc import metrics
 from orc.drivers import DriverBase
 from orc.embeddings import EmbedBase
@@ -298,3 +298,30 @@ def test_memory_capacity_bad_inputs():
         metrics.memory_capacity(model, 5, test_size=1.5)
     with pytest.raises(ValueError, match="too short"):
         metrics.memory_capacity(model, 5, series=np.zeros(12))
+
+
+def test_each_metric_is_one_program_and_numbers_are_traced():
+    """Called on a new shape, an error metric compiles one program (op by op
+    it compiled 5 to 27); a new value of a number (dt, scale, threshold,
+    floor) compiles nothing; a new option (a string) is a new program."""
+    rng = np.random.default_rng(7)
+    truth = rng.standard_normal((123, 5))
+    pred = truth + 0.1 * rng.standard_normal((123, 5))
+    calls = {
+        "nrmse": lambda s: metrics.nrmse(pred, truth, scale=s),
+        "rmse": lambda s: metrics.rmse(pred * s, truth),
+        "vpt": lambda s: metrics.valid_prediction_time(pred, truth, s, dt=s, scale=s),
+        "spectrum_error": lambda s: metrics.power_spectrum_error(pred, truth, floor=s),
+        "spectrum": lambda s: metrics.power_spectrum(truth, dt=s),
+        "rsquare": lambda s: metrics.rsquare(pred * s, truth),
+    }
+    for name, call in calls.items():
+        with count_compiles() as first:
+            block(call(0.5))
+        with count_compiles() as again:
+            block(call(0.25))
+        assert first["compiles"] == 1, (name, first)
+        assert again["compiles"] == 0, (name, again)
+    with count_compiles() as other:
+        block(metrics.nrmse(pred, truth, "range"))
+    assert other["compiles"] == 1

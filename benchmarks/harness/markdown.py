@@ -205,6 +205,21 @@ def tune_section(path: Path = TUNE_REPORT) -> list[str]:
     )
 
 
+def tune_ks_section(path: Path = TUNE_REPORT) -> list[str]:
+    """The tuned-against-default table on Kuramoto-Sivashinsky of
+    ``benchmarks/TUNE.md`` (``benchmarks/tune_ks.py``)."""
+    return included_section(
+        path,
+        "## Quality on Kuramoto-Sivashinsky with parallel reservoirs (2026-11-28)",
+        "## Tuning on Kuramoto-Sivashinsky: the best of a search against the default",
+        "From `benchmarks/TUNE.md` (`benchmarks/tune_ks.py`), measured on {device}: "
+        "KS L = 22, 64 grid points, 8 parallel reservoirs of 500 nodes, 256 "
+        "candidates selected on 20 validation windows; mean valid prediction "
+        "time (Lyapunov times) on 20 test windows of 1000 steps that no "
+        "selection saw.",
+    )
+
+
 def shard_section(path: Path = SHARD_REPORT) -> list[str]:
     """The device scaling table of ``benchmarks/SHARD.md``
     (``benchmarks/shard.py``)."""
@@ -224,6 +239,7 @@ def render_results(payload: dict, labels: dict) -> str:
         lines += _section(payload, labels, wl)
     lines += gpu_section()
     lines += tune_section()
+    lines += tune_ks_section()
     lines += shard_section()
     lines += _errors(payload, labels)
     lines += [

@@ -481,8 +481,23 @@ def report(out, errors: Errors):
 
 
 def _thread(out, errors: Errors):
+    parts = [msgs for kind, msgs, _ in errors.entries if kind != WARNING]
+    pred, index = _first_error(errors)  # and the warnings' callbacks
+    if not parts:
+        return out
+    if not any(eqx.is_array(leaf) for leaf in jax.tree_util.tree_leaves(out)):
+        raise TypeError("orc: a checked entry point must return at least one array")
+    # the errors' messages end to end (unmade: _Chain)
+    return eqx.branched_error_if(out, pred, index, _Chain(parts))
+
+
+@jax.jit
+def _first_error(errors: Errors):
+    """Whether an error fired and the index of its message in the errors'
+    messages end to end; the warnings' callbacks. One program (the entries
+    are static): under an eager ``vmap`` or ``grad`` of an entry point each
+    operation would be a program of its own."""
     codes = errors.codes
-    parts: list = []  # the errors' messages, end to end (unmade: _Chain)
     offset = 0
     pred, index = jnp.zeros((), bool), jnp.zeros((), jnp.int32)
     for j, (kind, entry_msgs, category) in enumerate(errors.entries):
@@ -494,13 +509,8 @@ def _thread(out, errors: Errors):
         first = jnp.max(jnp.where(code >= 0, code, 0)) + offset
         index = jnp.where(pred | ~hit, index, first)
         pred = pred | hit
-        parts.append(entry_msgs)
         offset += len(entry_msgs)
-    if not parts:
-        return out
-    if not any(eqx.is_array(leaf) for leaf in jax.tree_util.tree_leaves(out)):
-        raise TypeError("orc: a checked entry point must return at least one array")
-    return eqx.branched_error_if(out, pred, index, _Chain(parts))
+    return pred, index
 
 
 def capture_errors(fn: Callable) -> Callable:

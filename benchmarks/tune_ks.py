@@ -1,0 +1,136 @@
+"""What a search is worth on Kuramoto-Sivashinsky with parallel reservoirs:
+the best candidate of an ``orc.tune.search`` against orc's default ESN of
+the same size, both scored on held-out test windows no selection saw.
+
+KS on a periodic domain L = 22 with 64 grid points, sampled every 0.25
+(``examples/ks_parallel.py``'s data: the first 1000 samples dropped), the
+largest Lyapunov exponent 0.043 (one Lyapunov time ~ 93 samples). The
+models are ``ESNForecaster(64, res_dim, chunks=8, locality=6,
+periodic=True)``: 8 reservoirs of ``--res-dim`` nodes, each driven by its 8
+grid points and 6 on either side (Pathak et al. 2018's scheme). The
+default is that model with every other argument at its default (ORC 0.4's
+hyperparameters), trained by ``train_ESNForecaster`` (spinup 100, the
+default ridge strength), for each of the search's seeds. The search: those
+seeds x ``--draws`` Sobol draws of spectral radius, leak, input scaling and
+bias (``benchmarks/tune.py``'s space) x ``--betas`` ridge strengths
+(log-uniform 1e-10 to 1e-3), selected on the validation stretch; the test
+stretch comes after it. Scores as in ``benchmarks/tune_quality.py``: the
+reservoir forced from the zero state over the stretch, each window
+forecast from the state before it, its valid prediction time (threshold
+0.4, the training data's scale) in Lyapunov times, averaged over windows.
+
+    python benchmarks/tune_ks.py     # ~15 min on 2 cores (TUNE.md's figures)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+import numpy as np  # noqa: E402
+
+import orc  # noqa: E402
+from orc.forecaster import ESNForecaster, train_ESNForecaster  # noqa: E402
+from orc.tune import Forecast, LogUniform  # noqa: E402
+from tune import SPACE  # noqa: E402  (benchmarks/tune.py, this folder)
+from tune_quality import scorer  # noqa: E402
+
+L, NX, DT, LYAP = 22.0, 64, 0.25, 0.043
+CHUNKS, LOCALITY = 8, 6
+
+
+def series(train: int, val: int, test: int, seed: int = 2018):
+    """``examples/ks_parallel.py``'s trajectory, cut into three stretches."""
+    n = 1000 + train + val + test
+    rng = np.random.default_rng(seed)
+    u0 = 0.5 * rng.standard_normal(NX + 1)
+    u0 -= u0[:NX].mean()
+    U, _ = orc.data.KS_1D(tN=n * DT, u0=u0, dt=DT, domain=(0, L), Nx=NX + 1)
+    U = np.asarray(U)[1000:, :NX]
+    return U[:train], U[train : train + val], U[train + val : train + val + test]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--train", type=int, default=20000)
+    ap.add_argument("--horizon", type=int, default=600)
+    ap.add_argument("--val-windows", type=int, default=20)
+    ap.add_argument("--test-windows", type=int, default=20)
+    ap.add_argument("--res-dim", type=int, default=500)
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--draws", type=int, default=16)
+    ap.add_argument("--betas", type=int, default=8)
+    ap.add_argument("--out", default=os.path.join("benchmarks", "runs", "tune_ks.json"))
+    a = ap.parse_args()
+    val_len = 100 + a.val_windows * a.horizon
+    test_len = 100 + a.test_windows * a.horizon
+    train, val, test = series(a.train, val_len, test_len)
+    common = dict(spinup=100, warmup=100, horizon=a.horizon, dt=DT,
+                  lyapunov_exponent=LYAP)  # fmt: skip
+    task = Forecast(train, val, windows=a.val_windows, **common)
+    test_task = Forecast(train, test, windows=a.test_windows, **common)
+    on_val, on_test = scorer(task), scorer(test_task)
+    fixed = dict(data_dim=NX, res_dim=a.res_dim, chunks=CHUNKS, locality=LOCALITY,
+                 periodic=True)  # fmt: skip
+    print(f"KS L={L}: train {a.train}, validation {val_len} ({a.val_windows} "
+          f"windows), test {test_len} ({a.test_windows} windows of {a.horizon} "
+          f"steps, {a.horizon * DT * LYAP:.2f} Lyapunov times)", flush=True)  # fmt: skip
+
+    rows = []
+    for seed in range(a.seeds):
+        model = ESNForecaster(**fixed, seed=seed)
+        t0 = time.perf_counter()
+        model, _ = train_ESNForecaster(model, train, spinup=100, return_states=False)
+        train_s = time.perf_counter() - t0
+        val_v, test_v = on_val(model), on_test(model)
+        rows.append({"model": f"default seed {seed}", "validation": float(val_v.mean()),
+                     "test": float(test_v.mean()), "test_windows": test_v.tolist(),
+                     "train_s": train_s})  # fmt: skip
+        print(f"default seed {seed}: validation {val_v.mean():.3f}, test "
+              f"{test_v.mean():.3f} (training {train_s:.1f} s)", flush=True)  # fmt: skip
+
+    t0 = time.perf_counter()
+    res = orc.tune.search(
+        ESNForecaster, SPACE, task, fixed=fixed, draws=a.draws, seeds=a.seeds,
+        beta=LogUniform(1e-10, 1e-3), ridge_points=a.betas, progress=False,
+    )  # fmt: skip
+    search_s = time.perf_counter() - t0
+    best = res.best_model
+    val_check, tuned = float(np.mean(on_val(best))), on_test(best)
+    n = a.seeds * a.draws * a.betas
+    failed = sum(r["status"] != "ok" for r in res.rows)
+    print(f"search: {n} candidates ({failed} failed) in {search_s:.1f} s; best on "
+          f"validation {res.best['score']:.3f} (rescored {val_check:.3f}); "
+          f"{res.best}", flush=True)  # fmt: skip
+    rows.append({"model": "tuned", "params": _plain(res.best), "validation": val_check,
+                 "test": float(np.mean(tuned)), "test_windows": tuned.tolist()})  # fmt: skip
+    default = float(
+        np.mean([r["test"] for r in rows if r["model"].startswith("default")])
+    )
+    ratio = rows[-1]["test"] / default
+    print(f"\nmean VPT over {a.test_windows} held-out test windows (Lyapunov times)")
+    for r in rows:
+        print(f"  {r['model']:16s} {r['test']:6.3f}")
+    print(f"  tuned / default mean: {ratio:.2f}x")
+    out = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                       "jax": jax.__version__},
+           "settings": vars(a), "search_s": search_s, "failed": failed,
+           "default_mean": default, "tuned_over_default": ratio, "rows": rows}  # fmt: skip
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(out, f, indent=1)
+    print(f"written {a.out}")
+
+
+def _plain(row):
+    return {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+
+
+if __name__ == "__main__":
+    main()
