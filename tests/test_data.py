@@ -466,3 +466,48 @@ def test_traced_tN_is_refused():
 def test_integrators_module_is_exposed():
     assert orc.data.integrators is integrators
     assert callable(integrators.KS_1D)
+
+
+def test_output_lengths_of_one_bucket_share_one_solve_and_keep_their_bits(
+    monkeypatch,
+):
+    """Lengths up to the next power of two share one compiled solve (the
+    grid is padded with tN); each output equals, bit for bit, diffrax's own
+    solve saving on the exact grid (the adaptive steps do not depend on the
+    saved times), and has exactly the length of ``arange(0, tN, dt)``."""
+    solve = diffrax.diffeqsolve
+
+    def direct(tN, dt):
+        grid = np.arange(0.0, tN, dt)
+        sol = solve(
+            diffrax.ODETerm(integrators._rossler_vf),
+            diffrax.Tsit5(),
+            0.0,
+            tN,
+            dt,
+            jax.device_put(np.array([1.0, 1.0, 1.0])),
+            args=tuple(jax.device_put(np.float64(p)) for p in (0.1, 0.1, 14.0)),
+            saveat=diffrax.SaveAt(ts=jax.device_put(grid)),
+            stepsize_controller=diffrax.PIDController(rtol=1e-7, atol=1e-9),
+            max_steps=100_000,
+        )
+        return np.asarray(sol.ys), np.asarray(sol.ts)
+
+    traced = []  # orc's solves traced (a cached program is not)
+    monkeypatch.setattr(
+        integrators.diffrax,
+        "diffeqsolve",
+        lambda *a, **k: traced.append(1) or solve(*a, **k),
+    )
+    counts = []
+    for tN in (13.7, 20.0, 25.55):  # 137, 200, 256 samples: bucket 256
+        before = len(traced)
+        us, ts = orc.data.rossler(tN=tN, dt=0.1, u0=(1.0, 1.0, 1.0))
+        counts.append(len(traced) - before)
+        ref_u, ref_t = direct(tN, 0.1)
+        assert us.shape == (len(np.arange(0.0, tN, 0.1)), 3)
+        np.testing.assert_array_equal(np.asarray(us), ref_u)
+        np.testing.assert_array_equal(np.asarray(ts), ref_t)
+    assert counts[1:] == [0, 0], counts  # one solve for the three lengths
+    assert integrators._bucket(137) == integrators._bucket(256) == 256
+    assert integrators._bucket(257) == 512 and integrators._bucket(3) == 64

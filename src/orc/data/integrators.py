@@ -7,7 +7,8 @@ state; all of them are integrated by one shared diffrax routine. The defaults
 ``max_steps=None`` and output saved on the grid ``jnp.arange(0, tN, dt)``. Any of
 them can be replaced through ``**diffeqsolve_kwargs``, which are passed on to
 ``diffrax.diffeqsolve``. ``max_steps=None`` (given or not) bounds an adaptive
-solve at ``4096 + 256 * ceil(tN / dt)`` steps (these systems take at most ~90
+solve at ``4096 + 256 * n`` steps, ``n`` the number of output times rounded up
+to a power of two (these systems take at most ~90
 per ``dt = 1``), so that a trajectory that blows up or a NaN parameter ends in
 diffrax's "maximum number of solver steps" error instead of a solve that never
 returns; pass a larger ``max_steps`` for a longer one. The Kuramoto-Sivashinsky
@@ -20,7 +21,9 @@ Conventions:
   array, otherwise in JAX's default float dtype (float64 when
   ``jax_enable_x64`` is on, else float32). Parameters and times are cast to that
   dtype, so a float32 run stays float32.
-- An ODE solve is compiled once per system, dtype and output length; later calls
+- An ODE solve is compiled once per system, dtype and output length rounded up
+  to a power of two (the grid is padded with ``tN``; the padded points change
+  no bit of the others, and the output is cut back); later calls
   with new initial states or parameters reuse it. ``KS_1D`` compiles once per
   grid size and dtype (a new ``tN``, ``dt`` or domain reuses it). The functions also work on
   traced ``u0`` and parameters (inside ``jax.jit``, ``jax.vmap``, ``jax.jvp``);
@@ -41,6 +44,7 @@ integrates the nonlinear term with weight 2/3 instead of 1); ORC's time vector
 # ruff: noqa: F722
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -171,9 +175,18 @@ def _solve(
             )
     solve_kwargs = dict(diffeqsolve_kwargs)
     solve_kwargs.setdefault("solver", diffrax.Tsit5())
+    n_out, intervals = None, math.ceil(tN / dt)
     if "saveat" not in solve_kwargs:
+        # The grid padded with the end time up to a power of two (from 64):
+        # one compiled solve serves every length of its bucket, and the padded
+        # points change nothing before them (the adaptive steps do not stop at
+        # the saved times, each is interpolated in the step that covers it).
         grid = np.arange(0.0, tN, dt)
-        solve_kwargs["saveat"] = diffrax.SaveAt(ts=jnp.asarray(grid, dtype=dtype))
+        n_out = len(grid)
+        intervals = _bucket(max(n_out, intervals))
+        padded = np.full(intervals, tN)
+        padded[:n_out] = grid
+        solve_kwargs["saveat"] = diffrax.SaveAt(ts=jax.device_put(padded.astype(dtype)))
     solve_kwargs.setdefault(
         "stepsize_controller", diffrax.PIDController(rtol=1e-7, atol=1e-9)
     )
@@ -185,11 +198,25 @@ def _solve(
     controller = solve_kwargs["stepsize_controller"]
     adaptive = not isinstance(controller, (diffrax.ConstantStepSize, diffrax.StepTo))
     solve_kwargs["max_steps"] = ode_max_steps(
-        solve_kwargs.get("max_steps"), math.ceil(tN / dt), adaptive
+        solve_kwargs.get("max_steps"), intervals, adaptive
     )
-    t0 = jnp.zeros((), dtype=dtype)
-    t1 = jnp.asarray(tN, dtype=dtype)
-    return _diffeqsolve(vector_field, y0, args, t0, t1, solve_kwargs)
+    t0 = jax.device_put(np.zeros((), dtype=dtype))
+    t1 = jax.device_put(np.asarray(tN, dtype=dtype))
+    ys, ts = _diffeqsolve(vector_field, y0, args, t0, t1, solve_kwargs)
+    if n_out is None:
+        return ys, ts
+    return _first(ys, ts, n_out)
+
+
+def _bucket(n: int) -> int:
+    """``n`` rounded up to a power of two, at least 64."""
+    return max(64, 1 << (int(n) - 1).bit_length())
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _first(ys, ts, n: int):
+    """The first ``n`` rows of a padded solve's output (one small program)."""
+    return ys[:n], ts[:n]
 
 
 # --------------------------------------------------------------------------- #
@@ -290,7 +317,8 @@ def lorenz63(
             defaults ``solver=Tsit5()``, ``saveat=SaveAt(ts=arange(0, tN, dt))``,
             ``stepsize_controller=PIDController(rtol=1e-7, atol=1e-9)``,
             ``dt0=dt``, ``max_steps=None`` (a bound of ``4096 + 256 *
-            ceil(tN / dt)`` steps; see the module doc).
+            n`` steps, ``n`` the output length rounded up to a power of
+            two; see the module doc).
 
     Returns:
         ``(us, ts)``: states ``(Nt, 3)`` and times ``(Nt,)``, ``Nt = len(arange(0,
