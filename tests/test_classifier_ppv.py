@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -32,21 +31,30 @@ RES_DIM = 30
 SPINUP = 4
 BETAS = np.logspace(-3, 3, 10)  # as orc.sklearn.DEFAULT_BETAS: one compiled fit
 
+# loo_ridge under jax.jit, as training runs it: eagerly, each of its
+# operations is a program of its own per shape
+_loo_ridge = jax.jit(loo_ridge)
+# an embedding's rows for a batch of inputs: one program per shape
+_embed_all = eqx.filter_jit(lambda emb, xs: jax.vmap(emb.embed)(xs))
+
 
 @pytest.fixture(scope="module")
 def data():
+    """The series and labels as numpy (the entry points convert them; the
+    tests' indexing of JAX arrays would compile programs)."""
     train = noisy_sinusoids(jax.random.key(0), 8, seq_len=40)
     test = noisy_sinusoids(jax.random.key(1), 6, seq_len=40)
-    return train, test
+    return jax.tree.map(np.asarray, (train, test))
 
 
 def _matrices(model):
     """``(W, W_in, bias, leak)`` of the model's single reservoir, as numpy."""
     drv, emb = model.driver, model.embedding
-    values, columns = np.asarray(drv.wr.values[0]), np.asarray(drv.wr.columns[0])
+    values, columns = np.asarray(drv.wr.values)[0], np.asarray(drv.wr.columns)[0]
     w = np.zeros((model.res_dim, model.res_dim))
     np.add.at(w, (np.arange(model.res_dim)[:, None], columns), values)  # ELL rows
-    w_in = np.asarray(jax.vmap(emb.embed)(jnp.eye(emb.in_dim, dtype=model.dtype))).T
+    eye = np.eye(emb.in_dim, dtype=model.dtype)
+    w_in = np.asarray(_embed_all(emb, eye)).T
     return w, w_in.reshape(model.res_dim, emb.in_dim), float(drv.bias), float(drv.leak)
 
 
@@ -198,7 +206,7 @@ def test_loo_matches_brute_force(p):
     x = rng.standard_normal((25, p)) * rng.uniform(0.1, 10, p) + 1.0
     y = np.eye(3)[rng.integers(0, 3, 25)]
     betas = np.logspace(-2, 2, 5)
-    w, beta, errors = loo_ridge(jnp.asarray(x), jnp.asarray(y), jnp.asarray(betas))
+    w, beta, errors = _loo_ridge(*jax.device_put((x, y, betas)))
     want = np.array([_brute_loo(x, y, b) for b in betas])
     np.testing.assert_allclose(errors, want, rtol=1e-8)
     assert float(beta) == betas[np.argmin(want)]
@@ -212,12 +220,14 @@ def test_loo_matches_brute_force(p):
 def test_training_with_candidates_uses_loo(data, trained):
     (seqs, labels), (test, test_labels) = data
     model = trained("bi_ppv", True)
-    feats = np.asarray(jax.vmap(lambda s: model.features(s, spinup=SPINUP))(seqs))
-    w, beta, _ = loo_ridge(feats, np.eye(3)[np.asarray(labels)], BETAS)
+    features = jax.jit(jax.vmap(lambda s: model.features(s, spinup=SPINUP)))
+    feats = np.asarray(features(seqs))
+    w, beta, _ = _loo_ridge(feats, np.eye(3)[np.asarray(labels)], BETAS)
     assert float(model.selected_beta) == float(beta)
     # a GPU's features round apart from the CPU's (measured on an H100: 4e-9)
     tol = 1e-9 if ON_CPU else 1e-7
-    np.testing.assert_allclose(model.readout.wout[0], w, rtol=tol, atol=1e-12)
+    wout = np.asarray(model.readout.wout)[0]
+    np.testing.assert_allclose(wout, w, rtol=tol, atol=1e-12)
     probs = jax.vmap(lambda s: model.classify(s, spinup=SPINUP))(test)
     assert np.mean(np.argmax(np.asarray(probs), 1) == np.asarray(test_labels)) >= 0.8
     # one beta: ORC's plain ridge, and no selection recorded
@@ -271,7 +281,8 @@ def test_bad_options_name_the_argument(data):
             input_differences=True,
         )
     # the invariants orc.load checks on a rebuilt model
-    bad = eqx.tree_at(lambda m: m.ppv_thresholds, model, jnp.zeros((2, 3, RES_DIM)))
+    zeros = jax.device_put(np.zeros((2, 3, RES_DIM)))
+    bad = eqx.tree_at(lambda m: m.ppv_thresholds, model, zeros)
     with pytest.raises(
         ValueError, match=r"ppv_thresholds must have shape \(1, 3, 30\)"
     ):

@@ -147,32 +147,38 @@ def _shape(fn, *args):
 
 
 def _io(comp):
-    key = jax.random.key(1)
-    if isinstance(comp, drivers.DriverBase):
-        state = comp.default_state()
-        proj = jax.random.normal(key, state.shape, state.dtype)
+    """The shapes of what ``comp``'s methods return. They run inside one
+    ``jax.jit`` per component: run eagerly, each of their operations is a
+    program of its own per shape (most of this file's compilations)."""
+
+    @jax.jit
+    def run():
+        key = jax.random.key(1)
+        if isinstance(comp, drivers.DriverBase):
+            state = comp.default_state()
+            proj = jax.random.normal(key, state.shape, state.dtype)
+            return {
+                "default_state": comp.default_state(),
+                "advance": comp.advance(proj, state),
+                "call_single": comp(proj, state),
+                "call_sequence": comp(jnp.stack([proj] * T), jnp.stack([state] * T)),
+            }
+        if isinstance(comp, embeddings.EmbedBase):
+            x = jax.random.normal(key, (comp.in_dim,))
+            return {
+                "embed": comp.embed(x),
+                "call_single": comp(x),
+                "call_sequence": comp(jnp.stack([x] * T)),
+            }
+        state = jnp.zeros(comp.state_shape)
         return {
-            "default_state": _shape(comp.default_state),
-            "advance": _shape(comp.advance, proj, state),
-            "call_single": _shape(comp, proj, state),
-            "call_sequence": _shape(
-                comp, jnp.stack([proj] * T), jnp.stack([state] * T)
-            ),
+            "readout": comp.readout(state),
+            "call_single": comp(state),
+            "call_sequence": comp(jnp.stack([state] * T)),
+            "prepare_train": comp.prepare_train(jnp.stack([state] * T)),
         }
-    if isinstance(comp, embeddings.EmbedBase):
-        x = jax.random.normal(key, (comp.in_dim,))
-        return {
-            "embed": _shape(comp.embed, x),
-            "call_single": _shape(comp, x),
-            "call_sequence": _shape(comp, jnp.stack([x] * T)),
-        }
-    state = jnp.zeros(comp.state_shape)
-    return {
-        "readout": _shape(comp.readout, state),
-        "call_single": _shape(comp, state),
-        "call_sequence": _shape(comp, jnp.stack([state] * T)),
-        "prepare_train": _shape(comp.prepare_train, jnp.stack([state] * T)),
-    }
+
+    return {method: list(out.shape) for method, out in run().items()}
 
 
 @pytest.mark.parametrize("name", sorted(COMPONENTS))
@@ -196,9 +202,11 @@ def test_model_matches_orc(name):
     state = model.driver.default_state()
     io = fact["io"]
     assert list(state.shape) == io["driver.default_state"]["shape"]
-    x = jnp.zeros((T, model.in_dim))
+    # numpy inputs: the models' entry points convert them (jnp.zeros and
+    # jnp.linspace would be programs of their own)
+    x = np.zeros((T, model.in_dim))
     if isinstance(model, CESNForecaster):
-        ts = jnp.linspace(0.0, 0.4, T)
+        ts = np.linspace(0.0, 0.4, T)
         got = {
             "force(in_seq[T,in_dim], state, ts)": _shape(model.force, x, state, ts),
             "forecast(ts, state)": _shape(model.forecast, ts, state),
@@ -209,7 +217,7 @@ def test_model_matches_orc(name):
             "classify(in_seq[T,in_dim])": _shape(model.classify, x),
         }
     elif isinstance(model, ESNController):
-        u = jnp.zeros((T, model.control_dim))
+        u = np.zeros((T, model.control_dim))
         got = {
             "force(in_seq[T,in_dim], control_seq[T,control_dim], state)": _shape(
                 model.force, x, u, state
@@ -254,7 +262,9 @@ def test_todense_is_the_matrix_the_update_uses(make):
     rng = np.random.default_rng(0)
     r = 0.5 * rng.standard_normal(d.state_shape)
     p = 0.5 * rng.standard_normal(d.state_shape)
-    got = np.asarray(d.advance(jnp.asarray(p), jnp.asarray(r)))
+    # the update and BCOO's product under jax.jit (one program each; eagerly,
+    # one per operation)
+    got = np.asarray(jax.jit(lambda p, r: d.advance(p, r))(p, r))
     rb, pb = r.reshape(chunks, n), p.reshape(chunks, n)
     z = np.einsum("cij,cj->ci", dense, rb) + pb
     if isinstance(d, drivers.ESNDriver | drivers.ParallelESNDriver):
@@ -265,7 +275,10 @@ def test_todense_is_the_matrix_the_update_uses(make):
     np.testing.assert_allclose(got, want.reshape(d.state_shape), rtol=1e-12, atol=1e-12)
     # BCOO's own product agrees, and every chunk has the requested radius
     np.testing.assert_allclose(
-        np.asarray(d.wr @ jnp.asarray(rb[0])), dense @ rb[0], rtol=1e-12, atol=1e-12
+        np.asarray(jax.jit(lambda v: d.wr @ v)(rb[0])),
+        dense @ rb[0],
+        rtol=1e-12,
+        atol=1e-12,
     )
     for c in range(chunks):
         rho = np.max(np.abs(np.linalg.eigvals(dense[c])))
@@ -291,33 +304,40 @@ def test_bcoo_view_entries_match_dense():
 def test_single_components_are_banks_of_one_seen_without_the_axis():
     emb = embeddings.LinearEmbedding(3, 20, 0.5, seed=1)
     ro = readouts.LinearReadout(2, 20)
-    ro = ro.set_wout(jnp.arange(40.0).reshape(1, 2, 20) / 40)
-    u = jnp.array([0.3, -0.2, 0.7])
-    np.testing.assert_allclose(emb.embed(u), np.asarray(emb.win[0]) @ np.asarray(u))
-    r = jnp.linspace(-1, 1, 20)
-    np.testing.assert_allclose(ro.readout(r), np.asarray(ro.wout[0]) @ np.asarray(r))
+    # JAX inputs put on the device from numpy, the references in numpy (eager
+    # jnp constructors and indexing compile programs of their own)
+    ro = ro.set_wout(jax.device_put(np.arange(40.0).reshape(1, 2, 20) / 40))
+    un, rn = np.array([0.3, -0.2, 0.7]), np.linspace(-1, 1, 20)
+    u, r = jax.device_put((un, rn))
+    np.testing.assert_allclose(emb.embed(u), np.asarray(emb.win)[0] @ un)
+    np.testing.assert_allclose(ro.readout(r), np.asarray(ro.wout)[0] @ rn)
     # training features and targets carry the bank axis of one (ORC 0.4)
-    assert ro.prepare_train(jnp.stack([r] * 4)).shape == (4, 1, 20)
-    assert ro.prepare_target(jnp.zeros((4, 2))).shape == (4, 1, 2)
+    rs, targets = jax.device_put((np.stack([rn] * 4), np.zeros((4, 2))))
+    assert ro.prepare_train(rs).shape == (4, 1, 20)
+    assert ro.prepare_target(targets).shape == (4, 1, 2)
 
 
 def test_solve_all_ridge_reg_shapes():
     """ORC's helpers: states ``(T, chunks, F)`` and targets ``(T, chunks, O)``
     give ``(chunks, O, F)``, what a readout's ``set_wout`` takes."""
     rng = np.random.default_rng(3)
-    R = jnp.asarray(rng.standard_normal((40, 4, 8)))
-    U = jnp.asarray(rng.standard_normal((40, 4, 3)))
-    W = _solve_all_ridge_reg(R, U, 1e-3)
+    # JAX inputs put on the device from numpy; slices and references in numpy
+    Rn, Un = rng.standard_normal((40, 4, 8)), rng.standard_normal((40, 4, 3))
+    R, U = jax.device_put((Rn, Un))
+    # the helpers under jax.jit (one program per shape; eagerly, one per
+    # operation); test_orc_utils_parity runs them eagerly
+    solve = jax.jit(_solve_all_ridge_reg)
+    solve_batched = jax.jit(_solve_all_ridge_reg_batched, static_argnums=3)
+    W = solve(R, U, 1e-3)
     assert W.shape == (4, 3, 8)
-    assert _solve_all_ridge_reg_batched(R, U, 1e-3, 3).shape == (4, 3, 8)
+    assert solve_batched(R, U, 1e-3, 3).shape == (4, 3, 8)
     ref = np.linalg.solve(
-        np.asarray(R[:, 1]).T @ np.asarray(R[:, 1]) + 1e-3 * np.eye(8),
-        np.asarray(R[:, 1]).T @ np.asarray(U[:, 1]),
+        Rn[:, 1].T @ Rn[:, 1] + 1e-3 * np.eye(8),
+        Rn[:, 1].T @ Un[:, 1],
     ).T
-    np.testing.assert_allclose(W[1], ref, rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(W)[1], ref, rtol=1e-10)
     # a single readout takes the bank of one they give for one reservoir
     ro = readouts.LinearReadout(3, 8)
-    W1 = _solve_all_ridge_reg(
-        ro.prepare_train(R[:, 0]), ro.prepare_target(U[:, 0]), 1e-3
-    )
+    R0, U0 = jax.device_put((Rn[:, 0], Un[:, 0]))
+    W1 = solve(ro.prepare_train(R0), ro.prepare_target(U0), 1e-3)
     assert ro.set_wout(W1).wout.shape == ro.wout.shape == (1, 3, 8)

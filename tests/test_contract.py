@@ -28,6 +28,11 @@ LORENZ = lorenz_rk4(1400) / 10.0
 # The tests' own inputs, reference values and checks are numpy (``_np``,
 # ``_jx``, ``_finite``): an eager jnp operation compiles a program of its own
 # for every shape and dtype, which was most of this file's compilations.
+# Likewise derivatives and batch calls run inside one ``jax.jit`` each: run
+# eagerly, each of their primitives (and a derivative's transpose) compiles
+# a program of its own; the transformations checked are the same. The model
+# is an argument of those jits, not a closed-over constant (XLA would fold
+# its weights into the program, compiling far slower).
 _RNG_SEED = 0
 
 
@@ -145,7 +150,8 @@ def test_forecaster_contract(name, dtype):
     np.testing.assert_allclose(jf(trained, N_FC, r0), out, rtol=tol, atol=tol)
 
     # vmap over a batch of start states equals the loop
-    batched = jax.vmap(lambda r: trained.forecast(N_FC, r))(_jx(Rn[-4:]))
+    vf = jax.jit(jax.vmap(lambda m, r: m.forecast(N_FC, r), in_axes=(None, 0)))
+    batched = vf(trained, _jx(Rn[-4:]))
     looped = np.stack([_np(trained.forecast(N_FC, _jx(r))) for r in Rn[-4:]])
     np.testing.assert_allclose(batched, looped, rtol=tol, atol=tol)
 
@@ -164,7 +170,9 @@ def test_forecaster_contract(name, dtype):
         def loss(m, r):
             return jnp.sum(m.forecast(N_FC, r) ** 2)
 
-        gw, g = eqx.filter_grad(lambda mr: loss(*mr))((trained, r0))
+        # traced in one jit: run eagerly, the derivative compiles its
+        # forward, its transpose and every eager op of the loss apart
+        gw, g = eqx.filter_jit(eqx.filter_grad(lambda mr: loss(*mr)))((trained, r0))
         assert _finite(g)
         assert all(
             _finite(x) for x in jax.tree.leaves(eqx.filter(gw, eqx.is_inexact_array))
@@ -198,9 +206,10 @@ def test_cesn_contract():
     np.testing.assert_allclose(_np(out)[0], trained.readout.readout(r0), rtol=1e-10)
     jf = jax.jit(lambda m, ts, r: m.forecast(ts, r))
     np.testing.assert_allclose(jf(trained, ts, r0), out, rtol=1e-9, atol=1e-9)
-    g = jax.grad(lambda r: jnp.sum(trained.forecast(ts, r) ** 2))(r0)
+    g = jax.jit(jax.grad(lambda r, m: jnp.sum(m.forecast(ts, r) ** 2)))(r0, trained)
     assert _finite(g)
-    batched = jax.vmap(lambda r: trained.forecast(ts, r))(_jx(Rn[-3:]))
+    vf = jax.jit(jax.vmap(lambda m, r: m.forecast(ts, r), in_axes=(None, 0)))
+    batched = vf(trained, _jx(Rn[-3:]))
     np.testing.assert_allclose(
         _np(batched)[1], trained.forecast(ts, _jx(Rn[-2])), rtol=1e-8, atol=1e-9
     )
@@ -232,7 +241,9 @@ def test_classifier_contract(dtype, state_repr):
     with count_compiles() as c:
         block(trained.classify(s1))
     assert c["compiles"] == 0
-    probs = jax.vmap(trained.classify)(seqs)
+    probs = jax.jit(jax.vmap(lambda m, s: m.classify(s), in_axes=(None, 0)))(
+        trained, seqs
+    )
     # float32: the batched and the single run round the states differently
     # (~1e-7), and the readout fitted to 6 sequences with 50 features nearly
     # interpolates (|W| ~ 770, the same weights as float64's since the fit
@@ -242,7 +253,7 @@ def test_classifier_contract(dtype, state_repr):
     jc = jax.jit(lambda m, s: m.classify(s))
     np.testing.assert_allclose(jc(trained, s0), p, rtol=tol, atol=tol)
     if dtype == jnp.float64:
-        g = jax.grad(lambda s: trained.classify(s)[0])(s0)
+        g = jax.jit(jax.grad(lambda s, m: m.classify(s)[0]))(s0, trained)
         assert _finite(g)
 
 
@@ -272,9 +283,8 @@ def test_controller_contract(dtype):
     jf = jax.jit(lambda m, c, r: m.apply_control(c, r))
     tol = 1e-5 if dtype == jnp.float32 else 1e-12
     np.testing.assert_allclose(jf(trained, cs, r0), out, rtol=tol, atol=tol)
-    batched = jax.vmap(lambda c: trained.apply_control(c, r0))(
-        _jx(np.stack([cs_np, cs_np + dtype(0.1)]))
-    )
+    vf = jax.jit(jax.vmap(lambda m, c: m.apply_control(c, r0), in_axes=(None, 0)))
+    batched = vf(trained, _jx(np.stack([cs_np, cs_np + dtype(0.1)])))
     np.testing.assert_allclose(
         _np(batched)[1],
         trained.apply_control(_jx(cs_np + dtype(0.1)), r0),
@@ -284,11 +294,11 @@ def test_controller_contract(dtype):
     if dtype == jnp.float64:
         ref = _jx(np.ones((20, 2), dtype))
 
-        def pen(c):
-            return trained.compute_penalty(c, r0, ref)
+        def pen(c, m=trained):
+            return m.compute_penalty(c, r0, ref)
 
         c0 = cs_np + 0.05
-        g = jax.grad(pen)(_jx(c0))
+        g = jax.jit(jax.grad(pen))(_jx(c0), trained)
         v = np.random.default_rng(2).standard_normal(cs_np.shape)
         eps = 1e-6
         fd = (float(pen(_jx(c0 + eps * v))) - float(pen(_jx(c0 - eps * v)))) / (2 * eps)
@@ -349,7 +359,11 @@ def test_driver_contract(name, dtype):
     np.testing.assert_allclose(
         _np(batch)[1], d.advance(_jx(2 * p_np), r), rtol=1e-5, atol=1e-6
     )
-    np.testing.assert_allclose(d(ps, rs), batch, rtol=1e-6)
+    # the batch call in one jit too (it dispatches on shapes alone, so it
+    # takes the same batch path as run eagerly)
+    np.testing.assert_allclose(
+        jax.jit(lambda d, p, r: d(p, r))(d, ps, rs), batch, rtol=1e-6
+    )
     g = jax.jit(jax.grad(lambda r, d: jnp.sum(d.advance(p, r))))(r, d)
     assert g.dtype == dtype and _finite(g)
 
@@ -377,7 +391,10 @@ def test_embedding_and_readout_contract(dtype):
         out = emb.embed(u)
         assert out.shape == shape and out.dtype == dtype
         np.testing.assert_allclose(
-            _np(emb(seq))[1], emb.embed(u2), rtol=1e-5, atol=1e-6
+            _np(jax.jit(lambda e, x: e(x))(emb, seq))[1],
+            emb.embed(u2),
+            rtol=1e-5,
+            atol=1e-6,
         )
         np.testing.assert_allclose(
             jax.jit(lambda e, x: e.embed(x))(emb, u), out, rtol=1e-6
@@ -397,7 +414,9 @@ def test_embedding_and_readout_contract(dtype):
         y = ro.readout(r)
         assert y.shape == (4,) and y.dtype == dtype
         np.testing.assert_allclose(
-            _np(ro(_jx(np.stack([r_np, r_np]))))[0], y, rtol=1e-5
+            _np(jax.jit(lambda m, x: m(x))(ro, _jx(np.stack([r_np, r_np]))))[0],
+            y,
+            rtol=1e-5,
         )
         np.testing.assert_allclose(
             jax.jit(lambda m, x: m.readout(x))(ro, r), y, rtol=1e-5
@@ -434,19 +453,21 @@ def test_regressor_contract(dtype, n_layers):
     assert c["compiles"] == 0, "predict recompiled"
     jitted = jax.jit(lambda m, u: m.predict(u))(trained, xa)
     np.testing.assert_allclose(jitted, out, rtol=tol, atol=tol)
-    batch = jax.vmap(trained.predict)(_jx(np.stack([x_np[:50], x_np[50:100]])))
+    batch = jax.jit(jax.vmap(lambda m, u: m.predict(u), in_axes=(None, 0)))(
+        trained, _jx(np.stack([x_np[:50], x_np[50:100]]))
+    )
     np.testing.assert_allclose(_np(batch)[1], trained.predict(xb), rtol=tol, atol=tol)
     if dtype == jnp.float64:
         # the gradient's forward length is the same 50 samples as predict's
         # (one compiled predict program for the finite differences)
-        def loss(u):
-            return jnp.sum(trained.predict(u) ** 2)
+        def loss(u, m):
+            return jnp.sum(m.predict(u) ** 2)
 
         def loss_np(u):
             return float(np.sum(_np(trained.predict(_jx(u))) ** 2))
 
         u0 = x_np[:50]
-        g = jax.grad(loss)(_jx(u0))
+        g = jax.jit(jax.grad(loss))(_jx(u0), trained)
         v = np.random.default_rng(0).standard_normal(u0.shape)
         eps = 1e-6
         fd = (loss_np(u0 + eps * v) - loss_np(u0 - eps * v)) / (2 * eps)

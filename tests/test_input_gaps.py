@@ -31,14 +31,40 @@ from orc.regression import ESNRegressor, train_RCRegressor
 from orc.utils.regressions import _solve_all_ridge_reg, ridge_regression
 
 RES = 20
+
+
+# The inputs stay JAX arrays (the path under test), but are built in numpy
+# and transferred: an eager jnp operation (``jnp.asarray`` of numpy, a slice,
+# ``.at[].set``) compiles a program of its own per shape and dtype, and
+# ``jax.device_put`` compiles nothing.
+def _jx(x):
+    return jax.device_put(np.asarray(x))
+
+
+def _last(states):
+    """``states[-1]`` as a JAX array, sliced in numpy."""
+    return _jx(np.asarray(states)[-1])
+
+
+def _with(x, index, value):
+    """``x.at[index].set(value)`` as a JAX array, set in numpy."""
+    x = np.array(x)
+    x[index] = value
+    return _jx(x)
+
+
 _rng = np.random.default_rng(0)
-U = jnp.asarray(_rng.standard_normal((50, 3)))
-Y2 = U[:, :2]
-C1 = U[:, 2:]
-SEQS = jnp.asarray(_rng.standard_normal((4, 12, 3)))
-LABELS = jnp.array([0, 1, 0, 1])
-REF = jnp.zeros((8, 2))
-GUESS = jnp.zeros((8, 1))
+_U = _rng.standard_normal((50, 3))
+U = _jx(_U)
+U1 = _jx(_U[:, :1])
+Y2 = _jx(_U[:, :2])
+C1 = _jx(_U[:, 2:])
+_SEQS = _rng.standard_normal((4, 12, 3))
+SEQS = _jx(_SEQS)
+SEQ0 = _jx(_SEQS[0])
+LABELS = _jx(np.array([0, 1, 0, 1]))
+REF = _jx(np.zeros((8, 2)))
+GUESS = _jx(np.zeros((8, 1)))
 
 
 def _esn(dtype=jnp.float64):
@@ -88,13 +114,13 @@ TRAINERS = {
         _clf(), SEQS, LABELS, beta=beta
     ),
     "train_RCController": lambda beta: train_RCController(_ctrl(), Y2, C1, beta=beta),
-    "train_RCRegressor": lambda beta: train_RCRegressor(_reg(), U, U[:, :1], beta=beta),
+    "train_RCRegressor": lambda beta: train_RCRegressor(_reg(), U, U1, beta=beta),
     "train_NVARForecaster": lambda beta: train_NVARForecaster(
         NVARForecaster(3), U, beta=beta
     ),
     "ridge_regression": lambda beta: ridge_regression(U, Y2, beta),
     "_solve_all_ridge_reg": lambda beta: _solve_all_ridge_reg(
-        U[:, None], Y2[:, None], beta
+        _jx(_U[:, None]), _jx(_U[:, None, :2]), beta
     ),
 }
 
@@ -118,20 +144,20 @@ def test_bad_beta_is_named_under_jit_and_outside(trainer, bad):
 @pytest.mark.parametrize("trainer", ["forecaster", "controller", "regressor"])
 def test_nan_initial_res_state_is_named(trainer, jit):
     if trainer == "forecaster":
-        model, state = _esn(), jnp.full((1, RES), jnp.nan)
+        model, state = _esn(), _jx(np.full((1, RES), np.nan))
 
         def train(m, r0):
             return train_RCForecaster(m, U, initial_res_state=r0)
     elif trainer == "controller":
-        model, state = _ctrl(), jnp.full((RES,), jnp.nan)
+        model, state = _ctrl(), _jx(np.full((RES,), np.nan))
 
         def train(m, r0):
             return train_RCController(m, Y2, C1, initial_res_state=r0)
     else:
-        model, state = _reg(), jnp.full((RES,), jnp.nan)
+        model, state = _reg(), _jx(np.full((RES,), np.nan))
 
         def train(m, r0):
-            return train_RCRegressor(m, U, U[:, :1], initial_res_state=r0)
+            return train_RCRegressor(m, U, U1, initial_res_state=r0)
 
     call = jax.jit(train) if jit else train
     errors = RUNTIME_ERRORS if jit else eqx.EquinoxRuntimeError
@@ -144,8 +170,8 @@ def test_nan_initial_res_state_is_named(trainer, jit):
 @pytest.mark.parametrize("bad", ["ref_traj", "res_state", "control_seq"])
 def test_compute_control_names_the_nonfinite_argument(trained_ctrl, bad):
     model, R = trained_ctrl
-    args = {"control_seq": GUESS, "res_state": R[-1], "ref_traj": REF}
-    args[bad] = args[bad].at[0].set(jnp.nan)
+    args = {"control_seq": GUESS, "res_state": _last(R), "ref_traj": REF}
+    args[bad] = _with(args[bad], 0, np.nan)
     with pytest.raises(eqx.EquinoxRuntimeError, match=bad) as err:
         model.compute_control(**args)
     assert "did not converge" not in str(err.value)
@@ -157,19 +183,19 @@ def test_compute_control_names_the_nonfinite_argument(trained_ctrl, bad):
 # 4 ---------------------------------------------------------- no samples
 def test_trainers_name_the_argument_that_holds_no_samples():
     with pytest.raises(ValueError, match="train_seqs") as err:
-        train_RCClassifier(_clf(), jnp.zeros((0, 12, 3)), jnp.zeros((0,), jnp.int32))
+        train_RCClassifier(
+            _clf(), _jx(np.zeros((0, 12, 3))), _jx(np.zeros(0, np.int32))
+        )
     assert "no rows left" not in str(err.value)
     with pytest.raises(ValueError, match="train_seqs"):
-        train_RCClassifier(_clf(), jnp.zeros((4, 0, 3)), LABELS)
-    empty = jnp.zeros((0, 12, 3))
+        train_RCClassifier(_clf(), _jx(np.zeros((4, 0, 3))), LABELS)
+    empty, empty1 = _jx(np.zeros((0, 12, 3))), _jx(np.zeros((0, 12, 1)))
     with pytest.raises(ValueError, match="train_seq"):
         train_RCForecaster(_esn(), empty, multi_sequence=True)
     with pytest.raises(ValueError, match="train_seq"):
-        train_RCController(
-            ESNController(3, 1, RES), empty, empty[..., :1], multi_sequence=True
-        )
+        train_RCController(ESNController(3, 1, RES), empty, empty1, multi_sequence=True)
     with pytest.raises(ValueError, match="in_seq"):
-        train_RCRegressor(_reg(), empty, empty[..., :1], multi_sequence=True)
+        train_RCRegressor(_reg(), empty, empty1, multi_sequence=True)
 
 
 # 5 ------------------------------------------------------------- complex
@@ -177,6 +203,7 @@ def _entry_points(trained_esn, trained_clf, trained_ctrl):
     """(argument name, call taking that argument) for every way data enters."""
     esn, R = trained_esn
     ctrl, Rc = trained_ctrl
+    r, rc = _last(R), _last(Rc)
     nvar = NVARForecaster(3)
     return [
         ("train_seq", lambda x: train_RCForecaster(_esn(), x)),
@@ -185,14 +212,14 @@ def _entry_points(trained_esn, trained_clf, trained_ctrl):
             "initial_res_state",
             lambda x: train_RCForecaster(_esn(), U, initial_res_state=x[:1, :1]),
         ),
-        ("in_seq", lambda x: esn.force(x, R[-1])),
+        ("in_seq", lambda x: esn.force(x, r)),
         ("res_state", lambda x: esn.forecast(5, jnp.zeros((1, RES), x.dtype))),
         ("spinup_data", lambda x: esn.forecast_from_IC(5, x)),
         ("train_seqs", lambda x: train_RCClassifier(_clf(), x[None], LABELS[:1])),
         ("in_seq", lambda x: trained_clf.classify(x)),
         ("control_seq", lambda x: train_RCController(_ctrl(), Y2, x[:, :1])),
-        ("ref_traj", lambda x: ctrl.compute_control(GUESS, Rc[-1], x[:8, :2])),
-        ("in_seq", lambda x: train_RCRegressor(_reg(), x, U[:, :1])),
+        ("ref_traj", lambda x: ctrl.compute_control(GUESS, rc, x[:8, :2])),
+        ("in_seq", lambda x: train_RCRegressor(_reg(), x, U1)),
         ("train_seq", lambda x: train_NVARForecaster(nvar, x)),
         ("train_seq", lambda x: orc.online.train_online(_esn(), x)),
         ("res_seq", lambda x: ridge_regression(x, Y2)),
@@ -202,7 +229,7 @@ def _entry_points(trained_esn, trained_clf, trained_ctrl):
 def test_complex_data_is_refused_naming_the_argument(
     trained_esn, trained_clf, trained_ctrl
 ):
-    z = U.astype(jnp.complex128) * (1 + 1j)
+    z = _jx(_U.astype(np.complex128) * (1 + 1j))
     for name, call in _entry_points(trained_esn, trained_clf, trained_ctrl):
         with pytest.raises(TypeError, match=rf"{name} must be real-valued.*complex"):
             call(z)
@@ -217,20 +244,20 @@ def test_bool_refused_integers_and_lists_converted(
             call(U > 0)
     # ORC 0.4 takes lists and integer arrays (jnp.asarray): converted to the
     # model's dtype, same result as the float array, no warning
-    ints = jnp.round(U * 10).astype(jnp.int64)
-    floats = ints.astype(jnp.float64)
+    ints_np = np.round(_U * 10).astype(np.int64)
+    ints, floats = _jx(ints_np), _jx(ints_np.astype(np.float64))
     ref, R = train_RCForecaster(_esn(), floats)
-    for data in (ints, np.asarray(ints).tolist()):
+    for data in (ints, ints_np.tolist()):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             model, R2 = train_RCForecaster(_esn(), data)
         assert R2.dtype == jnp.float64
         np.testing.assert_array_equal(model.readout.wout, ref.readout.wout)
     esn, R = trained_esn
-    out = esn.forecast_from_IC(5, U[:10].tolist())
-    np.testing.assert_array_equal(out, esn.forecast_from_IC(5, U[:10]))
-    probs = trained_clf.classify(np.asarray(SEQS[0]).tolist())
-    np.testing.assert_array_equal(probs, trained_clf.classify(SEQS[0]))
+    out = esn.forecast_from_IC(5, _U[:10].tolist())
+    np.testing.assert_array_equal(out, esn.forecast_from_IC(5, _jx(_U[:10])))
+    probs = trained_clf.classify(_SEQS[0].tolist())
+    np.testing.assert_array_equal(probs, trained_clf.classify(SEQ0))
 
 
 # 7 ------------------------------------------------------------- beta = 0
@@ -249,7 +276,9 @@ def test_zero_beta_warns_once_outside_jit(trainer):
 # 8 ------------------------------------------------------ precision loss
 def test_downcast_warns_once_per_call_upcast_is_silent(trained_esn):
     model32 = _esn(jnp.float32)
-    trained32, R32 = train_RCForecaster(model32, U.astype(jnp.float32), beta=1e-4)
+    trained32, R32 = train_RCForecaster(model32, _jx(_U.astype(np.float32)), beta=1e-4)
+    r32 = np.asarray(R32)[-1]
+    r32_jx, r32_as64 = _jx(r32), _jx(r32.astype(np.float64))
 
     def check(record, name):
         assert len(record) == 1, [str(w.message) for w in record]
@@ -265,19 +294,19 @@ def test_downcast_warns_once_per_call_upcast_is_silent(trained_esn):
         check(record, "train_seq")
         assert R.dtype == jnp.float32
         record, states = _caught(
-            lambda: trained32.force(U, R32[-1]), orc.PrecisionLossWarning
+            lambda: trained32.force(U, r32_jx), orc.PrecisionLossWarning
         )
         check(record, "in_seq")
         assert states.dtype == jnp.float32
         record, _ = _caught(
-            lambda: trained32.forecast(5, R32[-1].astype(jnp.float64)),
+            lambda: trained32.forecast(5, r32_as64),
             orc.PrecisionLossWarning,
         )
         check(record, "res_state")
     # float32 data into a float64 model: an exact upcast, no warning
     esn, R = trained_esn
     record, out = _caught(
-        lambda: esn.forecast_from_IC(5, U.astype(jnp.float32)), Warning
+        lambda: esn.forecast_from_IC(5, _jx(_U.astype(np.float32))), Warning
     )
     assert not record and out.dtype == jnp.float64
 
@@ -287,19 +316,20 @@ def test_untrained_model_warns_outside_jit(trained_esn, trained_clf, trained_ctr
     esn, R = trained_esn
     ctrl, Rc = trained_ctrl
     nvar, W = train_NVARForecaster(NVARForecaster(3), U)
+    r, rc, w, u10 = _last(R), _last(Rc), _last(W), _jx(_U[:10])
     calls = {
-        "forecast": (_esn(), esn, lambda m: m.forecast(5, R[-1])),
-        "forecast_from_IC": (_esn(), esn, lambda m: m.forecast_from_IC(5, U[:10])),
-        "classify": (_clf(), trained_clf, lambda m: m.classify(SEQS[0])),
+        "forecast": (_esn(), esn, lambda m: m.forecast(5, r)),
+        "forecast_from_IC": (_esn(), esn, lambda m: m.forecast_from_IC(5, u10)),
+        "classify": (_clf(), trained_clf, lambda m: m.classify(SEQ0)),
         "compute_control": (
             _ctrl(),
             ctrl,
-            lambda m: m.compute_control(GUESS, Rc[-1], REF, throw=False),
+            lambda m: m.compute_control(GUESS, rc, REF, throw=False),
         ),
         "NVARForecaster.forecast": (
             NVARForecaster(3, s=nvar.s),
             nvar,
-            lambda m: m.forecast(5, W[-1]),
+            lambda m: m.forecast(5, w),
         ),
     }
     for name, (untrained, trained, call) in calls.items():
@@ -326,24 +356,34 @@ def test_nonfinite_state_or_data_is_named(trained_esn, trained_clf, trained_ctrl
     ctrl, Rc = trained_ctrl
     nvar, W = train_NVARForecaster(NVARForecaster(3), U)
     cases = [
-        ("res_state", esn, R[-1].at[0, 3].set(jnp.nan), lambda m, x: m.forecast(5, x)),
-        ("res_state", nvar, W[-1].at[0, 0].set(jnp.inf), lambda m, x: m.forecast(5, x)),
+        (
+            "res_state",
+            esn,
+            _with(np.asarray(R)[-1], (0, 3), np.nan),
+            lambda m, x: m.forecast(5, x),
+        ),
+        (
+            "res_state",
+            nvar,
+            _with(np.asarray(W)[-1], (0, 0), np.inf),
+            lambda m, x: m.forecast(5, x),
+        ),
         (
             "in_seq",
             trained_clf,
-            SEQS[0].at[4, 1].set(jnp.nan),
+            _with(_SEQS[0], (4, 1), np.nan),
             lambda m, x: m.classify(x),
         ),
         (
             "res_state",
             trained_clf,
-            jnp.full((RES,), jnp.nan),
-            lambda m, x: m.classify(SEQS[0], x),
+            _jx(np.full((RES,), np.nan)),
+            lambda m, x: m.classify(SEQ0, x),
         ),
         (
             "res_state",
             ctrl,
-            Rc[-1].at[2].set(jnp.nan),
+            _with(np.asarray(Rc)[-1], 2, np.nan),
             lambda m, x: m.compute_control(GUESS, x, REF),
         ),
     ]

@@ -7,6 +7,8 @@ hand-built regression, or the zero-control baseline.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,13 +22,28 @@ LYAP = 0.906
 DT = 0.01
 LORENZ = lorenz_rk4(8000, dt=DT)
 
+# The entry points take numpy data, and the tests' slicing, references and
+# comparisons are numpy: every eager jnp operation (a slice, ``jnp.asarray``
+# of numpy) compiles a program of its own per shape. Components called on
+# their own (readouts, the hand-built regression) run in one jax.jit each.
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _ridge(X, Y, beta):
+    """The hand-built regression: ridge stats of X onto Y, solved."""
+    zeros = RidgeStats.zeros(X.shape[1], Y.shape[1], None, jnp.float64)
+    return solve(stats_update(zeros, X, Y), beta)
+
+
+@jax.jit
+def _batch_readout(model, R):
+    return model.readout.batch_readout(R)
+
 
 @pytest.fixture(scope="module")
 def trained_esn():
     esn = orc.forecaster.ESNForecaster(data_dim=3, res_dim=500, seed=0)
-    return orc.forecaster.train_RCForecaster(
-        esn, jnp.asarray(LORENZ[:5000]), spinup=100
-    )
+    return orc.forecaster.train_RCForecaster(esn, LORENZ[:5000], spinup=100)
 
 
 def test_lorenz_forecast_five_lyapunov_times(trained_esn):
@@ -39,7 +56,7 @@ def test_lorenz_forecast_five_lyapunov_times(trained_esn):
     scale = np.sqrt(np.mean(np.sum(LORENZ**2, axis=1)))
     vpts = []
     for start in range(5200, 7100, 300):
-        pred = esn.forecast_from_IC(900, jnp.asarray(LORENZ[start - 200 : start]))
+        pred = esn.forecast_from_IC(900, LORENZ[start - 200 : start])
         steps = valid_prediction_steps(pred, LORENZ[start : start + 900], 0.4, scale)
         vpts.append(steps * DT * LYAP)
     assert np.mean(vpts) >= 5.0 and min(vpts) >= 3.0, vpts
@@ -49,48 +66,58 @@ def test_forecast_alignment(trained_esn):
     """forecast(n, R[-1])[0] is readout(R[-1]), the prediction of the next sample."""
     esn, R = trained_esn
     assert R.shape == (5000, 1, 500)
-    out = esn.forecast(5, R[-1])
-    np.testing.assert_allclose(out[0], esn.readout.readout(R[-1]), rtol=1e-12)
+    R = np.asarray(R)
+    out = np.asarray(esn.forecast(5, R[-1]))
+
+    # the components' steps, in one program
+    @jax.jit
+    def steps(m, r_last, o0, r9, u10):
+        r1 = m.driver.advance(m.embedding.embed(o0), r_last)
+        r10 = m.driver.advance(m.embedding.embed(u10), r9)
+        return m.readout.readout(r_last), m.readout.readout(r1), r10
+
+    y0, y1, r = steps(esn, R[-1], out[0], R[9], LORENZ[10])
+    np.testing.assert_allclose(out[0], y0, rtol=1e-12)
     # and the next output follows from feeding out[0] back
-    r1 = esn.driver.advance(esn.embedding.embed(out[0]), R[-1])
-    np.testing.assert_allclose(out[1], esn.readout.readout(r1), rtol=1e-12)
+    np.testing.assert_allclose(out[1], y1, rtol=1e-12)
     np.testing.assert_allclose(out[0], LORENZ[5000], atol=0.05)
     # the states are the teacher-forced ones: R[t] follows from R[t-1] and u_t
-    r = esn.driver.advance(esn.embedding.embed(jnp.asarray(LORENZ[10])), R[9])
     np.testing.assert_allclose(r, R[10], rtol=1e-12)
 
 
 def test_training_equals_explicit_regression(trained_esn):
     """The trained readout is the ridge fit of states[t] onto u[t+1] after spinup."""
     esn, R = trained_esn
-    X = R[100:-1, 0, :]
-    Y = jnp.asarray(LORENZ[101:5000])
-    stats = stats_update(RidgeStats.zeros(500, 3, None, jnp.float64), X, Y)
-    W = solve(stats, 8e-8)
+    X = np.asarray(R)[100:-1, 0, :]
+    Y = LORENZ[101:5000]
+    W = np.asarray(_ridge(X, Y, 8e-8))
     # beta=8e-8 leaves the weights ill-conditioned; compare what they predict
-    np.testing.assert_allclose(X @ esn.readout.wout[0].T, X @ W.T, atol=1e-6)
+    wout = np.asarray(esn.readout.wout)[0]
+    np.testing.assert_allclose(X @ wout.T, X @ W.T, atol=1e-6)
     np.testing.assert_allclose(X @ W.T, Y, atol=0.05)
 
 
 def test_target_seq_and_multi_sequence_semantics():
     esn = orc.forecaster.ESNForecaster(3, 80, seed=1)
-    U = jnp.asarray(LORENZ[:600])
+    U = LORENZ[:600]
     # an explicit target equal to the default one gives the same readout
     a, Ra = orc.forecaster.train_RCForecaster(esn, U[:-1], target_seq=U[1:])
     b, Rb = orc.forecaster.train_RCForecaster(esn, U)
     np.testing.assert_allclose(Ra, Rb, rtol=1e-12)
-    pa, pb = a.readout.batch_readout(Ra), b.readout.batch_readout(Rb)
+    pa, pb = _batch_readout(a, Ra), _batch_readout(b, Rb)
     np.testing.assert_allclose(pa, pb, atol=1e-6)
     # two trajectories in one fit = a fit on both state sets
-    V = jnp.asarray(LORENZ[1000:1600])
+    V = LORENZ[1000:1600]
     m, Rm = orc.forecaster.train_RCForecaster(
-        esn, jnp.stack([U, V]), spinup=50, multi_sequence=True
+        esn, np.stack([U, V]), spinup=50, multi_sequence=True
     )
     assert Rm.shape == (2, 600, 1, 80)
-    X = jnp.concatenate([Rm[0, 50:-1, 0], Rm[1, 50:-1, 0]])
-    Y = jnp.concatenate([U[51:], V[51:]])
-    W = solve(stats_update(RidgeStats.zeros(80, 3, None, jnp.float64), X, Y), 8e-8)
-    np.testing.assert_allclose(X @ m.readout.wout[0].T, X @ W.T, atol=1e-6)
+    Rm = np.asarray(Rm)
+    X = np.concatenate([Rm[0, 50:-1, 0], Rm[1, 50:-1, 0]])
+    Y = np.concatenate([U[51:], V[51:]])
+    W = np.asarray(_ridge(X, Y, 8e-8))
+    wout = np.asarray(m.readout.wout)[0]
+    np.testing.assert_allclose(X @ wout.T, X @ W.T, atol=1e-6)
 
 
 def test_linear_system_learned_exactly():
@@ -111,20 +138,20 @@ def test_linear_system_learned_exactly():
     )
     # targets: A u_t, which is linear in the (linear) reservoir state history
     trained, R = orc.forecaster.train_RCForecaster(
-        model, jnp.asarray(u), target_seq=jnp.asarray(u @ A.T), spinup=60, beta=1e-12
+        model, u, target_seq=u @ A.T, spinup=60, beta=1e-12
     )
-    pred = trained.readout.batch_readout(R[100:-1])
+    pred = _batch_readout(trained, np.asarray(R)[100:-1])
     np.testing.assert_allclose(pred, u[100:] @ A.T, atol=1e-6)
 
 
 def test_parallel_reservoirs_on_lorenz96():
     """Chunks + locality on Lorenz96 (8 sites, 4 chunks): short-term forecast skill."""
     U, _ = orc.data.lorenz96(tN=120, dt=0.01, N=8)
-    U = U[1000:]
+    U = np.asarray(U)[1000:]
     esn = orc.forecaster.ESNForecaster(8, 200, chunks=4, locality=2, seed=0)
     esn, R = orc.forecaster.train_RCForecaster(esn, U[:8000], spinup=100)
     assert R.shape == (8000, 4, 200)
-    pred = esn.forecast(300, R[-1])
+    pred = esn.forecast(300, np.asarray(R)[-1])
     truth = U[8000:8300]
     # Lorenz96 F=8 has lambda_1 ~ 1.7: demand half a Lyapunov time (~30 steps)
     assert valid_prediction_steps(pred, truth, 0.4) >= 30
@@ -132,20 +159,18 @@ def test_parallel_reservoirs_on_lorenz96():
 
 def test_ensemble_forecaster_on_lorenz():
     ens = orc.forecaster.EnsembleESNForecaster(3, 200, chunks=3, seed=0)
-    ens, R = orc.forecaster.train_RCForecaster(
-        ens, jnp.asarray(LORENZ[:5000]), spinup=100
-    )
+    ens, R = orc.forecaster.train_RCForecaster(ens, LORENZ[:5000], spinup=100)
     assert R.shape == (5000, 3, 200)
-    pred = ens.forecast(300, R[-1])
+    pred = ens.forecast(300, np.asarray(R)[-1])
     assert valid_prediction_steps(pred, LORENZ[5000:5300], 0.4) * DT * LYAP >= 1.0
 
 
 def test_cesn_forecasts_lorenz():
-    U = jnp.asarray(LORENZ[:3000])
-    t = jnp.arange(3000.0) * DT
+    U = LORENZ[:3000]
+    t = np.arange(3000.0) * DT
     cesn = orc.forecaster.CESNForecaster(3, 300, seed=0)
     cesn, R = orc.forecaster.train_CESNForecaster(cesn, U, t, spinup=100)
-    pred = cesn.forecast(jnp.arange(200.0) * DT, R[-1])
+    pred = cesn.forecast(np.arange(200.0) * DT, np.asarray(R)[-1])
     assert valid_prediction_steps(pred, LORENZ[3000:3200], 0.4) * DT * LYAP >= 0.5
 
 
@@ -158,20 +183,19 @@ def test_classifier_accuracy():
         # jitted: an eager vmap compiles every operation on its own
         probs = jax.jit(jax.vmap(lambda s, c=clf: c.classify(s, spinup=10)))(test)
         acc = float(
-            jnp.mean(jnp.argmax(probs, axis=1).astype(jnp.int32) == test_labels)
+            np.mean(np.argmax(np.asarray(probs), axis=1) == np.asarray(test_labels))
         )
         assert acc >= 0.95, (repr_, acc)
 
 
 def test_classifier_mean_feature_is_mean_of_forced_states():
     seqs, _ = noisy_sinusoids(jax.random.key(0), 1, seq_len=40)
+    seq = np.asarray(seqs)[0]
     clf = orc.classifier.ESNClassifier(3, 3, 50, state_repr="mean")
-    R = clf.force(seqs[0], clf.driver.default_state())
-    np.testing.assert_allclose(
-        clf.features(seqs[0], spinup=7), R[7:].mean(0), rtol=1e-12
-    )
+    R = np.asarray(clf.force(seq, clf.driver.default_state()))
+    np.testing.assert_allclose(clf.features(seq, spinup=7), R[7:].mean(0), rtol=1e-12)
     final = orc.classifier.ESNClassifier(3, 3, 50, state_repr="final")
-    np.testing.assert_allclose(final.features(seqs[0]), R[-1], rtol=1e-12)
+    np.testing.assert_allclose(final.features(seq), R[-1], rtol=1e-12)
 
 
 # ------------------------------------------------------------------- control
@@ -192,14 +216,12 @@ def test_controller_tracks_linear_plant():
     u = 0.5 * rng.standard_normal((1500, 1))
     y = _simulate_linear(u, [0.0, 0.0])
     ctrl = orc.control.ESNController(2, 1, 300, seed=0, alpha_2=0.01, alpha_3=0.01)
-    ctrl, R = orc.control.train_RCController(
-        ctrl, jnp.asarray(y[:-1]), jnp.asarray(u[1:])
-    )
+    ctrl, R = orc.control.train_RCController(ctrl, y[:-1], u[1:])
     # y[t+1] = A y[t] + B u[t+1]; the state after (y[-2], u[-1]) predicts y[-1]
     horizon = 30
     ref = np.tile([0.5, 0.0], (horizon, 1))
     res = ctrl.compute_control(
-        jnp.zeros((horizon, 1)), R[-1], jnp.asarray(ref), return_info=True
+        np.zeros((horizon, 1)), np.asarray(R)[-1], ref, return_info=True
     )
     assert bool(res.success)
     assert float(res.penalty) < float(res.initial_penalty)
@@ -249,15 +271,13 @@ def test_controller_tracks_lorenz():
     ctrl = orc.control.ESNController(
         3, 3, 500, seed=0, embedding_scaling=0.1, alpha_2=1e-4, alpha_3=1e-4
     )
-    ctrl, R = orc.control.train_RCController(
-        ctrl, jnp.asarray(y[:-1] / s), jnp.asarray(c[1:] / 20.0), spinup=100
-    )
+    ctrl, R = orc.control.train_RCController(ctrl, y[:-1] / s, c[1:] / 20.0, spinup=100)
     horizon = 20
     ref = np.tile(y[-1], (horizon, 1))  # hold the current state
     res = ctrl.compute_control(
-        jnp.zeros((horizon, 3)),
-        R[-1],
-        jnp.asarray(ref / s),
+        np.zeros((horizon, 3)),
+        np.asarray(R)[-1],
+        ref / s,
         throw=False,
         return_info=True,
         max_steps=300,

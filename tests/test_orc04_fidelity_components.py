@@ -107,13 +107,15 @@ def test_bcoo_functions_and_products_on_wr(bank):
     wr = bank.wr
     dense = _dense_np(wr)
     x = np.random.default_rng(0).standard_normal((4, 212, 3))
+    # the operands are put on the device from numpy (jnp.asarray compiles a
+    # program per shape); BCOO's functions run eagerly, as a user calls them
     dot = sparse.bcoo_dot_general(
-        wr, jnp.asarray(x), dimension_numbers=(([2], [1]), ([0], [0]))
+        wr, jax.device_put(x), dimension_numbers=(([2], [1]), ([0], [0]))
     )
     np.testing.assert_allclose(dot, np.einsum("cij,cjm->cim", dense, x), atol=1e-12)
     v = x[0, :, 0]
-    np.testing.assert_allclose(wr @ jnp.asarray(v), dense @ v, atol=1e-12)
-    np.testing.assert_allclose(jnp.asarray(v) @ wr, v @ dense, atol=1e-12)
+    np.testing.assert_allclose(wr @ jax.device_put(v), dense @ v, atol=1e-12)
+    np.testing.assert_allclose(jax.device_put(v) @ wr, v @ dense, atol=1e-12)
     part = sparse.bcoo_slice(wr, start_indices=(2, 0, 0), limit_indices=(3, 212, 212))
     np.testing.assert_array_equal(part.todense(), dense[2:3])
     rows = sparse.bcoo_reduce_sum(wr, axes=(2,))
@@ -144,14 +146,18 @@ def test_wr_stays_a_pytree_of_its_two_leaves(bank, tmp_path):
     # grad through BCOO's todense reaches the ELL values: d/dv[c,i,j] of
     # sum(M * W) is M[c, i, columns[c, i, j]]
     m = np.random.default_rng(1).standard_normal((4, 212, 212))
-    grads = eqx.filter_grad(lambda d: jnp.sum(sparse.BCOO.todense(d.wr) * m))(bank)
+    # grad and vmap under filter_jit (one program each; eagerly, one per
+    # operation)
+    grads = eqx.filter_jit(
+        eqx.filter_grad(lambda d: jnp.sum(sparse.BCOO.todense(d.wr) * m))
+    )(bank)
     cols = np.asarray(wr.columns)
     expected = np.take_along_axis(m, cols, axis=2)
     np.testing.assert_allclose(grads.wr.values, expected, atol=1e-12)
     # vmap over a stack of drivers
     two = jax.tree.map(lambda a, b: jnp.stack([a, b]), bank, bank)
-    stacked = eqx.filter_vmap(lambda d: sparse.BCOO.todense(d.wr))(two)
-    np.testing.assert_array_equal(stacked[1], _dense_np(wr))
+    stacked = eqx.filter_jit(eqx.filter_vmap(lambda d: sparse.BCOO.todense(d.wr)))(two)
+    np.testing.assert_array_equal(np.asarray(stacked)[1], _dense_np(wr))
     # saved and loaded bit for bit, and still ours
     path = orc.save(tmp_path / "driver.orc", bank)
     back = orc.load(path)
@@ -169,8 +175,10 @@ N = 24
 
 
 def _vectors(n=N, seed=2):
+    """Two JAX vectors, put on the device from numpy (jnp.asarray compiles a
+    program per shape)."""
     rng = np.random.default_rng(seed)
-    return jnp.asarray(rng.uniform(-1, 1, n)), jnp.asarray(rng.uniform(-1, 1, n))
+    return jax.device_put((rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)))
 
 
 def test_esn_driver_advance_takes_a_bank_of_one():
@@ -206,22 +214,27 @@ def test_single_drivers_bank_of_one_under_transforms(make):
     jitted = jax.jit(lambda d, p, r: d.advance(p, r))(d, p[None], r[None])
     assert jitted.shape == (N,)
     np.testing.assert_allclose(jitted, ref, atol=1e-14)
-    ps = jnp.stack([p, r, p * r])
-    rs = jnp.stack([r, p, r - p])
-    batched = jax.vmap(d.advance)(ps[:, None], rs[:, None])
+    pn, rn = np.asarray(p), np.asarray(r)
+    ps, rs = jax.device_put((np.stack([pn, rn, pn * rn]), np.stack([rn, pn, rn - pn])))
+    ps1, rs1 = jax.device_put((np.asarray(ps)[:, None], np.asarray(rs)[:, None]))
+    # vmap and grad under jax.jit (one program each; eagerly, one per
+    # operation)
+    vadvance = jax.jit(jax.vmap(d.advance))
+    batched = vadvance(ps1, rs1)
     assert batched.shape == (3, N)
-    np.testing.assert_allclose(batched, jax.vmap(d.advance)(ps, rs), atol=1e-14)
+    np.testing.assert_allclose(batched, vadvance(ps, rs), atol=1e-14)
     # __call__: (1, N) is one state, (T, 1, N) a batch of them
-    np.testing.assert_allclose(d(ps[:, None], rs[:, None]), d(ps, rs), atol=1e-14)
-    g1 = jax.grad(lambda r: jnp.sum(d.advance(p, r) ** 2))(r[None])
-    g0 = jax.grad(lambda r: jnp.sum(d.advance(p, r) ** 2))(r)
+    np.testing.assert_allclose(d(ps1, rs1), d(ps, rs), atol=1e-14)
+    grad = jax.jit(jax.grad(lambda r: jnp.sum(d.advance(p, r) ** 2)))
+    g1 = grad(r[None])
+    g0 = grad(r)
     assert g1.shape == (1, N)
-    np.testing.assert_allclose(g1[0], g0, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(g1)[0], g0, atol=1e-14)
 
 
 def test_esn_advance_seq_takes_a_bank_of_one():
     d = ESNDriver(N, seed=5)
-    ps = jnp.asarray(np.random.default_rng(6).uniform(-1, 1, (7, N)))
+    ps = jax.device_put(np.random.default_rng(6).uniform(-1, 1, (7, N)))
     r = d.default_state()
     ref = d.advance_seq(ps, r)
     np.testing.assert_array_equal(d.advance_seq(ps[:, None], r[None]), ref)
@@ -254,7 +267,7 @@ def test_only_a_bank_of_one_is_taken():
         gru.advance(p[None], r[None])
     # an embedding's input is a data sample, without bank axis (ORC refuses it too)
     emb = LinearEmbedding(3, N, 0.1, seed=7)
-    u = jnp.asarray([0.1, -0.2, 0.3])
+    u = jax.device_put(np.array([0.1, -0.2, 0.3]))
     assert emb.embed(u).shape == (N,)
     with pytest.raises(ValueError, match=r"in_state must have shape \(3,\)"):
         emb.embed(u[None])
@@ -284,7 +297,7 @@ def test_single_readouts_take_a_bank_of_one(kind):
     make, phi = READOUTS[kind]
     out_dim = 3
     w = np.random.default_rng(8).standard_normal((1, out_dim, N))
-    ro = make(out_dim, N).set_wout(jnp.asarray(w))
+    ro = make(out_dim, N).set_wout(jax.device_put(w))
     r, q = _vectors(seed=9)
     expected = w[0] @ phi(np.asarray(r))
     for x in (r, r[None]):
@@ -292,17 +305,22 @@ def test_single_readouts_take_a_bank_of_one(kind):
         out = ro(x)  # (1, N) is one state, as ORC 0.4 reads it
         assert out.shape == (out_dim,)
         np.testing.assert_allclose(out, expected, atol=1e-12)
-    seq = jnp.stack([r, q])
-    by_row = np.stack([w[0] @ phi(np.asarray(s)) for s in seq])
-    for xs in (seq, seq[:, None]):
+    seq_np = np.stack([np.asarray(r), np.asarray(q)])
+    seq = jax.device_put(seq_np)
+    by_row = np.stack([w[0] @ phi(s) for s in seq_np])
+    # vmap and grad under jax.jit (one program each; eagerly, one per
+    # operation)
+    vreadout = jax.jit(jax.vmap(ro.readout))
+    for xs in (seq, jax.device_put(seq_np[:, None])):
         np.testing.assert_allclose(ro(xs), by_row, atol=1e-12)
         np.testing.assert_allclose(ro.batch_readout(xs), by_row, atol=1e-12)
-        np.testing.assert_allclose(jax.vmap(ro.readout)(xs), by_row, atol=1e-12)
+        np.testing.assert_allclose(vreadout(xs), by_row, atol=1e-12)
     jitted = jax.jit(lambda ro, x: ro.readout(x))(ro, r[None])
     np.testing.assert_allclose(jitted, expected, atol=1e-12)
-    g = jax.grad(lambda x: jnp.sum(ro.readout(x)))(r[None])
+    grad = jax.jit(jax.grad(lambda x: jnp.sum(ro.readout(x))))
+    g = grad(r[None])
     assert g.shape == (1, N)
-    np.testing.assert_allclose(g[0], jax.grad(lambda x: jnp.sum(ro.readout(x)))(r))
+    np.testing.assert_allclose(np.asarray(g)[0], grad(r))
     with pytest.raises(
         ValueError, match=r"res_state must have shape \(24,\) or \(1, 24\)"
     ):
@@ -320,7 +338,7 @@ def test_parallel_linear_readout_out_dim_is_the_whole_output():
     rng = np.random.default_rng(10)
     w = rng.standard_normal((5, 3, 10))
     r = rng.standard_normal((5, 10))
-    out = ro.set_wout(jnp.asarray(w)).readout(jnp.asarray(r))
+    out = ro.set_wout(jax.device_put(w)).readout(jax.device_put(r))
     expected = np.concatenate([w[c] @ r[c] for c in range(5)])  # chunk by chunk
     assert out.shape == (15,)
     np.testing.assert_allclose(out, expected, atol=1e-12)
@@ -340,7 +358,7 @@ def test_parallel_nonlinear_readouts_split_out_dim(kind):
     rng = np.random.default_rng(11)
     w = rng.standard_normal((4, 3, 6))
     r = rng.standard_normal((4, 6))
-    out = ro.set_wout(jnp.asarray(w)).readout(jnp.asarray(r))
+    out = ro.set_wout(jax.device_put(w)).readout(jax.device_put(r))
     expected = np.concatenate([w[c] @ phi(r[c]) for c in range(4)])
     np.testing.assert_allclose(out, expected, atol=1e-12)
 

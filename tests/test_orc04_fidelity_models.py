@@ -38,10 +38,10 @@ LORENZ = lorenz_rk4(1500) / 10.0
 
 
 def _random_like(x, seed):
-    """Small random numbers of ``x``'s shape and dtype (NumPy's draw: no
-    program compiled per shape)."""
+    """Small random numbers of ``x``'s shape and dtype (NumPy's draw, put on
+    the device: no program compiled per shape)."""
     draw = np.random.default_rng(seed).normal(0.0, 0.1, np.shape(x))
-    return jnp.asarray(draw, x.dtype)
+    return jax.device_put(draw.astype(x.dtype))
 
 
 def _with_readout(model):
@@ -52,9 +52,14 @@ def _with_readout(model):
     )
 
 
-def _sequence(n, dim):
+def _np_sequence(n, dim):
     x = np.asarray(LORENZ[:n])
-    return jnp.asarray(np.tile(x, (1, -(-dim // 3)))[:, :dim])
+    return np.tile(x, (1, -(-dim // 3)))[:, :dim]
+
+
+def _sequence(n, dim):
+    # a JAX array put on the device (jnp.asarray compiles a program per shape)
+    return jax.device_put(_np_sequence(n, dim))
 
 
 # --------------------------------------------------------------------------- #
@@ -66,7 +71,7 @@ def _step_loss(model):
     """A scalar of one step of a reservoir model's pipeline from a random
     state: embed an input, advance the reservoir, read out (cheap to
     compile; the closed loop's gradient is test_contract's)."""
-    u = _sequence(1, model.in_dim)[0]
+    u = jax.device_put(_np_sequence(1, model.in_dim)[0])
     r0 = _random_like(model.driver.default_state(), 1)
     return lambda m: jnp.sum(
         m.readout.readout(m.driver.advance(m.embedding.embed(u), r0)) ** 2
@@ -100,7 +105,7 @@ def _nvar_case():
 def _controller_case():
     model = _with_readout(ESNController(2, 1, 30))
     r0 = _random_like(model.driver.default_state(), 1)
-    controls = jnp.full((6, 1), 0.1)
+    controls = jax.device_put(np.full((6, 1), 0.1))
     return model, lambda m: jnp.sum(m.apply_control(controls, r0) ** 2)
 
 
@@ -118,19 +123,19 @@ def _driver_case(driver):
     drive_shape = (
         (driver.sizes[0],) if isinstance(driver, drivers.StackedDriver) else shape
     )
-    p = _random_like(jnp.zeros(drive_shape), 2)
-    r = _random_like(jnp.zeros(shape), 3)
+    p = _random_like(np.zeros(drive_shape), 2)
+    r = _random_like(np.zeros(shape), 3)
     return driver, lambda d: jnp.sum(d.advance(p, r) ** 2)
 
 
 def _embedding_case(embedding):
-    u = jnp.linspace(-1.0, 1.0, embedding.in_dim)
+    u = jax.device_put(np.linspace(-1.0, 1.0, embedding.in_dim))
     return embedding, lambda e: jnp.sum(e.embed(u) ** 2)
 
 
 def _readout_case(readout, state_shape):
     readout = readout.set_wout(_random_like(readout.wout, 7))
-    r = _random_like(jnp.zeros(state_shape), 3)
+    r = _random_like(np.zeros(state_shape), 3)
     return readout, lambda ro: jnp.sum(ro.readout(r) ** 2)
 
 
@@ -221,7 +226,7 @@ def test_gradient_has_the_model_structure(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. a CESN's time-constant hint
         value, grad = eqx.filter_jit(eqx.filter_value_and_grad(loss))(model)
-    assert bool(jnp.isfinite(value))
+    assert np.isfinite(np.asarray(value))
     params = eqx.filter(model, eqx.is_inexact_array)
     assert jax.tree_util.tree_structure(grad) == jax.tree_util.tree_structure(params)
     # e.g. a gradient step m - lr * g; pairing the leaves is what is checked
@@ -238,7 +243,7 @@ def test_issue_classifier_gradient_tree_map():
     """The issue's own case, as ORC 0.4 runs it: a 200-node classifier's
     gradient maps together with the model."""
     m = ESNClassifier(data_dim=4, n_classes=3, res_dim=200, seed=0)
-    x, s = _sequence(20, 4), jnp.zeros(200)
+    x, s = _sequence(20, 4), jax.device_put(np.zeros(200))
     _, g = eqx.filter_jit(
         eqx.filter_value_and_grad(lambda m, x, s: jnp.sum(m.classify(x, s) ** 2))
     )(m, x, s)
@@ -271,7 +276,7 @@ def test_multi_sequence_equals_concatenated_solve():
     spinup removed once instead of per segment) must exceed it."""
     n_seg, seg_len, spinup, beta = 3, 400, 20, 1e-6
     data = np.asarray(LORENZ)
-    segments = jnp.asarray(
+    segments = jax.device_put(
         np.stack([data[100 + i * 450 : 100 + i * 450 + seg_len] for i in range(n_seg)])
     )
     model = ESNForecaster(data_dim=3, res_dim=60, seed=0, chunks=3)
@@ -279,14 +284,16 @@ def test_multi_sequence_equals_concatenated_solve():
         model, segments, spinup=spinup, beta=beta, multi_sequence=True
     )
     readout = model.readout
+    # the readout's features and targets of every row of each whole segment
+    # (row by row, so the rows below are slices of them), taken in numpy: each
+    # eager call on its own slice would compile its programs per shape
+    feats = [np.asarray(readout.prepare_train(s)) for s in np.asarray(states)]
+    targets = [np.asarray(readout.prepare_target(s)) for s in np.asarray(segments)]
 
     def rows(drop=None, spinup_each=True):
         skip = [spinup if (spinup_each or i == 0) else 0 for i in range(n_seg)]
-        x = [
-            readout.prepare_train(states[i][skip[i] : seg_len - 1])
-            for i in range(n_seg)
-        ]
-        y = [readout.prepare_target(segments[i][skip[i] + 1 :]) for i in range(n_seg)]
+        x = [feats[i][skip[i] : seg_len - 1] for i in range(n_seg)]
+        y = [targets[i][skip[i] + 1 :] for i in range(n_seg)]
         x, y = np.concatenate(x), np.concatenate(y)
         if drop is not None:
             x, y = np.delete(x, drop, 0), np.delete(y, drop, 0)
@@ -294,7 +301,9 @@ def test_multi_sequence_equals_concatenated_solve():
 
     x, y = rows()
     w_multi = np.asarray(trained.readout.wout)
-    w_concat = np.asarray(_solve_all_ridge_reg(jnp.asarray(x), jnp.asarray(y), beta))
+    # ORC's solve under jax.jit (one program per row count)
+    solve = jax.jit(_solve_all_ridge_reg)
+    w_concat = np.asarray(solve(*jax.device_put((x, y)), beta))
     ref, kappa = [], []
     n = x.shape[-1]
     for c in range(x.shape[1]):
@@ -310,9 +319,7 @@ def test_multi_sequence_equals_concatenated_solve():
     assert np.all(_relative(w_concat, ref) < bound)
     assert np.all(_relative(w_multi, w_concat) < bound)
     for wrong in (rows(drop=seg_len - 1 - spinup), rows(spinup_each=False)):
-        w_wrong = _solve_all_ridge_reg(
-            jnp.asarray(wrong[0]), jnp.asarray(wrong[1]), beta
-        )
+        w_wrong = solve(*jax.device_put(wrong), beta)
         assert np.all(_relative(w_wrong, ref) > bound)
 
 
@@ -365,15 +372,16 @@ def test_training_states_are_force_bits(chunks, backend):
     Lorenz notebook's gap between ``forecast(n, R[-1])`` and
     ``forecast_from_IC(n, U_train)`` is exactly 0. Ours must give the same
     bits whatever path computes them."""
-    u = jnp.asarray(LORENZ[:400])
+    u = jax.device_put(np.asarray(LORENZ[:400]))
     with on_cpu():
         model = ESNForecaster(data_dim=3, res_dim=60, seed=0, chunks=chunks)
         trained, states = train_RCForecaster(model, u, spinup=50, backend=backend)
         forced = trained.force(u, trained.driver.default_state(), backend=backend)
         assert np.array_equal(np.asarray(states), np.asarray(forced))
-        a = trained.forecast(100, states[-1], backend=backend)
+        # the last state and the gap taken in numpy (no programs of their own)
+        a = trained.forecast(100, np.asarray(states)[-1], backend=backend)
         b = trained.forecast_from_IC(100, u, backend=backend)
-        assert float(jnp.max(jnp.abs(a - b))) == 0.0
+        assert float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) == 0.0
 
 
 # --------------------------------------------------------------------------- #
@@ -410,8 +418,9 @@ def test_jit_of_a_bound_method_says_what_to_do():
         assert "argument" in text
     expected = model.forecast(10, r0)
     np.testing.assert_array_equal(eqx.filter_jit(model.forecast)(10, r0), expected)
-    batched = jax.vmap(model.forecast, in_axes=(None, 0))(10, jnp.stack([r0, r0]))
-    np.testing.assert_array_equal(batched[1], expected)
+    two = jax.device_put(np.stack([np.asarray(r0)] * 2))
+    batched = jax.vmap(model.forecast, in_axes=(None, 0))(10, two)
+    np.testing.assert_array_equal(np.asarray(batched)[1], expected)
     right = jax.jit(lambda m, r: m.forecast(10, r))(model, r0)
     np.testing.assert_allclose(right, expected, rtol=1e-12, atol=1e-12)
 
@@ -439,7 +448,7 @@ def test_model_as_static_argument_says_what_to_do(make):
         return x
 
     with pytest.raises(ValueError, match="Non-hashable static arguments") as excinfo:
-        f(model, jnp.ones(2))
+        f(model, jax.device_put(np.ones(2)))
     text = _message(excinfo)
     assert f"model ({type(model).__name__}) is not hashable" in text
     assert "regular argument" in text and "equinox.filter_jit" in text
