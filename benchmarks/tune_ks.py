@@ -19,15 +19,11 @@ reservoir forced from the zero state over the stretch, each window
 forecast from the state before it, its valid prediction time (threshold
 0.4, the training data's scale) in Lyapunov times, averaged over windows.
 
-    python benchmarks/tune_ks.py     # ~15 min on 2 cores (TUNE.md's figures)
+    python benchmarks/tune_ks.py     # ~10 min on 2 cores (TUNE.md's figures)
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
 import time
 
 import jax
@@ -37,9 +33,15 @@ import numpy as np  # noqa: E402
 
 import orc  # noqa: E402
 from orc.forecaster import ESNForecaster, train_ESNForecaster  # noqa: E402
-from orc.tune import Forecast, LogUniform  # noqa: E402
+from orc.tune import LogUniform  # noqa: E402
 from tune import SPACE  # noqa: E402  (benchmarks/tune.py, this folder)
-from tune_quality import scorer  # noqa: E402
+from tune_quality import (  # noqa: E402
+    _plain,
+    scorer,
+    stretches,
+    study_arguments,
+    write_report,
+)
 
 L, NX, DT, LYAP = 22.0, 64, 0.25, 0.043
 CHUNKS, LOCALITY = 8, 6
@@ -57,25 +59,14 @@ def series(train: int, val: int, test: int, seed: int = 2018):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--train", type=int, default=20000)
-    ap.add_argument("--horizon", type=int, default=600)
-    ap.add_argument("--val-windows", type=int, default=20)
-    ap.add_argument("--test-windows", type=int, default=20)
-    ap.add_argument("--res-dim", type=int, default=500)
-    ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--draws", type=int, default=16)
-    ap.add_argument("--betas", type=int, default=8)
-    ap.add_argument("--out", default=os.path.join("benchmarks", "runs", "tune_ks.json"))
+    ap = study_arguments(
+        __doc__, "tune_ks", horizon=1000, val_windows=20, test_windows=20,
+        res_dim=500, seeds=2, draws=16,
+    )  # fmt: skip
     a = ap.parse_args()
-    val_len = 100 + a.val_windows * a.horizon
-    test_len = 100 + a.test_windows * a.horizon
-    train, val, test = series(a.train, val_len, test_len)
-    common = dict(spinup=100, warmup=100, horizon=a.horizon, dt=DT,
-                  lyapunov_exponent=LYAP)  # fmt: skip
-    task = Forecast(train, val, windows=a.val_windows, **common)
-    test_task = Forecast(train, test, windows=a.test_windows, **common)
+    train, task, test_task = stretches(a, series, DT, LYAP)
     on_val, on_test = scorer(task), scorer(test_task)
+    val_len, test_len = len(task.validation), len(test_task.validation)
     fixed = dict(data_dim=NX, res_dim=a.res_dim, chunks=CHUNKS, locality=LOCALITY,
                  periodic=True)  # fmt: skip
     print(f"KS L={L}: train {a.train}, validation {val_len} ({a.val_windows} "
@@ -118,18 +109,8 @@ def main():
     for r in rows:
         print(f"  {r['model']:16s} {r['test']:6.3f}")
     print(f"  tuned / default mean: {ratio:.2f}x")
-    out = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                       "jax": jax.__version__},
-           "settings": vars(a), "search_s": search_s, "failed": failed,
-           "default_mean": default, "tuned_over_default": ratio, "rows": rows}  # fmt: skip
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(out, f, indent=1)
-    print(f"written {a.out}")
-
-
-def _plain(row):
-    return {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+    write_report(a.out, settings=vars(a), search_s=search_s, failed=failed,
+                 default_mean=default, tuned_over_default=ratio, rows=rows)  # fmt: skip
 
 
 if __name__ == "__main__":

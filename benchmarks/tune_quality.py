@@ -82,30 +82,41 @@ def scorer(task: Forecast):
     return lambda model: np.asarray(score(model, data, truths))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--train", type=int, default=20000)
-    ap.add_argument("--horizon", type=int, default=2500)
-    ap.add_argument("--val-windows", type=int, default=30)
-    ap.add_argument("--test-windows", type=int, default=30)
-    ap.add_argument("--seeds", type=int, default=4)
-    ap.add_argument("--draws", type=int, default=8)
-    ap.add_argument("--betas", type=int, default=8)
-    ap.add_argument("--default-sizes", default="2000,500")
-    ap.add_argument("--refine-steps", type=int, default=30)
-    ap.add_argument(
-        "--out", default=os.path.join("benchmarks", "runs", "tune_quality.json")
-    )
-    a = ap.parse_args()
-    # windows that do not overlap, in both stretches
+def stretches(a, series, dt: float, lyap: float):
+    """The training data and the validation and test tasks of a study with
+    options ``a``: ``series(train, val, test)`` cut into three stretches,
+    each window stretch 100 samples of warm-up and windows that do not
+    overlap. Returns ``(train, task, test_task)``."""
     val_len = 100 + a.val_windows * a.horizon
     test_len = 100 + a.test_windows * a.horizon
     train, val, test = series(a.train, val_len, test_len)
-    common = dict(spinup=100, warmup=100, horizon=a.horizon, dt=DT,
-                  lyapunov_exponent=LYAP)  # fmt: skip
+    common = dict(spinup=100, warmup=100, horizon=a.horizon, dt=dt,
+                  lyapunov_exponent=lyap)  # fmt: skip
     task = Forecast(train, val, windows=a.val_windows, **common)
-    test_task = Forecast(train, test, windows=a.test_windows, **common)
+    return train, task, Forecast(train, test, windows=a.test_windows, **common)
+
+
+def study_arguments(doc: str, name: str, **defaults) -> argparse.ArgumentParser:
+    """The options of a tuned-against-default study (training length,
+    windows, search budget, output file), with ``defaults`` of its own."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    options = dict(train=20000, horizon=2500, val_windows=30, test_windows=30,
+                   seeds=4, draws=8, betas=8)  # fmt: skip
+    for option, value in {**options, **defaults}.items():
+        ap.add_argument("--" + option.replace("_", "-"), type=int, default=value)
+    out = os.path.join("benchmarks", "runs", f"{name}.json")
+    ap.add_argument("--out", default=out)
+    return ap
+
+
+def main():
+    ap = study_arguments(__doc__, "tune_quality")
+    ap.add_argument("--default-sizes", default="2000,500")
+    ap.add_argument("--refine-steps", type=int, default=30)
+    a = ap.parse_args()
+    train, task, test_task = stretches(a, series, DT, LYAP)
     on_val, on_test = scorer(task), scorer(test_task)
+    val_len, test_len = len(task.validation), len(test_task.validation)
     print(f"Lorenz63: train {a.train}, validation {val_len} ({a.val_windows} "
           f"windows), test {test_len} ({a.test_windows} windows of {a.horizon} "
           "steps)")  # fmt: skip
@@ -157,13 +168,17 @@ def main():
         extra = (f" (seeds {', '.join(f'{m:.2f}' for m in r['test_per_seed'])})"
                  if "test_per_seed" in r else "")  # fmt: skip
         print(f"  {r['model']:16s} {r['test']:6.2f}{extra}")
-    out = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                       "jax": jax.__version__},
-           "settings": vars(a), "search_s": search_s, "rows": rows}  # fmt: skip
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(out, f, indent=1)
-    print(f"written {a.out}")
+    write_report(a.out, settings=vars(a), search_s=search_s, rows=rows)
+
+
+def write_report(path: str, **fields) -> None:
+    """``fields`` and the machine's facts as JSON at ``path``."""
+    machine = {"cpus": os.cpu_count(), "platform": platform.platform(),
+               "jax": jax.__version__}  # fmt: skip
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({"machine": machine, **fields}, f, indent=1)
+    print(f"written {path}")
 
 
 def _plain(row):
