@@ -237,5 +237,11 @@ def test_sqlite_workers_stop_on_ctrl_c_and_resume(optuna, workdir):
     # what the first command's workers completed counts (not done again);
     # the rest is the second command's
     workers = {t.user_attrs["worker"] for t in complete}
-    assert workers <= by | stopped and workers & by
+    assert workers <= by | stopped
+    # the second command did the rest, if the first left any: under a full
+    # run's load the test read the "started" line late once, and one worker
+    # of the first command had completed all 64 trials by the Ctrl-C
+    # (2026-11-28); the resume then has nothing to do, which is still right
+    first = sum(t.user_attrs["worker"] in stopped for t in complete)
+    assert (first == budget) or (workers & by), (first, workers, by)
     check_outputs(workdir / "lite", complete)
