@@ -4,11 +4,12 @@ The error metrics take arrays shaped ``(time, features)`` (or ``(time,)``; JAX
 or numpy). Each is one compiled program (``jax.jit``) per shape, dtype and
 choice of its options (normalisation names, windows, flags: static arguments
 that select the branch at trace time); numbers such as ``dt``, ``scale`` or
-``threshold`` are traced, so a new value compiles nothing. Called op by op, a
-metric compiled 15 to 70 small programs for every new shape. They work
-inside the user's ``jax.jit``, ``vmap`` and ``grad`` as before. :func:`memory_capacity` measures a model's
-reservoir and runs its own small regressions; :func:`dominant_period` reads a
-concrete record (it chooses a Python number from the data).
+``threshold`` are traced, so a new value compiles nothing. (Called op by op,
+a metric compiled 5 to 30 small programs for every new shape.) They work
+inside the user's ``jax.jit``, ``vmap`` and ``grad``.
+:func:`memory_capacity` measures a model's reservoir and runs its own small
+regressions (one program); :func:`dominant_period` reads a concrete record
+(it chooses a Python number from the data).
 """
 
 from __future__ import annotations
@@ -545,15 +546,14 @@ def memory_capacity(
             f"part longer than k_max and at least 2 test steps)"
         )
     states = model.force(u[:, None], model.driver.default_state())
-    corr2 = _delay_capacities(states.reshape(n, -1), u, beta, k_max, n_test)
-    return corr2 if as_list else jnp.sum(corr2)
+    return _delay_capacities(states.reshape(n, -1), u, beta, k_max, n_test, as_list)
 
 
-@functools.partial(jax.jit, static_argnames=("k_max", "n_test"))
-def _delay_capacities(states, u, beta, k_max: int, n_test: int):
+@functools.partial(jax.jit, static_argnames=("k_max", "n_test", "as_list"))
+def _delay_capacities(states, u, beta, k_max: int, n_test: int, as_list: bool):
     """:func:`memory_capacity`'s regressions of ``u(t - k)`` on the states
     (with a bias column), ``k = 1..k_max``, scored on the last ``n_test``
-    rows: one program."""
+    rows (their squared correlations, or their sum): one program."""
     from ._ridge import RidgeStats, solve, stats_update
 
     n = states.shape[0]
@@ -568,6 +568,7 @@ def _delay_capacities(states, u, beta, k_max: int, n_test: int):
     pred = jnp.matmul(feats[n - n_test :], w.T, precision="highest")
     truth = targets[n - n_test :]
     pc, tc = pred - pred.mean(axis=0), truth - truth.mean(axis=0)
-    return jnp.sum(pc * tc, axis=0) ** 2 / (
+    corr2 = jnp.sum(pc * tc, axis=0) ** 2 / (
         jnp.sum(pc**2, axis=0) * jnp.sum(tc**2, axis=0)
     )
+    return corr2 if as_list else jnp.sum(corr2)
