@@ -179,3 +179,11 @@ def run_cli(*args, cwd) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(
         ["orc", *args], code, out.getvalue(), err.getvalue()
     )
+
+
+def on_device(x, dtype=None):
+    """A NumPy value (or anything ``np.asarray`` takes) as a JAX array: a
+    transfer, nothing is compiled (``jnp.asarray`` of a NumPy array compiles
+    a program, ``stage``, for each shape and dtype; ``jax.device_put`` does
+    not)."""
+    return jax.device_put(np.asarray(x, dtype=dtype))

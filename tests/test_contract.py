@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import orc
-from _helpers import block, count_compiles, lorenz_rk4, noisy_sinusoids
+from _helpers import block, count_compiles, lorenz_rk4, noisy_sinusoids, on_device
 from orc import drivers, embeddings, readouts
 from orc.forecaster import RCForecasterBase
 
@@ -40,11 +40,7 @@ def _np(x):
     return np.asarray(x)
 
 
-def _jx(x, dtype=None):
-    """A numpy value as a JAX array: a transfer, nothing is compiled
-    (``jnp.asarray`` of a numpy array compiles a program, ``stage``, for
-    each shape and dtype; ``jax.device_put`` does not)."""
-    return jax.device_put(np.asarray(x, dtype=dtype))
+_jx = on_device  # a transfer: nothing compiled
 
 
 def _normal(shape, dtype, seed=_RNG_SEED):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import orc
-from _helpers import RUNTIME_ERRORS
+from _helpers import RUNTIME_ERRORS, on_device
 from orc.classifier import ESNClassifier, train_RCClassifier
 from orc.control import ESNController, train_RCController
 from orc.forecaster import (
@@ -37,8 +37,7 @@ RES = 20
 # and transferred: an eager jnp operation (``jnp.asarray`` of numpy, a slice,
 # ``.at[].set``) compiles a program of its own per shape and dtype, and
 # ``jax.device_put`` compiles nothing.
-def _jx(x):
-    return jax.device_put(np.asarray(x))
+_jx = on_device
 
 
 def _last(states):
