@@ -18,12 +18,18 @@ stretch comes after it. Scores as in ``benchmarks/tune_quality.py``: the
 reservoir forced from the zero state over the stretch, each window
 forecast from the state before it, its valid prediction time (threshold
 0.4, the training data's scale) in Lyapunov times, averaged over windows.
+With ``--refine-steps S`` (default 10; 0 skips it) the search's best is then
+refined by ``orc.tune.refine`` (``benchmarks/tune_quality.py``'s
+``refined_row``) and scored beside it; ``--refine-from RUN.json`` takes the
+best from an earlier run's report instead of searching again (the defaults
+are scored again, the search's row is copied).
 
-    python benchmarks/tune_ks.py     # ~10 min on 2 cores (TUNE.md's figures)
+    python benchmarks/tune_ks.py     # ~10 min on 2 cores, plus the refinement
 """
 
 from __future__ import annotations
 
+import json
 import time
 
 import jax
@@ -37,6 +43,7 @@ from orc.tune import LogUniform  # noqa: E402
 from tune import SPACE  # noqa: E402  (benchmarks/tune.py, this folder)
 from tune_quality import (  # noqa: E402
     _plain,
+    refined_row,
     scorer,
     stretches,
     study_arguments,
@@ -61,8 +68,9 @@ def series(train: int, val: int, test: int, seed: int = 2018):
 def main():
     ap = study_arguments(
         __doc__, "tune_ks", horizon=1000, val_windows=20, test_windows=20,
-        res_dim=500, seeds=2, draws=16,
+        res_dim=500, seeds=2, draws=16, refine_steps=10,
     )  # fmt: skip
+    ap.add_argument("--refine-from", default=None)
     a = ap.parse_args()
     train, task, test_task = stretches(a, series, DT, LYAP)
     on_val, on_test = scorer(task), scorer(test_task)
@@ -86,25 +94,39 @@ def main():
         print(f"default seed {seed}: validation {val_v.mean():.3f}, test "
               f"{test_v.mean():.3f} (training {train_s:.1f} s)", flush=True)  # fmt: skip
 
-    t0 = time.perf_counter()
-    res = orc.tune.search(
-        ESNForecaster, SPACE, task, fixed=fixed, draws=a.draws, seeds=a.seeds,
-        beta=LogUniform(1e-10, 1e-3), ridge_points=a.betas, progress=False,
-    )  # fmt: skip
-    search_s = time.perf_counter() - t0
-    best = res.best_model
-    val_check, tuned = float(np.mean(on_val(best))), on_test(best)
-    n = a.seeds * a.draws * a.betas
-    failed = sum(r["status"] != "ok" for r in res.rows)
-    print(f"search: {n} candidates ({failed} failed) in {search_s:.1f} s; best on "
-          f"validation {res.best['score']:.3f} (rescored {val_check:.3f}); "
-          f"{res.best}", flush=True)  # fmt: skip
-    rows.append({"model": "tuned", "params": _plain(res.best), "validation": val_check,
-                 "test": float(np.mean(tuned)), "test_windows": tuned.tolist()})  # fmt: skip
+    if a.refine_from:  # the search's row of an earlier run
+        with open(a.refine_from) as f:
+            earlier = json.load(f)
+        search_s, failed = earlier["search_s"], earlier["failed"]
+        rows.append(next(r for r in earlier["rows"] if r["model"] == "tuned"))
+        best = rows[-1]["params"]
+        print(f"search: from {a.refine_from}; best {best}", flush=True)
+    else:
+        t0 = time.perf_counter()
+        res = orc.tune.search(
+            ESNForecaster, SPACE, task, fixed=fixed, draws=a.draws, seeds=a.seeds,
+            beta=LogUniform(1e-10, 1e-3), ridge_points=a.betas, progress=False,
+        )  # fmt: skip
+        search_s = time.perf_counter() - t0
+        best = res.best
+        val_check, tuned = (
+            float(np.mean(on_val(res.best_model))),
+            on_test(res.best_model),
+        )
+        n = a.seeds * a.draws * a.betas
+        failed = sum(r["status"] != "ok" for r in res.rows)
+        print(f"search: {n} candidates ({failed} failed) in {search_s:.1f} s; best "
+              f"on validation {best['score']:.3f} (rescored {val_check:.3f}); "
+              f"{best}", flush=True)  # fmt: skip
+        rows.append({"model": "tuned", "params": _plain(best), "validation": val_check,
+                     "test": float(np.mean(tuned)), "test_windows": tuned.tolist()})  # fmt: skip
+    if a.refine_steps:
+        rows.append(refined_row("tuned+refined", task, best, fixed, a.refine_steps,
+                                on_val, on_test))  # fmt: skip
     default = float(
         np.mean([r["test"] for r in rows if r["model"].startswith("default")])
     )
-    ratio = rows[-1]["test"] / default
+    ratio = next(r["test"] for r in rows if r["model"] == "tuned") / default
     print(f"\nmean VPT over {a.test_windows} held-out test windows (Lyapunov times)")
     for r in rows:
         print(f"  {r['model']:16s} {r['test']:6.3f}")

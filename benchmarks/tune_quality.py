@@ -138,22 +138,9 @@ def main():
              "validation": val_check, "test": float(np.mean(tuned)),
              "test_windows": tuned.tolist()}]  # fmt: skip
     if a.refine_steps:
-        t0 = time.perf_counter()
-        ref = orc.tune.refine(
-            ESNForecaster, task, res.best, fixed={"data_dim": 3, "res_dim": 500},
-            steps=a.refine_steps, progress=False,
-        )  # fmt: skip
-        refine_s = time.perf_counter() - t0
-        refined = ref.models[0]
-        refined_test = on_test(refined)
-        print(f"refine: {a.refine_steps} steps in {refine_s:.1f} s; validation loss "
-              f"{ref.start_loss[0]:.4g} -> {ref.loss[0]:.4g}; {ref.points[0]}")  # fmt: skip
-        rows.append({"model": "tuned+refined N=500", "params": _plain(ref.points[0]),
-                     "validation": float(np.mean(on_val(refined))),
-                     "test": float(np.mean(refined_test)),
-                     "test_windows": refined_test.tolist(),
-                     "loss": [float(ref.start_loss[0]), float(ref.loss[0])],
-                     "refine_s": refine_s})  # fmt: skip
+        fixed = {"data_dim": 3, "res_dim": 500}
+        rows.append(refined_row("tuned+refined N=500", task, res.best, fixed,
+                                a.refine_steps, on_val, on_test))  # fmt: skip
     for size in [int(s) for s in a.default_sizes.split(",")]:
         per_seed = []
         for seed in range(a.seeds):
@@ -169,6 +156,28 @@ def main():
                  if "test_per_seed" in r else "")  # fmt: skip
         print(f"  {r['model']:16s} {r['test']:6.2f}{extra}")
     write_report(a.out, settings=vars(a), search_s=search_s, rows=rows)
+
+
+def refined_row(name, task, best, fixed, steps, on_val, on_test) -> dict:
+    """``orc.tune.refine`` from the search's ``best`` (``steps`` Adam steps),
+    the refined model scored on the validation and test windows: a row of
+    the report, with the validation loss before and after."""
+    t0 = time.perf_counter()
+    ref = orc.tune.refine(
+        ESNForecaster, task, best, fixed=fixed, steps=steps, progress=False
+    )
+    refine_s = time.perf_counter() - t0
+    refined = ref.models[0]
+    refined_test = on_test(refined)
+    print(f"refine: {steps} steps in {refine_s:.1f} s; validation loss "
+          f"{ref.start_loss[0]:.4g} -> {ref.loss[0]:.4g}; {ref.points[0]}",
+          flush=True)  # fmt: skip
+    return {"model": name, "params": _plain(ref.points[0]),
+            "validation": float(np.mean(on_val(refined))),
+            "test": float(np.mean(refined_test)),
+            "test_windows": refined_test.tolist(),
+            "loss": [float(ref.start_loss[0]), float(ref.loss[0])],
+            "refine_s": refine_s}  # fmt: skip
 
 
 def write_report(path: str, **fields) -> None:
