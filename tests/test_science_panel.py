@@ -119,17 +119,23 @@ def test_sign_test():
     assert panel.sign_test(8, 14) == pytest.approx(0.286, abs=1e-3)
 
 
-def test_report_has_a_tuned_slot_and_failure_list(tmp_path):
+def test_report_has_the_tuned_column_and_failure_list(tmp_path):
     rows = [
         {"flow": "A", "status": "ok", "reason": "", "dim": 3, "dt": 0.01,
          "lyapunov": 1.0, "period_samples": 100.0, "nvar_stride": 3,
-         "horizon_steps": 2000, "horizon_lyap": 20.0, "esn": 5.0, "orc04": 4.0,
-         "tuned": math.nan},
+         "horizon_steps": 2000, "horizon_lyap": 20.0, "esn": 5.0, "tuned": 7.5,
+         "tuned_Wr_spectral_radius": 0.9, "tuned_leak_rate": 0.4,
+         "tuned_embedding_scaling": 0.1, "tuned_bias": 1.0, "tuned_beta": 1e-8,
+         "tuned_search_s": 12.0},
         {"flow": "B", "status": "failed", "reason": "timeout after 120 s"},
     ]  # fmt: skip
-    md = panel.report_md(rows, ["esn", "orc04"], {"run": "test"})
-    assert "tuned" in md and "B: timeout after 120 s" in md
-    assert "| esn vs orc04 | 1 | 1 | 0 | 0 | 1.00 | 1.00 |" in md
-    panel.write_csv(rows, tmp_path / "r.csv", ["esn", "orc04"])
-    header = (tmp_path / "r.csv").read_text().splitlines()[0]
-    assert header.endswith(",tuned") and "esn_seeds" in header
+    md = panel.report_md(rows, ["esn", "tuned"], {"run": "test"})
+    assert panel.LABELS["tuned"] in md and "B: timeout after 120 s" in md
+    assert "| tuned vs esn | 1 | 1 | 0 | 0 | 2.50 | 1.00 |" in md
+    panel.write_csv(rows, tmp_path / "r.csv", ["esn", "tuned"])
+    header, first = (tmp_path / "r.csv").read_text().splitlines()[:2]
+    assert header.endswith(",tuned_beta,tuned_search_s") and "esn_seeds" in header
+    assert first.endswith(",0.9,0.4,0.1,1.0,1e-08,12.0")
+    # without the tuned column the CSV has no tuned fields
+    panel.write_csv(rows, tmp_path / "s.csv", ["esn"])
+    assert "tuned" not in (tmp_path / "s.csv").read_text().splitlines()[0]
