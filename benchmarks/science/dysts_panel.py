@@ -167,7 +167,6 @@ DYSTS_LIB = envs.Library(
     dist="dysts",
     version=DYSTS_VERSION,
     import_name="dysts",
-    extras=(("numba", "0.68.1"),),  # dysts' compiled right-hand sides
 )
 FORECAST_SCRIPTS = {
     "ours": "../science/workloads/orc_forecast.py",

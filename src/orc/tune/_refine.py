@@ -108,11 +108,13 @@ def validation_loss(model, task: Forecast, beta, horizon: int, teacher_weight):
 
 
 def loss_function(model_class, task, names, static_kw, horizon, teacher_weight):
-    """``loss(theta, seed)``: the validation loss of the candidate whose
-    hyperparameters ``names`` have the unconstrained values ``theta``."""
+    """``loss(theta, seed, task=task)``: the validation loss of the candidate
+    whose hyperparameters ``names`` have the unconstrained values ``theta``.
+    Under ``jit`` pass ``task`` as an argument: closed over, its data would
+    be constants of the program, which XLA then folds at compile time."""
     model_names = [n for n in names if n != "beta"]
 
-    def loss(theta, seed):
+    def loss(theta, seed, task=task):
         values = {n: REFINABLE[n][1](theta[i]) for i, n in enumerate(names)}
         kw = dict(static_kw, **{n: values[n] for n in model_names})
         model = model_class(**kw, seed=seed, construction="jax")
@@ -201,8 +203,9 @@ def refine(
     opt = optax.adam(learning_rate)
 
     @eqx.filter_jit
-    def step(theta, state, seeds):
-        value, grad = jax.vmap(jax.value_and_grad(loss))(theta, seeds)
+    def step(theta, state, seeds, task):
+        value_and_grad = jax.vmap(jax.value_and_grad(loss), in_axes=(0, 0, None))
+        value, grad = value_and_grad(theta, seeds, task)
         ok = jnp.isfinite(value) & jnp.all(jnp.isfinite(grad), axis=1)
         grad = jnp.where(ok[:, None], grad, 0.0)
         # optax mixes its int32 step count with floats: standard promotion
@@ -219,7 +222,7 @@ def refine(
     bar = ProgressBar(steps + 1, "refine") if show else None
     try:
         for k in range(steps + 1):
-            value, new_theta, state = step(theta, state, seeds)
+            value, new_theta, state = step(theta, state, seeds, task)
             v = np.asarray(value)
             better = np.isfinite(v) & (v < best_loss)
             best_theta = np.where(better[:, None], np.asarray(theta), best_theta)
