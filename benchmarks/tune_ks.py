@@ -18,11 +18,14 @@ stretch comes after it. Scores as in ``benchmarks/tune_quality.py``: the
 reservoir forced from the zero state over the stretch, each window
 forecast from the state before it, its valid prediction time (threshold
 0.4, the training data's scale) in Lyapunov times, averaged over windows.
-With ``--refine-steps S`` (default 10; 0 skips it) the search's best is then
+With ``--refine-steps S`` (default 0: skipped) the search's best is then
 refined by ``orc.tune.refine`` (``benchmarks/tune_quality.py``'s
 ``refined_row``) and scored beside it; ``--refine-from RUN.json`` takes the
 best from an earlier run's report instead of searching again (the defaults
-are scored again, the search's row is copied).
+are scored again, the search's row is copied). At the default sizes
+(8 x 500 nodes, T = 20000) the refinement's gradient held more than 21 GB
+before its first step completed (2026-11-28): it needs a machine with more
+memory, or a shorter ``--train``.
 
     python benchmarks/tune_ks.py     # ~10 min on 2 cores, plus the refinement
 """
@@ -68,7 +71,7 @@ def series(train: int, val: int, test: int, seed: int = 2018):
 def main():
     ap = study_arguments(
         __doc__, "tune_ks", horizon=1000, val_windows=20, test_windows=20,
-        res_dim=500, seeds=2, draws=16, refine_steps=10,
+        res_dim=500, seeds=2, draws=16, refine_steps=0,
     )  # fmt: skip
     ap.add_argument("--refine-from", default=None)
     a = ap.parse_args()
