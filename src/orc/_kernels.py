@@ -125,6 +125,11 @@ def _run_scan(matvec, values, indices, drive, r0, leak):
     mapped over the bank."""
 
     def one(values, indices, drive, r0, leak):
+        # rematerialised when differentiated: a reverse pass (the gradients of
+        # orc.tune.refine) keeps each step's state and recomputes the rest,
+        # instead of keeping the gathered neighbours (k per node) and tanh's
+        # output of every step. Without derivatives the program is the same.
+        @functools.partial(jax.checkpoint, prevent_cse=False)
         def step(r, p):
             r = _esn_step(matvec, values, indices, r, p, leak)
             return r, r
