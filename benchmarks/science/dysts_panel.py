@@ -688,6 +688,17 @@ def plot(rows, columns, path: Path) -> None:
         ax2.set_ylabel("ours VPT (Lyapunov times)")
         ax2.legend(fontsize=8)
         ax2.set_title("per flow, mean over seeds")
+    elif "esn" in columns and "tuned" in columns:
+        x = np.array([r.get("esn", math.nan) for r in ok])
+        y = np.array([r.get("tuned", math.nan) for r in ok])
+        ax2.scatter(x, y, alpha=0.8)
+        hi = np.nanmax(np.r_[x, y, 1.0]) * 1.05
+        ax2.plot([0, hi], [0, hi], "k--", lw=0.8)
+        ax2.set_xlabel(f"{LABELS['esn']}: VPT (Lyapunov times)")
+        ax2.set_ylabel("tuned per flow: VPT (Lyapunov times)")
+        ax2.set_title("per flow, mean over seeds (above the line: tuning helped)")
+    else:
+        ax2.axis("off")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
