@@ -24,8 +24,9 @@ refined by ``orc.tune.refine`` (``benchmarks/tune_quality.py``'s
 best from an earlier run's report instead of searching again (the defaults
 are scored again, the search's row is copied). At the default sizes
 (8 x 500 nodes, T = 20000) the refinement's gradient held more than 21 GB
-before its first step completed (2026-11-28): it needs a machine with more
-memory, or a shorter ``--train``.
+before its first step completed (2026-11-28), before the forced run was
+rematerialised under differentiation (about a quarter of the memory per
+step since); not yet run since.
 
     python benchmarks/tune_ks.py     # ~10 min on 2 cores, plus the refinement
 """
