@@ -53,7 +53,10 @@ def tune(orc, u_train, task, n):
     The search's seed is 0; the chosen hyperparameters are then trained with
     every seed of the panel (so the column averages seeds as ``esn`` does).
     """
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    benchmarks = str(Path(__file__).resolve().parents[2])
+    if benchmarks not in sys.path:  # once per process, not once per flow
+        sys.path.insert(0, benchmarks)
+    # imported here: ORC 0.4's interpreter runs this file too, without orc.tune
     from tune import SPACE  # benchmarks/tune.py: the search space of TUNE.md
 
     fit, val = u_train[:TUNE_FIT], u_train[TUNE_FIT:]
