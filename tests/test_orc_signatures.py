@@ -126,10 +126,10 @@ ALIASES = {
 }
 
 
-def _declared() -> dict[str, set]:
-    """Parameter name -> the values the declaration gives it (any family)."""
+def _declared(families=tuple(FAMILIES)) -> dict[str, set]:
+    """Parameter name -> the values the declaration gives it (any of ``families``)."""
     out: dict[str, set] = {}
-    for family in FAMILIES.values():
+    for family in (FAMILIES[name] for name in families):
         for field in dataclasses.fields(family):
             out.setdefault(field.name, set()).add(getattr(family, field.name))
     for alias, names in ALIASES.items():
@@ -164,6 +164,9 @@ CONSTRUCTORS = [
 #: Front ends whose declared hyperparameters come from the declaration (their
 #: other parameters, such as the estimators' ``spinup``, are their own).
 FRONT_ENDS = ["orc.sklearn.ESNClassifier", "orc.sklearn.ESNRegressor"]
+#: The families of the models' hyperparameters (the rest are the metrics',
+#: the numerical helpers' and the tuning's).
+MODEL_FAMILIES = ("ESN", "CLASSIFIER", "CONTROLLER", "REGRESSOR", "NVAR")
 
 
 def _reference(node) -> tuple[str, str] | None:
@@ -207,7 +210,7 @@ def test_constructor_signatures_are_written_out(qualname):
     names, written = _source_signature(init)
     signature = inspect.signature(cls).parameters
     assert names[1:] == list(signature), qualname  # the source is the signature
-    declared = _declared()
+    declared = _declared(MODEL_FAMILIES)
     checked = 0
     for name, node in written.items():
         value = signature[name].default
@@ -265,6 +268,8 @@ OTHER_QUANTITIES = {
     ("metrics.py", "test_size"): "memory capacity's held-out fraction, 0.2",
     ("data/datasets.py", "a"): "a parameter of a dynamical system, 0.2",
     ("online.py", "delta"): "RLS's initial regularisation 1e-6 (reservoirpy's)",
+    ("control/base.py", "rtol"): "the control optimiser's tolerance, 1e-7",
+    ("control/base.py", "atol"): "the control optimiser's tolerance, 1e-7",
 }
 
 
@@ -304,6 +309,57 @@ def _restated_defaults(root: Path) -> list[str]:
 
 def test_each_default_is_written_once():
     assert _restated_defaults(SRC) == []
+
+
+#: Names that default to the same literal in two places by coincidence, not
+#: as one default written twice: the checkers' ``name`` (the argument each
+#: checks), and constants of different dynamical systems.
+COINCIDENCES = {
+    ("name", "in_seq"),
+    ("name", "res_state"),
+    ("a", 10.0),  # hyper_lorenz63's and hyper_xu's own a
+    ("b", 0.1),  # rossler's and mackey_glass's own b
+    ("rtol", 1e-7),  # compute_control's tolerances, both 1e-7
+    ("atol", 1e-7),
+}
+
+
+def _repeated_literals(root: Path) -> dict:
+    """``(name, literal) -> places`` for every literal default (a constant
+    other than None, the booleans, 0, 1 and "") that stands under one name in
+    more than one place below ``root``, any family or none."""
+    places: dict = {}
+    for path in sorted(root.rglob("*.py")):
+        where = path.relative_to(root).as_posix()
+        for name, node in _default_positions(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Constant):
+                continue
+            value = node.value
+            if value is None or isinstance(value, bool) or value in (0, 1, ""):
+                continue
+            places.setdefault((name, value), []).append(f"{where}:{node.lineno}")
+    return {
+        key: where
+        for key, where in places.items()
+        if len(where) > 1 and key not in COINCIDENCES
+    }
+
+
+def test_no_default_literal_stands_in_two_places():
+    """Defaults outside the families too (the metrics' threshold, the
+    searches' ridge points, ...): a second place names the first."""
+    assert _repeated_literals(SRC) == {}
+
+
+def test_a_repeated_literal_is_found(tmp_path):
+    (tmp_path / "a.py").write_text("def f(x, threshold=0.4, *, axis='time'): ...\n")
+    (tmp_path / "b.py").write_text(
+        "class C:\n    threshold: float = 0.4\n    axis: str = 'time'\n    n: int = 1\n"
+    )
+    assert _repeated_literals(tmp_path) == {
+        ("threshold", 0.4): ["a.py:1", "b.py:2"],
+        ("axis", "time"): ["a.py:1", "b.py:3"],
+    }
 
 
 def test_a_restated_default_is_found(tmp_path):

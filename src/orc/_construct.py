@@ -43,6 +43,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from . import _errors, _strategy
+from ._defaults import NUMERICS
 from ._kernels import _gather_matvec
 from ._matrix import _dense_one, nonzeros_per_row
 from ._random import flat_draw
@@ -166,7 +167,7 @@ def spectral_radius(
     values: Float[Array, "n k"],
     columns: Int[Array, "n k"],
     *,
-    method: str = "arnoldi",
+    method: str = NUMERICS.radius_method,
     krylov_dim: int = 200,
     key=None,
 ) -> Float[Array, ""]:
@@ -321,7 +322,7 @@ def reservoir_bank(
     *,
     chunks: int = 1,
     dtype=jnp.float64,
-    method: str = "arnoldi",
+    method: str = NUMERICS.radius_method,
 ) -> tuple[Float[Array, "chunks n k"], Int[Array, "chunks n k"]]:
     """A bank of ``chunks`` random sparse reservoir matrices, in JAX.
 

@@ -25,7 +25,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ESN", "CLASSIFIER", "CONTROLLER", "REGRESSOR", "NVAR"]  # the families
+__all__ = [
+    "ESN",
+    "CLASSIFIER",
+    "CONTROLLER",
+    "REGRESSOR",
+    "NVAR",
+    "SCORING",
+    "NUMERICS",
+    "TUNE",
+]
 
 
 def arguments(frame_locals: dict, *leave: str) -> dict:
@@ -116,8 +125,40 @@ class NVARDefaults:
     beta: float = 2.5e-6
 
 
+@dataclass(frozen=True)
+class ScoringDefaults:
+    """:mod:`orc.metrics`' (which the tuning tasks, the plots and the ``orc``
+    command score and draw with)."""
+
+    threshold: float = 0.4  # the valid prediction time's error threshold
+    normalization: str = "mean_norm"
+    spectrum_axis: str = "time"
+
+
+@dataclass(frozen=True)
+class NumericsDefaults:
+    """:mod:`orc.utils`' ridge regression and Arnoldi helpers (ORC 0.4's), and
+    how the constructions estimate a spectral radius (ours)."""
+
+    ridge_beta: float = 1e-7
+    arnoldi_steps: int = 200
+    radius_method: str = "arnoldi"
+
+
+@dataclass(frozen=True)
+class TuneDefaults:
+    """:mod:`orc.tune`'s tasks and searches, and the ``orc`` command's fits (ours)."""
+
+    spinup: int = 100  # training samples each fit drops (the transient)
+    warmup: int = 100  # samples that synchronise a validation window
+    ridge_points: int = 8  # ridge strengths per candidate when beta is not given
+
+
 ESN = ESNDefaults()
 CLASSIFIER = ClassifierDefaults()
 CONTROLLER = ControllerDefaults()
 REGRESSOR = RegressorDefaults()
 NVAR = NVARDefaults()
+SCORING = ScoringDefaults()
+NUMERICS = NumericsDefaults()
+TUNE = TuneDefaults()

@@ -77,7 +77,7 @@ from pathlib import Path
 
 import click
 
-from ._defaults import ESN, NVAR
+from ._defaults import ESN, NVAR, SCORING, TUNE
 
 LORENZ_LYAPUNOV = 0.906
 SYSTEMS = (
@@ -99,7 +99,7 @@ SERIES = ("mackey_glass", "narma", "henon_map", "logistic_map", "mso")
 # brackets or parentheses: "t", "time (s)", "timestamp [ms]".
 TIME_NAME = re.compile(r"(t|times?|timestamps?)\s*([(\[][^()\[\]]*[)\]])?", re.I)
 RTOL = 1e-6  # relative tolerance on sampling steps
-THRESHOLD = 0.4  # default error threshold of the valid prediction time
+THRESHOLD = SCORING.threshold  # the valid prediction time's error threshold
 #: Programs compiled faster than this are not written to the persistent
 #: compilation cache: none. JAX's default (1 s), or 0.5 s, leaves out most of
 #: a command's programs, each compiled in 0.1 to 0.5 s: measured, ``orc
@@ -472,9 +472,9 @@ class Table:
     path: str
     values: object
     columns: list[str] | None
+    time_column: str  # the --time-column that read it
     time_name: str | None = None
     dt: float | None = None
-    time_column: str = "auto"  # the --time-column that read it
 
 
 def _close(a: float, b: float) -> bool:
@@ -508,7 +508,7 @@ def _uniform_steps(t) -> bool:
     return med > 0 and bool(np.all(np.abs(steps - med) <= RTOL * med))
 
 
-def _read_data(path: str, time_column: str = "auto") -> Table:
+def _read_data(path: str, time_column: str) -> Table:
     """The table in CSV or .npy file ``path``, float64, its time column split
     off (see ``--time-column``), with clear errors."""
     import numpy as np
@@ -598,9 +598,9 @@ def _read_data(path: str, time_column: str = "auto") -> Table:
         path,
         np.delete(data, col, axis=1),
         names[:col] + names[col + 1 :] if names else None,
-        first or "column 0",
-        dt,
         time_column,
+        time_name=first or "column 0",
+        dt=dt,
     )
 
 
@@ -1093,7 +1093,7 @@ beta_option = _real_option(
     type=non_negative,
 )
 spinup_option = click.option(
-    "--spinup", default=100, show_default=True, help="Transient states dropped."
+    "--spinup", default=TUNE.spinup, show_default=True, help="Transient states dropped."
 )
 train_dt_option = _real_option(
     "--dt",

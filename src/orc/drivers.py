@@ -232,7 +232,7 @@ def _reservoir_matrix(
     dtype,
     use_sparse_eigs,
     batch,
-    construction="orc",
+    construction,
 ):
     # ``eigenval_batch_size`` is accepted for ORC compatibility: matrices are
     # built one chunk at a time on the host, so memory is bounded anyway.

@@ -22,6 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from ._defaults import SCORING
+
 __all__ = [
     "rmse",
     "nrmse",
@@ -142,7 +144,10 @@ def rsquare(
 
 @_one_program("normalization")
 def normalised_error(
-    pred: ArrayLike, truth: ArrayLike, scale=None, normalization: str = "mean_norm"
+    pred: ArrayLike,
+    truth: ArrayLike,
+    scale=None,
+    normalization: str = SCORING.normalization,
 ) -> Float[Array, " time"]:
     """The error of each time step, normalised.
 
@@ -177,11 +182,11 @@ def normalised_error(
 def valid_prediction_time(
     pred: ArrayLike,
     truth: ArrayLike,
-    threshold: float = 0.4,
+    threshold: float = SCORING.threshold,
     dt: float = 1.0,
     lyapunov_exponent: float | None = None,
     scale=None,
-    normalization: str = "mean_norm",
+    normalization: str = SCORING.normalization,
     return_capped: bool = False,
 ):
     """Time until the normalised error first exceeds ``threshold``.
@@ -234,7 +239,10 @@ def smape(pred: ArrayLike, truth: ArrayLike) -> Float[Array, ""]:
 
 @_one_program("axis", "window")
 def power_spectrum(
-    x: ArrayLike, dt: float = 1.0, axis: str = "time", window: str | None = None
+    x: ArrayLike,
+    dt: float = 1.0,
+    axis: str = SCORING.spectrum_axis,
+    window: str | None = None,
 ) -> tuple[Array, Array]:
     """One-sided power spectrum of ``x (time, features)``, averaged over the other axis.
 
@@ -430,7 +438,7 @@ def mutual_information_delay(
 def power_spectrum_error(
     pred: ArrayLike,
     truth: ArrayLike,
-    axis: str = "time",
+    axis: str = SCORING.spectrum_axis,
     normalize: bool = True,
     floor: float = 1e-12,
     window: str | None = "auto",

@@ -104,6 +104,7 @@ import threading
 import jax
 
 from .._errors import warn_at_caller
+from .._strategy import default_backend
 
 __all__ = [
     "native_available",
@@ -165,7 +166,7 @@ def _scipy_capsules() -> dict[str, object]:
 
 def _load() -> str | None:
     """Registers the kernels; returns why they are off, or None."""
-    if os.environ.get("ORC_NATIVE", "1") == "0":
+    if default_backend() == "xla":
         return _OFF_BY_ENV
     try:
         from . import _kernels

@@ -86,6 +86,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._compose import check_model
+from .._defaults import CLASSIFIER
 from .._model import RCModel
 from .._strategy import compiled, method
 from .._validation import (
@@ -275,7 +276,7 @@ class RCClassifierBase(RCModel):
         readout: ReadoutBase,
         embedding: EmbedBase,
         n_classes: int,
-        state_repr: str = "final",
+        state_repr: str = CLASSIFIER.state_repr,
         dtype=jnp.float64,
         seed=0,
         input_differences: bool = False,

@@ -43,7 +43,7 @@ def check_driver_mode(model, mode: str) -> None:
 _INTEGRATION = ("solver", "stepsize_controller", "adjoint", "max_steps")
 
 
-def _build(model, given: dict, *, layout: str, mode="discrete"):
+def _build(model, given: dict, *, layout: str, mode=ESN.mode):
     """Fill ``model``, an ESN forecaster, from its constructor's arguments
     ``given`` (:func:`orc._defaults.arguments`): the components of
     ``layout`` from the hyperparameters (:func:`orc._esn.esn_components`),

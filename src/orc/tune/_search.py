@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._defaults import TUNE
 from .._progress import ProgressBar, resolve
 from .._shard import mesh_axis, place_population
 from .._strategy import use_backend
@@ -212,7 +213,7 @@ def search(
     draws: int = 8,
     seeds=1,
     beta=None,
-    ridge_points: int = 8,
+    ridge_points: int = TUNE.ridge_points,
     sampler: str = "sobol",
     sampler_seed: int = 0,
     points: Sequence[dict] | None = None,

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .._defaults import TUNE
 from .._progress import ProgressBar, resolve
 from . import _population
 from ._search import (
@@ -124,7 +125,7 @@ def study(
     fixed: dict | None = None,
     seeds=1,
     beta=None,
-    ridge_points: int = 8,
+    ridge_points: int = TUNE.ridge_points,
     sampler: str = "tpe",
     n_trials: int = 32,
     batch: int = 8,

@@ -35,6 +35,7 @@ import numpy as np
 from jaxtyping import Array
 
 from .. import metrics
+from .._defaults import SCORING, TUNE
 from .._fit import Options, RidgePath, fit
 from .._kernels import current
 from .._validation import (
@@ -192,15 +193,15 @@ class Forecast(AbstractTask):
     validation : array ``(V, D)``
         Held out for scoring; never used to fit. Windows start at
         ``warmup``, ``warmup + stride``, ... and the last one ends at ``V``.
-    spinup : int, default 100
+    spinup : int, optional
         Training pairs discarded (the reservoir's transient).
-    warmup : int, default 100
+    warmup : int, optional
         Validation samples forced before the first window.
     horizon : int, default 500
         Samples forecast per window.
     windows : int, default 10
     metric : {"vpt", "nrmse"}, default "vpt"
-    threshold : float, default 0.4
+    threshold : float, optional
         The VPT's error threshold (:func:`orc.metrics.valid_prediction_time`).
     dt : float, default 1.0
     lyapunov_exponent : float, optional
@@ -231,12 +232,12 @@ class Forecast(AbstractTask):
         train,
         validation,
         *,
-        spinup: int = 100,
-        warmup: int = 100,
+        spinup: int = TUNE.spinup,
+        warmup: int = TUNE.warmup,
         horizon: int = 500,
         windows: int = 10,
         metric: str = "vpt",
-        threshold: float = 0.4,
+        threshold: float = SCORING.threshold,
         dt: float = 1.0,
         lyapunov_exponent: float | None = None,
     ):
@@ -514,9 +515,9 @@ class Regress(AbstractTask):
     validation_in : array ``(V, in_dim)``
     validation_out : array ``(V, out_dim)``
         Held out for scoring; never used to fit.
-    spinup : int, default 100
+    spinup : int, optional
         Training pairs left out of the fit (the reservoir's transient).
-    warmup : int, default 100
+    warmup : int, optional
         Validation steps predicted but left out of the score.
     """
 
@@ -541,8 +542,8 @@ class Regress(AbstractTask):
         validation_in,
         validation_out,
         *,
-        spinup: int = 100,
-        warmup: int = 100,
+        spinup: int = TUNE.spinup,
+        warmup: int = TUNE.warmup,
     ):
         owner = "orc.tune.Regress"
         train_in, train_out, validation_in, validation_out = _series(

@@ -18,6 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Complex, Float
 
+from .._defaults import NUMERICS
+
 __all__ = ["arnoldi", "max_eig_arnoldi", "spectral_radius_np"]
 
 
@@ -67,7 +69,7 @@ def _max_eig_np(matvec, n: int, max_iters: int, v0: np.ndarray) -> complex:
 
 
 def spectral_radius_np(
-    values: np.ndarray, indices: np.ndarray, method: str = "arnoldi"
+    values: np.ndarray, indices: np.ndarray, method: str = NUMERICS.radius_method
 ) -> float:
     """Spectral radius of the ELL matrix ``(values, indices)``, on the host.
 
@@ -133,7 +135,7 @@ def _on_host(host, out_shape, A, v0):
 
 
 def _arnoldi_iteration(
-    A, max_iters: int = 200, seed: int = 0
+    A, max_iters: int = NUMERICS.arnoldi_steps, seed: int = 0
 ) -> tuple[Float[Array, "n max_iters"], Float[Array, "max_iters max_iters"]]:
     """Krylov basis and Hessenberg matrix of ``max_iters`` Arnoldi steps (ORC's API).
 
@@ -175,7 +177,9 @@ def _arnoldi_iteration(
     return _on_host(host, out, A, _start_vector(n, seed))
 
 
-def max_eig_arnoldi(A, max_iters: int = 200, seed: int = 0) -> Complex[Array, ""]:
+def max_eig_arnoldi(
+    A, max_iters: int = NUMERICS.arnoldi_steps, seed: int = 0
+) -> Complex[Array, ""]:
     """Eigenvalue of largest modulus, from an Arnoldi projection.
 
     Parameters

@@ -11,6 +11,7 @@ import operator
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._defaults import NUMERICS
 from .._ridge import RidgeStats, solve, stats_update
 from .._validation import check_beta, check_data, default_float_dtype, warn_zero_beta
 
@@ -73,7 +74,7 @@ def _fit(
 def ridge_regression(
     res_seq: Float[Array, "seq_len res_dim"],
     target_seq: Float[Array, "seq_len out_dim"],
-    beta: float = 1e-7,
+    beta: float = NUMERICS.ridge_beta,
 ) -> Float[Array, "out_dim res_dim"]:
     """Solve ``min_C ||res_seq C^T - target_seq||^2 + beta ||C||^2``.
 
@@ -104,7 +105,7 @@ def ridge_regression(
 def _solve_all_ridge_reg(
     res_seq: Float[Array, "seq_len chunks res_dim"],
     target_seq: Float[Array, "seq_len chunks out_dim"],
-    beta: float = 1e-7,
+    beta: float = NUMERICS.ridge_beta,
 ) -> Float[Array, "chunks out_dim res_dim"]:
     """One ridge regression per chunk (parallel reservoirs), ORC's helper.
 

@@ -30,6 +30,8 @@ import matplotlib.ticker as mticker
 import numpy as np
 from matplotlib.figure import Figure
 
+from .._defaults import SCORING
+
 __all__ = [
     "confusion_matrix",
     "imshow_1D_spatiotemp",
@@ -42,6 +44,7 @@ __all__ = [
 ]
 
 LYAPUNOV_X_LABEL = r"Lyapunov times $\Lambda t$"
+TIME_LABEL = r"$t$"
 IMSHOW_DPI = 200
 """Resolution of :func:`imshow_1D_spatiotemp`'s figure (ORC 0.4's)."""
 
@@ -153,7 +156,7 @@ def plot_time_series(
     state_var_names=None,
     t_lim=None,
     figsize=(20, 8),
-    x_label=r"$t$",
+    x_label=TIME_LABEL,
     title=None,
     **plot_kwargs,
 ) -> None:
@@ -267,7 +270,13 @@ def plot_time_series(
 
 
 def imshow_1D_spatiotemp(
-    U, tN, domain=(0, 1), figsize=(20, 6), title=None, x_label=r"$t$", **imshow_kwargs
+    U,
+    tN,
+    domain=(0, 1),
+    figsize=(20, 6),
+    title=None,
+    x_label=TIME_LABEL,
+    **imshow_kwargs,
 ) -> None:
     """Show a field on a 1-D spatial domain as a time-space image.
 
@@ -483,7 +492,7 @@ def plot_forecast(
     t=None,
     dt=None,
     lyapunov_exponent=None,
-    threshold=0.4,
+    threshold=SCORING.threshold,
     state_var_names=None,
     title=None,
     warmup=None,
@@ -717,7 +726,7 @@ def plot_spatiotemporal_forecast(
             raise ValueError("lyapunov_exponent needs the times: pass t as well.")
         x_axis, x_label = time * lam, LYAPUNOV_X_LABEL
     elif time is not None:
-        x_axis, x_label = time, r"$t$"
+        x_axis, x_label = time, TIME_LABEL
     else:
         x_axis, x_label = np.arange(n_steps, dtype=np.float64), "time step"
     x_right = float(x_axis[-1]) if n_steps > 1 else float(x_axis[0]) + 1.0
