@@ -178,12 +178,18 @@ def check_leak_rates(name: str, value, owner: str, res_dim: int, chunks=None):
         ) from err
     bad = ~(np.isfinite(rates) & (rates > 0) & (rates <= 1))
     if bad.any():
-        i = tuple(int(j) for j in np.argwhere(bad)[0])
+        i = first_index(bad)
         raise ValueError(
             f"{owner}: {name} must lie in (0, 1] for every node, got "
             f"{rates[i]} at index {i if len(i) > 1 else i[0]}"
         )
     return rates
+
+
+def first_index(bad: np.ndarray) -> tuple[int, ...]:
+    """The index (row-major order) of the first true entry of ``bad``, which
+    has one, as a tuple of ints: where a refused value is."""
+    return tuple(int(i) for i in np.argwhere(bad)[0])
 
 
 def check_static_int(name: str, value, owner: str, *, minimum: int = 0) -> int:

@@ -45,6 +45,7 @@ from ._validation import (
     check_int,
     check_leaf,
     device_array,
+    first_index,
     init_component,
 )
 
@@ -244,7 +245,7 @@ def check_wout_values(owner: str, wout, dtype) -> None:
         sums = np.abs(w).sum(axis=-1)
     bad = ~(sums <= bound)  # NaN and inf sums are bad too
     if bad.any():
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        idx = first_index(bad)
         raise ValueError(
             f"{owner}: wout must be finite with each output's sum of |weights| at "
             f"most {bound:.3g} (sqrt of the largest {np.dtype(dtype)}), got "

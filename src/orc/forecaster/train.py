@@ -25,7 +25,7 @@ from .._fit import (
     teacher_forcing_arguments,
 )
 from .._kernels import current
-from .._validation import check_data
+from .._validation import check_data, first_index
 from .base import RCForecasterBase
 from .models import (
     ORC_TIME_CONST,
@@ -306,7 +306,7 @@ def _check_t_train(owner, model, t_train, train_seq, has_target):
         bad = ~np.isfinite(times)
         bad[..., 1:] |= np.diff(times, axis=-1) <= 0
         if bad.any():
-            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            where = first_index(bad)
             raise ValueError(
                 f"{owner}: t_train must be finite and strictly increasing; "
                 f"t_train[{', '.join(map(str, where))}] = {float(times[where])} breaks it"
