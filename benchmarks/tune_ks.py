@@ -75,6 +75,10 @@ def main():
         res_dim=500, seeds=2, draws=16, refine_steps=0,
     )  # fmt: skip
     ap.add_argument("--refine-from", default=None)
+    ap.add_argument(
+        "--refine-horizon", type=int, default=20,
+        help="closed-loop steps per window in the refinement's loss",
+    )  # fmt: skip
     a = ap.parse_args()
     train, task, test_task = stretches(a, series, DT, LYAP)
     on_val, on_test = scorer(task), scorer(test_task)
@@ -126,7 +130,7 @@ def main():
                      "test": float(np.mean(tuned)), "test_windows": tuned.tolist()})  # fmt: skip
     if a.refine_steps:
         rows.append(refined_row("tuned+refined", task, best, fixed, a.refine_steps,
-                                on_val, on_test))  # fmt: skip
+                                on_val, on_test, horizon=a.refine_horizon))  # fmt: skip
     default = float(
         np.mean([r["test"] for r in rows if r["model"].startswith("default")])
     )

@@ -158,13 +158,14 @@ def main():
     write_report(a.out, settings=vars(a), search_s=search_s, rows=rows)
 
 
-def refined_row(name, task, best, fixed, steps, on_val, on_test) -> dict:
-    """``orc.tune.refine`` from the search's ``best`` (``steps`` Adam steps),
-    the refined model scored on the validation and test windows: a row of
-    the report, with the validation loss before and after."""
+def refined_row(name, task, best, fixed, steps, on_val, on_test, **refine) -> dict:
+    """``orc.tune.refine`` from the search's ``best`` (``steps`` Adam steps;
+    ``refine``: its other options, e.g. ``horizon``), the refined model scored
+    on the validation and test windows: a row of the report, with the
+    validation loss before and after."""
     t0 = time.perf_counter()
     ref = orc.tune.refine(
-        ESNForecaster, task, best, fixed=fixed, steps=steps, progress=False
+        ESNForecaster, task, best, fixed=fixed, steps=steps, progress=False, **refine
     )
     refine_s = time.perf_counter() - t0
     refined = ref.models[0]
@@ -172,7 +173,7 @@ def refined_row(name, task, best, fixed, steps, on_val, on_test) -> dict:
     print(f"refine: {steps} steps in {refine_s:.1f} s; validation loss "
           f"{ref.start_loss[0]:.4g} -> {ref.loss[0]:.4g}; {ref.points[0]}",
           flush=True)  # fmt: skip
-    return {"model": name, "params": _plain(ref.points[0]),
+    return {"model": name, "params": _plain(ref.points[0]), "refine": refine,
             "validation": float(np.mean(on_val(refined))),
             "test": float(np.mean(refined_test)),
             "test_windows": refined_test.tolist(),
