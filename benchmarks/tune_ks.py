@@ -22,11 +22,11 @@ With ``--refine-steps S`` (default 0: skipped) the search's best is then
 refined by ``orc.tune.refine`` (``benchmarks/tune_quality.py``'s
 ``refined_row``) and scored beside it; ``--refine-from RUN.json`` takes the
 best from an earlier run's report instead of searching again (the defaults
-are scored again, the search's row is copied). At the default sizes
-(8 x 500 nodes, T = 20000) the refinement's gradient held more than 21 GB
-before its first step completed (2026-11-28), before the forced run was
-rematerialised under differentiation (about a quarter of the memory per
-step since); not yet run since.
+are scored again, the search's row is copied); ``--refine-horizon`` sets
+the closed-loop steps of its loss. At the default sizes (8 x 500 nodes,
+T = 20000) 10 steps take ~7 min and peak at 9-10 GB (TUNE.md, "Gradient
+refinement on KS"); it is off by default because it did not raise the test
+VPT there.
 
     python benchmarks/tune_ks.py     # ~10 min on 2 cores, plus the refinement
 """
