@@ -201,6 +201,10 @@ def put(x, mesh: Mesh, spec: P):
     the mesh is resharded where needed; host data (every process holding the
     same values, as after ``jax.distributed.initialize``) is cut into the
     shards this process's devices hold."""
+    if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        # a typed key (training noise's): its data placed, the key rewrapped
+        data = put(jax.random.key_data(x), mesh, spec)
+        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
     sharding = NamedSharding(mesh, spec)
     if isinstance(x, jax.Array) and isinstance(x.sharding, NamedSharding):
         if x.sharding.mesh == mesh and x.sharding.is_equivalent_to(sharding, x.ndim):
@@ -428,12 +432,6 @@ def fit_sharded(model, problem, solver, opts, placed, program):
     uncompiled), traced on each device for its share of the bank."""
     mesh, axis = placed
     owner = problem.owner
-    if opts.noise is not None:
-        raise ValueError(
-            f"{owner}: input_noise and state_noise are not available for a model "
-            "placed by orc.shard (each device would draw other noise than the "
-            "unsharded model); train it unplaced or without noise"
-        )
     if problem.force_kwargs:
         raise ValueError(f"{owner}: a model placed by orc.shard takes no force_kwargs")
     check_shardable(owner, model, int(mesh.shape[axis]))
@@ -442,23 +440,28 @@ def fit_sharded(model, problem, solver, opts, placed, program):
         _put_tree(a, s, mesh)
         for a, s in zip(args, _fit_specs(*args, axis), strict=True)
     )
+    noise = opts.noise
+    if noise is not None:  # replicated: each device slices its own share
+        noise = _put_tree(noise, _replicated(noise), mesh)
     return _fit_sharded(
-        *args, opts.keep_states, mesh, axis, program, backend=opts.backend
+        *args, opts.keep_states, noise, mesh, axis, program, backend=opts.backend
     )
 
 
 @compiled
-def _fit_sharded(model, problem, solver, keep, mesh, axis, program):
+def _fit_sharded(model, problem, solver, keep, noise, mesh, axis, program):
     size = int(mesh.shape[axis])
-    specs = _fit_specs(model, problem, solver, axis)
-    dyn, static = eqx.partition((model, problem, solver), eqx.is_array)
+    specs = (*_fit_specs(model, problem, solver, axis), _replicated(noise))
+    dyn, static = eqx.partition((model, problem, solver, noise), eqx.is_array)
     entries: list = []
 
     def body(dyn):
-        model_l, problem_l, solver_l = eqx.combine(dyn, static)
+        model_l, problem_l, solver_l, noise_l = eqx.combine(dyn, static)
         local = local_model(model_l, axis, size)
+        if noise_l is not None:
+            noise_l = noise_l.sharded(axis, size)
         (trained, states), codes, found = _local_errors(
-            program, local, problem_l, solver_l, keep, False, None, axis=axis
+            program, local, problem_l, solver_l, keep, False, noise_l, axis=axis
         )
         entries[:] = found
         scale = _gathered(trained.readout.data_scale, axis)

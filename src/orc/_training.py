@@ -543,6 +543,11 @@ class TrainingNoise(eqx.Module):
     ``vmap`` over it; ``traced``) are checked finite and >= 0 when the
     program runs, by :meth:`perturb` at its top level, and a bad one is
     used as 0 until the error is raised (:mod:`orc._errors`).
+
+    ``shard`` (``(mesh axis, devices)``, see :meth:`sharded`): the noise of
+    one device's share of a bank placed by :func:`orc.shard`, the slice of
+    the whole model's draw that its columns and reservoirs see, so that a
+    placed model trains to the bits of the unplaced one.
     """
 
     input_scale: Array
@@ -552,6 +557,38 @@ class TrainingNoise(eqx.Module):
     has_state: bool = eqx.field(static=True)
     owner: str = eqx.field(static=True, default="training")
     traced: bool = eqx.field(static=True, default=False)
+    shard: tuple[str, int] | None = eqx.field(static=True, default=None)
+
+    def sharded(self, axis: str, devices: int) -> TrainingNoise:
+        """This noise inside ``shard_map`` over ``devices`` along ``axis``:
+        each device's inputs are its block of columns, its states its block
+        of reservoirs (the bank's chunk axis)."""
+        return TrainingNoise(
+            self.input_scale, self.state_scale, self.key, self.has_input,
+            self.has_state, self.owner, self.traced, (axis, devices),
+        )  # fmt: skip
+
+    def _draw(self, key, shape, dtype, along: int):
+        """Standard normals of ``shape``; with ``shard``, this device's block
+        along axis ``along`` of the draw of the whole model's shape (each
+        device draws it all and keeps its block: the state noise of a placed
+        bank costs every device the whole bank's draw). The draw is kept out
+        of the fusion that adds it (``optimization_barrier``): fused into a
+        sliced or an unsliced sum, XLA's CPU code computed some normals one
+        rounding apart, and a placed model must train to the same bits."""
+        if self.shard is None:
+            return jax.lax.optimization_barrier(
+                flat_draw(jax.random.normal, key, shape, dtype)
+            )
+        axis, devices = self.shard
+        along %= len(shape)
+        width = shape[along]
+        whole = (*shape[:along], width * devices, *shape[along + 1 :])
+        eps = jax.lax.optimization_barrier(
+            flat_draw(jax.random.normal, key, whole, dtype)
+        )
+        start = jax.lax.axis_index(axis) * width
+        return jax.lax.dynamic_slice_in_dim(eps, start, width, axis=along)
 
     def _scale(self, scale):
         """``scale``, or 0 where a traced one is not finite and >= 0."""
@@ -582,9 +619,7 @@ class TrainingNoise(eqx.Module):
         seq = self.check(seq)
         if not self.has_input:
             return seq
-        eps = flat_draw(
-            jax.random.normal, jax.random.fold_in(self.key, 0), seq.shape, seq.dtype
-        )
+        eps = self._draw(jax.random.fold_in(self.key, 0), seq.shape, seq.dtype, -1)
         return seq + self._scale(self.input_scale).astype(seq.dtype) * eps
 
     def states(self, states, offset):
@@ -592,7 +627,7 @@ class TrainingNoise(eqx.Module):
         if not self.has_state:
             return states
         key = jax.random.fold_in(jax.random.fold_in(self.key, 1), offset)
-        eps = flat_draw(jax.random.normal, key, states.shape, states.dtype)
+        eps = self._draw(key, states.shape, states.dtype, -2)
         return states + self._scale(self.state_scale).astype(states.dtype) * eps
 
     def features(self, readout):
