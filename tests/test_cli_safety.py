@@ -338,7 +338,7 @@ def test_npy_data_of_real_numbers_only(work, monkeypatch, dtype, reason):
 def test_npy_integers_are_data(tmp_path):
     """Integers are numbers (the library converts them as well)."""
     np.save(tmp_path / "i.npy", np.arange(12, dtype=np.int32).reshape(6, 2) ** 2)
-    table = cli._read_data(str(tmp_path / "i.npy"))
+    table = cli._read_data(str(tmp_path / "i.npy"), "auto")
     assert table.values.dtype == np.float64
     np.testing.assert_array_equal(table.values, np.arange(12).reshape(6, 2) ** 2)
 
@@ -360,7 +360,7 @@ def test_a_timestamp_column_anywhere_is_time(tmp_path, capsys):
     t = 2.0 + 0.1 * np.arange(40)
     rows = np.c_[np.sin(t), t, np.cos(t)]
     _write_csv(tmp_path / "a.csv", "x,timestamp,y", rows)
-    table = cli._read_data(str(tmp_path / "a.csv"))
+    table = cli._read_data(str(tmp_path / "a.csv"), "auto")
     assert table.columns == ["x", "y"] and table.time_name == "timestamp"
     assert table.dt == 0.1
     np.testing.assert_array_equal(table.values, rows[:, [0, 2]])
@@ -397,7 +397,7 @@ def test_two_time_columns_are_ambiguous(tmp_path):
     with pytest.raises(
         click.UsageError, match="columns 't', 'timestamp' are all named"
     ):
-        cli._read_data(str(tmp_path / "a.csv"))
+        cli._read_data(str(tmp_path / "a.csv"), "auto")
 
 
 # -------------------------------------------------- options of other models

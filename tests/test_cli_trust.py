@@ -54,7 +54,7 @@ def test_time_column_by_name(tmp_path, capsys, name):
     rows = np.c_[[0.0, 0.5, 0.7, 2.0], np.arange(8.0).reshape(4, 2)]
     rows[:, 0] = [0.0, 0.1, 0.2, 0.3]
     _write(tmp_path / "a.csv", f"{name},x,y", rows)
-    table = cli._read_data(str(tmp_path / "a.csv"))
+    table = cli._read_data(str(tmp_path / "a.csv"), "auto")
     assert table.columns == ["x", "y"] and table.time_name == name
     assert table.dt == 0.1 and table.values.shape == (4, 2)
     np.testing.assert_array_equal(table.values, rows[:, 1:])
@@ -71,7 +71,7 @@ def test_time_column_by_spacing_without_header_and_in_npy(tmp_path, capsys):
     _write(tmp_path / "a.csv", None, rows)
     np.save(tmp_path / "a.npy", rows)
     for name in ("a.csv", "a.npy"):
-        table = cli._read_data(str(tmp_path / name))
+        table = cli._read_data(str(tmp_path / name), "auto")
         assert table.dt == 0.02 and table.values.shape == (50, 2)
         assert table.columns is None
     assert (
@@ -81,17 +81,17 @@ def test_time_column_by_spacing_without_header_and_in_npy(tmp_path, capsys):
     assert cli._read_data(str(tmp_path / "a.csv"), "none").values.shape == (50, 3)
     rows[7, 0] += 1e-3
     _write(tmp_path / "b.csv", "u,v,w", rows)
-    table = cli._read_data(str(tmp_path / "b.csv"))
+    table = cli._read_data(str(tmp_path / "b.csv"), "auto")
     assert table.time_name is None and table.values.shape == (50, 3)
     assert table.columns == ["u", "v", "w"]
     with pytest.raises(click.UsageError, match="not increasing in equal steps"):
         cli._read_data(str(tmp_path / "b.csv"), "first")
     _write(tmp_path / "c.csv", "t,x", rows[:, :2])  # named time, not uniform
     with pytest.raises(click.UsageError, match="--time-column none keeps"):
-        cli._read_data(str(tmp_path / "c.csv"))
+        cli._read_data(str(tmp_path / "c.csv"), "auto")
     _write(tmp_path / "d.csv", "t", rows[:, :1])  # nothing left
     with pytest.raises(click.UsageError, match="no feature is left"):
-        cli._read_data(str(tmp_path / "d.csv"))
+        cli._read_data(str(tmp_path / "d.csv"), "auto")
 
 
 def test_dt_disagreeing_with_the_time_column_is_a_usage_error(

@@ -62,11 +62,11 @@ def tune(*args, cwd):
     return run_cli("tune", "l63.csv", "--config", "tune.toml", *args, cwd=cwd)
 
 
-def start(*args, cwd):
+def start(*args, cwd, env=None):
     """``orc tune`` in a process of its own (as on another host)."""
     return subprocess.Popen(
         [ORC, "tune", "l63.csv", "--config", "tune.toml", *map(str, args)], cwd=cwd,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
 
 
@@ -198,15 +198,17 @@ def test_sqlite_workers_stop_on_ctrl_c_and_resume(optuna, workdir):
     """SQLite on one host: its workers wait for the file's lock. Ctrl-C
     stops the command and its workers; the same command then completes the
     study (a trial stopped by Ctrl-C is not counted: a new draw replaces it)."""
-    # Ctrl-C right after the command started its workers: deterministic.
-    # Waiting for a trial was not (with the compile cache warm, 64 trials
-    # took ~3 s, and under a full run's load the study finished before
-    # either poll saw one); a worker killed mid-trial is
+    # Ctrl-C right after the command started its workers, whose programs
+    # are not in any cache (ORC_COMPILE_CACHE=0): they compile for seconds
+    # before their first trial, so the Ctrl-C lands mid-study. Waiting for a
+    # trial was not deterministic, nor was a warm cache (64 trials took
+    # ~3 s, and under a full run's load the study finished before the test
+    # read the "started" line, 2026-11-28); a worker killed mid-trial is
     # test_tune_study.py's kill -9 test
     budget = 64
     args = ("--out", "lite", "--storage", "lite.db", "--budget", budget,
             "--workers", "2")  # fmt: skip
-    first = start(*args, cwd=workdir)
+    first = start(*args, cwd=workdir, env=dict(os.environ, ORC_COMPILE_CACHE="0"))
     try:
         for line in first.stdout:
             if line.startswith("started "):
