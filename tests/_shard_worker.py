@@ -51,7 +51,11 @@ from jax.experimental import multihost_utils  # noqa: E402
 import orc  # noqa: E402
 from _helpers import lorenz_rk4  # noqa: E402
 from orc import tune  # noqa: E402
-from orc.forecaster import ESNForecaster, train_RCForecaster  # noqa: E402
+from orc.forecaster import (  # noqa: E402
+    EnsembleESNForecaster,
+    ESNForecaster,
+    train_RCForecaster,
+)
 
 NX, CHUNKS, RES, LOCALITY = 64, 8, 30, 3
 TRAIN, SPINUP, HORIZON = 300, 50, 40
@@ -136,6 +140,13 @@ def single() -> None:
     mesh = jax.make_mesh((4,), ("bank",))
     m4, R4, y4 = train_and_forecast(orc.shard(model(), mesh), U)
     yo = orc.shard(m1, jax.make_mesh((1,), ("bank",))).forecast(HORIZON, R1[-1])
+
+    # an ensemble: every member reads the whole data, 2 members per device
+    def ensemble():
+        return EnsembleESNForecaster(NX, RES, chunks=CHUNKS, seed=0)
+
+    e1, eR1, ey1 = train_and_forecast(ensemble(), U)
+    e4, eR4, ey4 = train_and_forecast(orc.shard(ensemble(), mesh), U)
     # training noise: each device slices its share of the whole model's draw
     noisy = {"input_noise": 1e-3, "state_noise": 1e-4, "noise_seed": 3}
     mn1, _ = train_RCForecaster(model(), U[:TRAIN], spinup=SPINUP, beta=1e-4, **noisy)
@@ -158,7 +169,9 @@ def single() -> None:
         OUT / "single.npz",
         wout1=m1.readout.wout, R1=R1, y1=y1, scale1=m1.readout.data_scale,
         wout4=m4.readout.wout, R4=R4, y4=y4, scale4=m4.readout.data_scale,
-        y_one_device=yo, woutn1=mn1.readout.wout, woutn4=mn4.readout.wout, fic1=fic1, fic4=fic4, win=m4.embedding.win, values=m4.driver.wr.values,
+        y_one_device=yo, woutn1=mn1.readout.wout, woutn4=mn4.readout.wout,
+        ens_wout1=e1.readout.wout, ens_wout4=e4.readout.wout, ens_R1=eR1, ens_R4=eR4,
+        ens_y1=ey1, ens_y4=ey4, ens_spec=str(e4.readout.wout.sharding.spec), fic1=fic1, fic4=fic4, win=m4.embedding.win, values=m4.driver.wr.values,
         columns=m4.driver.wr.columns, bias=m4.driver.bias,
         shardings=np.array([sharding(a) for a in (
             m4.readout.wout, m4.driver.wr.values, m4.embedding.win,

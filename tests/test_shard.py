@@ -314,10 +314,20 @@ def test_shard_refuses_what_it_cannot_place():
         orc.shard(esn, mesh, axis="x")
     with pytest.raises(TypeError, match="discrete-time forecaster"):
         orc.shard(CESNForecaster(8, 10, chunks=2, seed=0), mesh)
-    with pytest.raises(TypeError, match="parallel linear embedding"):
-        orc.shard(orc.forecaster.EnsembleESNForecaster(8, 10, chunks=2, seed=0), mesh)
     placed = orc.shard(esn, mesh)
     assert placed.readout.wout.sharding.spec == jax.sharding.PartitionSpec("bank")
+
+
+def test_placed_ensemble_trains_to_the_bits_and_forecasts_the_mean(runs):
+    # each device holds 2 of the 8 members; every member reads the whole data
+    r, _ = runs
+    assert "bank" in str(r["ens_spec"])
+    np.testing.assert_array_equal(r["ens_wout4"], r["ens_wout1"])
+    np.testing.assert_array_equal(r["ens_R4"], r["ens_R1"])
+    # the members' mean: each device's, then across devices (one psum per
+    # step), the unplaced model's to rounding
+    np.testing.assert_allclose(r["ens_y4"], r["ens_y1"], rtol=1e-12, atol=1e-12)
+    assert np.isfinite(r["ens_y4"]).all() and r["ens_y4"].shape == (HORIZON, NX)
 
 
 def test_placed_training_with_noise_equals_the_unplaced_bits(runs):

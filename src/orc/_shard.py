@@ -53,6 +53,7 @@ runs the same code across hosts (CPU collectives through gloo, see
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import equinox as eqx
 import jax
@@ -245,25 +246,26 @@ def mesh_axis(owner: str, mesh, axis):
 def check_shardable(owner: str, model, size: int) -> None:
     """A forecaster's components can share their bank over ``size`` devices:
     a parallel linear embedding, a sparse reservoir driver stepped in
-    discrete time and a linear readout, ``chunks`` a multiple of ``size``
-    and a halo within one neighbour (the caller checks the model's class)."""
+    discrete time and a linear readout (or an ensemble's embedding and
+    readout, every member seeing the whole input), ``chunks`` a multiple of
+    ``size`` and a halo within one neighbour (the caller checks the model's
+    class)."""
     from .drivers import _SparseReservoirDriver
     from .readouts import _LinearReadoutCore
 
     emb, drv, out = model.embedding, model.driver, model.readout
     if not (
         isinstance(emb, _LinearEmbeddingCore)
-        and not emb.ensemble
         and isinstance(drv, _SparseReservoirDriver)
         and getattr(drv, "mode", "discrete") == "discrete"
         and isinstance(out, _LinearReadoutCore)
-        and not out.ensemble
+        and emb.ensemble == out.ensemble
     ):
         raise TypeError(
             f"{owner}: model must hold a parallel linear embedding, a sparse "
             "reservoir driver (ESN or Taylor) in discrete time and a parallel "
-            f"linear readout; got {type(emb).__name__}, {type(drv).__name__}, "
-            f"{type(out).__name__}"
+            "linear readout (or an ensemble's embedding and readout); got "
+            f"{type(emb).__name__}, {type(drv).__name__}, {type(out).__name__}"
         )
     chunks = drv.chunks
     if chunks % size:
@@ -272,7 +274,7 @@ def check_shardable(owner: str, model, size: int) -> None:
             f"mesh axis's {size} devices (each device holds chunks / devices reservoirs)"
         )
     per_device = chunks // size * emb.chunk_size
-    if emb.locality > per_device:
+    if not emb.ensemble and emb.locality > per_device:
         raise ValueError(
             f"{owner}: locality ({emb.locality}) exceeds the {per_device} inputs "
             "each device holds (chunks / devices * chunk size): a device's halo "
@@ -328,12 +330,45 @@ def _fields(module) -> dict:
     return {f.name: getattr(module, f.name) for f in dataclasses.fields(module)}
 
 
+def _ensemble(model) -> bool:
+    """Whether ``model`` is an ensemble: every member sees the whole input
+    and the output is the members' mean (the data are replicated, the
+    members shared out)."""
+    return getattr(model.embedding, "ensemble", False)  # a HaloEmbedding: no
+
+
+@functools.cache
+def _device_mean(cls, axis: str, devices: int):
+    """``cls`` (an ensemble's readout) whose output is the mean over the
+    members of every device (inside ``shard_map``): each device's mean of
+    its own members, averaged across devices (one ``psum`` per output)."""
+
+    class DeviceMean(cls):
+        def readout(self, res_state):
+            return jax.lax.psum(super().readout(res_state), axis) / devices
+
+    DeviceMean.__name__ = DeviceMean.__qualname__ = cls.__name__
+    return DeviceMean
+
+
 def local_model(model, axis: str | None, size: int):
     """The local model of one device: ``model`` whose bank leaves are
     already the device's shard (inside ``shard_map``), rebuilt with
-    ``chunks / size`` reservoirs and a :class:`HaloEmbedding`."""
+    ``chunks / size`` reservoirs and a :class:`HaloEmbedding` (an
+    ensemble: its own embedding, and a readout averaged across devices)."""
     emb, drv, out = model.embedding, model.driver, model.readout
     chunks = drv.chunks // size
+    if _ensemble(model):
+        fields = dict(
+            _fields(model),
+            driver=from_fields(type(drv), dict(_fields(drv), chunks=chunks)),
+            embedding=from_fields(type(emb), dict(_fields(emb), chunks=chunks)),
+            readout=from_fields(
+                _device_mean(type(out), axis, size), dict(_fields(out), chunks=chunks)
+            ),
+            chunks=chunks,
+        )
+        return from_fields(type(model), fields)
     width = chunks * emb.chunk_size
     driver = from_fields(type(drv), dict(_fields(drv), chunks=chunks))
     readout = from_fields(
@@ -413,7 +448,9 @@ def _fit_specs(model, problem, solver, axis: str):
         _replicated(problem),
         _replicated(solver),
     )
-    data = {"train_seq": -1, "target_seq": -1, "init": -2}
+    data = {"init": -2}
+    if not _ensemble(model):  # an ensemble's members all read the whole data
+        data.update(train_seq=-1, target_seq=-1)
     placed = {
         name: _at(getattr(problem, name).ndim, position, axis)
         for name, position in data.items()
@@ -451,6 +488,7 @@ def fit_sharded(model, problem, solver, opts, placed, program):
 @compiled
 def _fit_sharded(model, problem, solver, keep, noise, mesh, axis, program):
     size = int(mesh.shape[axis])
+    ensemble = _ensemble(model)
     specs = (*_fit_specs(model, problem, solver, axis), _replicated(noise))
     dyn, static = eqx.partition((model, problem, solver, noise), eqx.is_array)
     entries: list = []
@@ -464,7 +502,9 @@ def _fit_sharded(model, problem, solver, keep, noise, mesh, axis, program):
             program, local, problem_l, solver_l, keep, False, noise_l, axis=axis
         )
         entries[:] = found
-        scale = _gathered(trained.readout.data_scale, axis)
+        scale = trained.readout.data_scale
+        if not ensemble:  # each device's columns
+            scale = _gathered(scale, axis)
         return trained.readout.wout, scale, states, codes
 
     n_states = problem.init.ndim + keep
@@ -500,6 +540,7 @@ def forecast_sharded(model, fcast_len: int, res_state, placed, backend=None):
 @compiled(host_results=True)  # read by report_divergence
 def _forecast_sharded(model, fcast_len, res_state, mesh, axis):
     size = int(mesh.shape[axis])
+    ensemble = _ensemble(model)
     res_state = check_finite(
         jnp.asarray(res_state, model.dtype), "res_state", type(model).__name__
     )
@@ -507,7 +548,8 @@ def _forecast_sharded(model, fcast_len, res_state, mesh, axis):
 
     def body(dyn, r):
         local = local_model(eqx.combine(dyn, static), axis, size)
-        return _gathered(local._closed_loop_scan(fcast_len, r), axis, 1)
+        out = local._closed_loop_scan(fcast_len, r)
+        return out if ensemble else _gathered(out, axis, 1)
 
     specs = (_specs(model, model.driver.chunks, axis), P(axis))
     return _shard_map(body, mesh, specs, P())(dyn, res_state)

@@ -45,7 +45,10 @@ def shard(model, mesh: Mesh, axis: str | None = None):
     model : a discrete-time forecaster with a parallel linear embedding,
         an ESN or Taylor driver and a linear readout (``ESNForecaster(...,
         chunks=C, locality=l)``); ``chunks`` a multiple of the devices, and
-        ``locality`` at most the inputs one device holds.
+        ``locality`` at most the inputs one device holds. Or an ensemble
+        (``EnsembleESNForecaster(..., chunks=C)``): each device holds
+        ``C / devices`` members, every member reads the whole data, and each
+        forecast step averages the members across devices (one ``psum``).
     mesh : jax.sharding.Mesh
         E.g. ``jax.make_mesh((jax.device_count(),), ("bank",))``; after
         ``jax.distributed.initialize()`` its devices may span hosts.
