@@ -141,14 +141,19 @@ def single() -> None:
     m4, R4, y4 = train_and_forecast(orc.shard(model(), mesh), U)
     yo = orc.shard(m1, jax.make_mesh((1,), ("bank",))).forecast(HORIZON, R1[-1])
 
+    noisy = {"input_noise": 1e-3, "state_noise": 1e-4, "noise_seed": 3}
+
     # an ensemble: every member reads the whole data, 2 members per device
     def ensemble():
         return EnsembleESNForecaster(NX, RES, chunks=CHUNKS, seed=0)
 
     e1, eR1, ey1 = train_and_forecast(ensemble(), U)
     e4, eR4, ey4 = train_and_forecast(orc.shard(ensemble(), mesh), U)
+    en1, _ = train_RCForecaster(ensemble(), U[:TRAIN], spinup=SPINUP, beta=1e-4,
+                                **noisy)  # fmt: skip
+    en4, _ = train_RCForecaster(orc.shard(ensemble(), mesh), U[:TRAIN], spinup=SPINUP,
+                                beta=1e-4, **noisy)  # fmt: skip
     # training noise: each device slices its share of the whole model's draw
-    noisy = {"input_noise": 1e-3, "state_noise": 1e-4, "noise_seed": 3}
     mn1, _ = train_RCForecaster(model(), U[:TRAIN], spinup=SPINUP, beta=1e-4, **noisy)
     mn4, _ = train_RCForecaster(
         orc.shard(model(), mesh), U[:TRAIN], spinup=SPINUP, beta=1e-4,
@@ -171,7 +176,7 @@ def single() -> None:
         wout4=m4.readout.wout, R4=R4, y4=y4, scale4=m4.readout.data_scale,
         y_one_device=yo, woutn1=mn1.readout.wout, woutn4=mn4.readout.wout,
         ens_wout1=e1.readout.wout, ens_wout4=e4.readout.wout, ens_R1=eR1, ens_R4=eR4,
-        ens_y1=ey1, ens_y4=ey4, ens_spec=str(e4.readout.wout.sharding.spec), fic1=fic1, fic4=fic4, win=m4.embedding.win, values=m4.driver.wr.values,
+        ens_y1=ey1, ens_y4=ey4, ens_noise1=en1.readout.wout, ens_noise4=en4.readout.wout, ens_spec=str(e4.readout.wout.sharding.spec), fic1=fic1, fic4=fic4, win=m4.embedding.win, values=m4.driver.wr.values,
         columns=m4.driver.wr.columns, bias=m4.driver.bias,
         shardings=np.array([sharding(a) for a in (
             m4.readout.wout, m4.driver.wr.values, m4.embedding.win,

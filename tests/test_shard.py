@@ -327,6 +327,10 @@ def test_placed_ensemble_trains_to_the_bits_and_forecasts_the_mean(runs):
     # the members' mean: each device's, then across devices (one psum per
     # step), the unplaced model's to rounding
     np.testing.assert_allclose(r["ens_y4"], r["ens_y1"], rtol=1e-12, atol=1e-12)
+    # with training noise: the whole input's noise on every device, each
+    # device's members' state noise
+    np.testing.assert_array_equal(r["ens_noise4"], r["ens_noise1"])
+    assert not np.array_equal(r["ens_noise1"], r["ens_wout1"])
     assert np.isfinite(r["ens_y4"]).all() and r["ens_y4"].shape == (HORIZON, NX)
 
 

@@ -497,7 +497,7 @@ def _fit_sharded(model, problem, solver, keep, noise, mesh, axis, program):
         model_l, problem_l, solver_l, noise_l = eqx.combine(dyn, static)
         local = local_model(model_l, axis, size)
         if noise_l is not None:
-            noise_l = noise_l.sharded(axis, size)
+            noise_l = noise_l.sharded(axis, size, columns=not ensemble)
         (trained, states), codes, found = _local_errors(
             program, local, problem_l, solver_l, keep, False, noise_l, axis=axis
         )

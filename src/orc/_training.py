@@ -557,30 +557,32 @@ class TrainingNoise(eqx.Module):
     has_state: bool = eqx.field(static=True)
     owner: str = eqx.field(static=True, default="training")
     traced: bool = eqx.field(static=True, default=False)
-    shard: tuple[str, int] | None = eqx.field(static=True, default=None)
+    shard: tuple[str, int, bool] | None = eqx.field(static=True, default=None)
 
-    def sharded(self, axis: str, devices: int) -> TrainingNoise:
+    def sharded(self, axis: str, devices: int, columns: bool = True) -> TrainingNoise:
         """This noise inside ``shard_map`` over ``devices`` along ``axis``:
-        each device's inputs are its block of columns, its states its block
-        of reservoirs (the bank's chunk axis)."""
+        each device's states are its block of reservoirs (the bank's chunk
+        axis), its inputs its block of columns (``columns``) or all of them
+        (an ensemble's, whose every member reads the whole input)."""
         return TrainingNoise(
             self.input_scale, self.state_scale, self.key, self.has_input,
-            self.has_state, self.owner, self.traced, (axis, devices),
+            self.has_state, self.owner, self.traced, (axis, devices, columns),
         )  # fmt: skip
 
-    def _draw(self, key, shape, dtype, along: int):
+    def _draw(self, key, shape, dtype, along: int | None):
         """Standard normals of ``shape``; with ``shard``, this device's block
         along axis ``along`` of the draw of the whole model's shape (each
         device draws it all and keeps its block: the state noise of a placed
-        bank costs every device the whole bank's draw). The draw is kept out
+        bank costs every device the whole bank's draw; ``along=None``: the
+        whole draw, on every device alike). The draw is kept out
         of the fusion that adds it (``optimization_barrier``): fused into a
         sliced or an unsliced sum, XLA's CPU code computed some normals one
         rounding apart, and a placed model must train to the same bits."""
-        if self.shard is None:
+        if self.shard is None or along is None:
             return jax.lax.optimization_barrier(
                 flat_draw(jax.random.normal, key, shape, dtype)
             )
-        axis, devices = self.shard
+        axis, devices, _ = self.shard
         along %= len(shape)
         width = shape[along]
         whole = (*shape[:along], width * devices, *shape[along + 1 :])
@@ -619,7 +621,9 @@ class TrainingNoise(eqx.Module):
         seq = self.check(seq)
         if not self.has_input:
             return seq
-        eps = self._draw(jax.random.fold_in(self.key, 0), seq.shape, seq.dtype, -1)
+        columns = self.shard is None or self.shard[2]
+        along = -1 if columns else None
+        eps = self._draw(jax.random.fold_in(self.key, 0), seq.shape, seq.dtype, along)
         return seq + self._scale(self.input_scale).astype(seq.dtype) * eps
 
     def states(self, states, offset):
