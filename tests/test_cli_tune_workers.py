@@ -62,10 +62,23 @@ def tune(*args, cwd):
     return run_cli("tune", "l63.csv", "--config", "tune.toml", *args, cwd=cwd)
 
 
+# A suite started in the background (``make test &`` from a script) ignores
+# SIGINT, and a process inherits that: Python then installs no
+# KeyboardInterrupt handler, and the Ctrl-C test's signal was ignored (twice,
+# 2026-11-28). The command is started through this launcher, which restores
+# SIGINT's default and execs it (same process), so it gets Ctrl-C as from a
+# terminal (a preexec_fn would fork a multithreaded JAX process instead).
+_SIGINT_DEFAULT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
+
+
 def start(*args, cwd, env=None):
     """``orc tune`` in a process of its own (as on another host)."""
+    command = [ORC, "tune", "l63.csv", "--config", "tune.toml", *map(str, args)]
     return subprocess.Popen(
-        [ORC, "tune", "l63.csv", "--config", "tune.toml", *map(str, args)], cwd=cwd,
+        [sys.executable, "-c", _SIGINT_DEFAULT, *command], cwd=cwd,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
 
@@ -202,8 +215,8 @@ def test_sqlite_workers_stop_on_ctrl_c_and_resume(optuna, workdir):
     # are not in any cache (ORC_COMPILE_CACHE=0): they compile for seconds
     # before their first trial, so the Ctrl-C lands mid-study. Waiting for a
     # trial was not deterministic, nor was a warm cache (64 trials took
-    # ~3 s, and under a full run's load the study finished before the test
-    # read the "started" line, 2026-11-28); a worker killed mid-trial is
+    # ~3 s, and under a full run's load a worker finished the study before
+    # the test read the "started" line); a worker killed mid-trial is
     # test_tune_study.py's kill -9 test
     budget = 64
     args = ("--out", "lite", "--storage", "lite.db", "--budget", budget,
