@@ -48,7 +48,8 @@ def shard(model, mesh: Mesh, axis: str | None = None):
         ``locality`` at most the inputs one device holds. Or an ensemble
         (``EnsembleESNForecaster(..., chunks=C)``): each device holds
         ``C / devices`` members, every member reads the whole data, and each
-        forecast step averages the members across devices (one ``psum``).
+        forecast step averages the members across devices (one ``psum``;
+        the forecast then equals the unplaced one to rounding).
     mesh : jax.sharding.Mesh
         E.g. ``jax.make_mesh((jax.device_count(),), ("bank",))``; after
         ``jax.distributed.initialize()`` its devices may span hosts.
