@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import equinox as eqx
@@ -544,7 +545,7 @@ class TrainingNoise(eqx.Module):
     program runs, by :meth:`perturb` at its top level, and a bad one is
     used as 0 until the error is raised (:mod:`orc._errors`).
 
-    ``shard`` (``(mesh axis, devices)``, see :meth:`sharded`): the noise of
+    ``shard`` (``(mesh axis, devices, columns)``, see :meth:`sharded`): the noise of
     one device's share of a bank placed by :func:`orc.shard`, the slice of
     the whole model's draw that its columns and reservoirs see, so that a
     placed model trains to the bits of the unplaced one.
@@ -564,10 +565,7 @@ class TrainingNoise(eqx.Module):
         each device's states are its block of reservoirs (the bank's chunk
         axis), its inputs its block of columns (``columns``) or all of them
         (an ensemble's, whose every member reads the whole input)."""
-        return TrainingNoise(
-            self.input_scale, self.state_scale, self.key, self.has_input,
-            self.has_state, self.owner, self.traced, (axis, devices, columns),
-        )  # fmt: skip
+        return dataclasses.replace(self, shard=(axis, devices, columns))
 
     def _draw(self, key, shape, dtype, along: int | None):
         """Standard normals of ``shape``; with ``shard``, this device's block
