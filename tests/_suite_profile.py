@@ -24,6 +24,7 @@ import os
 import re
 import sys
 import time
+import traceback
 
 import pytest
 
@@ -54,11 +55,35 @@ class _Recorder(logging.Handler):
             entry[1] += float(m.group(2))
             where = self.state["file"]
             entry[2][where] = entry[2].get(where, 0.0) + float(m.group(2))
+            site = _site(traceback.extract_stack())
+            if site is not None:
+                key = f"{name} @ {site}"
+                found = self.state["sites"].setdefault(key, [0, 0.0])
+                found[0] += 1
+                found[1] += float(m.group(2))
         m = _LOWERED.search(message)
         if m:
             name = re.sub(r"\d+", "N", m.group(1))[:100]
             entry = self.state["programs"].setdefault(name, [0, 0.0, {}, 0.0])
             entry[3] += float(m.group(2))
+
+
+def _site(stack):
+    """Where a compilation was asked for: the innermost test-file frame and
+    the outermost library (``src/orc``) frame below it, e.g.
+    ``tests/test_x.py:12 > orc/drivers.py:300``. An eager operation (one
+    compiled per shape) shows the library function a test called outside
+    ``jit``, or the library line that ran outside its own program."""
+    test = library = None
+    for frame in stack:
+        if "/tests/" in frame.filename and "_suite_profile" not in frame.filename:
+            test, library = (
+                f"tests/{frame.filename.split('/tests/')[-1]}:{frame.lineno}",
+                None,
+            )
+        elif "/src/orc/" in frame.filename and library is None:
+            library = f"orc/{frame.filename.split('/src/orc/')[-1]}:{frame.lineno}"
+    return " > ".join(p for p in (test, library) if p) or None
 
 
 def pytest_configure(config):
@@ -69,6 +94,7 @@ def pytest_configure(config):
         "file": None,
         "files": collections.defaultdict(collections.Counter),
         "programs": {},
+        "sites": {},
     }
     config._suite_profile = state
 
@@ -118,6 +144,7 @@ def pytest_unconfigure(config):
             {
                 "files": {str(k): dict(v) for k, v in state["files"].items()},
                 "programs": state["programs"],
+                "sites": state["sites"],
             },
             fh,
         )
@@ -128,6 +155,8 @@ def report(directory: str, top: int = 40) -> str:
     compile time (with the files that compiled them most)."""
     files: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     programs: dict[str, list] = {}
+    sites: collections.Counter = collections.Counter()
+    site_counts: collections.Counter = collections.Counter()
     for name in sorted(os.listdir(directory)):
         if not name.endswith(".json"):
             continue
@@ -141,6 +170,9 @@ def report(directory: str, top: int = 40) -> str:
             entry[1] += s
             entry[2].update(where)
             entry[3] += lowering
+        for key, (n, s) in data.get("sites", {}).items():
+            sites[key] += s
+            site_counts[key] += n
     total = collections.Counter()
     for counts in files.values():
         total.update(counts)
@@ -168,6 +200,9 @@ def report(directory: str, top: int = 40) -> str:
             f"{os.path.basename(w or '?')} {t:.0f}" for w, t in where.most_common(3)
         )
         lines.append(f"{s:9.1f} {lowering:8.1f} {n:6d}  {p[:48]}  ({most})")
+    lines += ["", f"{'compile s':>9s} {'count':>6s}  program @ where it was asked for"]
+    for key, s in sites.most_common(top):
+        lines.append(f"{s:9.1f} {site_counts[key]:6d}  {key}")
     return "\n".join(lines)
 
 
