@@ -90,6 +90,7 @@ import hashlib
 import json
 import math
 import platform
+import re
 import sys
 import time
 from pathlib import Path
@@ -111,7 +112,7 @@ CACHE_DIR = BENCH_DIR / ".cache" / "dysts"
 # ---------------------------------------------------------------- protocol
 PTS_PER_PERIOD = 100
 INTEGRATOR = {"method": "DOP853", "rtol": 1e-10, "atol": 1e-10, "seed": 0}
-INTEGRATE_TIMEOUT_S = 120
+INTEGRATE_TIMEOUT_S = 120  # default limit per flow; --integrate-timeout raises it
 N_TRANSIENT = 1000
 N_TRAIN = 10000
 N_WINDOWS = 5
@@ -317,14 +318,27 @@ def config_hash(params: dict) -> str:
 
 # ------------------------------------------------------------ data stage
 def data_params() -> dict:
+    """What an integrated trajectory depends on: the cache's key. The time
+    limit is not part of it (a flow that finishes gives the same data under
+    any limit); a flow that ran out of time is recorded with its limit and
+    retried under a longer one (:func:`generate`)."""
     return {
         "dysts": DYSTS_VERSION,
         "n_points": N_POINTS,
         "n_transient": N_TRANSIENT,
         "pts_per_period": PTS_PER_PERIOD,
-        "timeout_s": INTEGRATE_TIMEOUT_S,
         **INTEGRATOR,
     }
+
+
+def timed_out_under(meta: dict) -> float | None:
+    """The limit a cached flow ran out of, or None if it did not."""
+    if meta.get("ok"):
+        return None
+    if "timeout_s" in meta:
+        return float(meta["timeout_s"])
+    old = re.fullmatch(r"timeout after ([\d.]+) s", meta.get("reason", ""))
+    return float(old.group(1)) if old else None  # records of before 2026-11-28
 
 
 def run_child(lib: envs.Library, cfg: dict, timeout: float) -> dict:
@@ -346,23 +360,35 @@ def list_flows() -> list[str]:
     return res["names"]
 
 
-def generate(flows: list[str], log=print) -> dict:
-    """Integrate (or reuse) each flow; return ``{flow: meta}``."""
+def generate(
+    flows: list[str], timeout_s: float = INTEGRATE_TIMEOUT_S, log=print
+) -> dict:
+    """Integrate (or reuse) each flow, ``timeout_s`` seconds at most for
+    one; return ``{flow: meta}``. A cached flow that ran out of a shorter
+    limit is integrated again."""
     params = data_params()
     data_dir = CACHE_DIR / f"data_{config_hash(params)}"
     data_dir.mkdir(parents=True, exist_ok=True)
     metas, todo = {}, []
     for name in flows:
         meta_file = data_dir / f"{name}.json"
-        if meta_file.exists():
-            metas[name] = json.loads(meta_file.read_text())
+        meta = json.loads(meta_file.read_text()) if meta_file.exists() else None
+        limit = None if meta is None else timed_out_under(meta)
+        if meta is not None and (limit is None or limit >= timeout_s):
+            metas[name] = meta
         else:
             todo.append(name)
     for i in range(0, len(todo), 10):
         chunk = todo[i : i + 10]
-        log(f"[data] integrating {', '.join(chunk)}")
-        cfg = {"library": "dysts", "flows": chunk, "out_dir": str(data_dir), **params}
-        res = run_child(DYSTS_LIB, cfg, 60 + 2 * INTEGRATE_TIMEOUT_S * len(chunk))
+        log(f"[data] integrating {', '.join(chunk)} ({timeout_s:.0f} s at most each)")
+        cfg = {
+            "library": "dysts",
+            "flows": chunk,
+            "out_dir": str(data_dir),
+            "timeout_s": timeout_s,
+            **params,
+        }
+        res = run_child(DYSTS_LIB, cfg, 60 + 2 * timeout_s * len(chunk))
         for name in chunk:
             meta = res.get("flows", {}).get(name) or {
                 "flow": name,
@@ -728,6 +754,13 @@ def parse_args(argv=None):
     )
     p.add_argument("--no-setup", action="store_true", help="never create the venvs")
     p.add_argument(
+        "--integrate-timeout",
+        type=float,
+        default=INTEGRATE_TIMEOUT_S,
+        help="seconds to integrate one flow; flows that ran out of a shorter "
+        "limit before are integrated again",
+    )
+    p.add_argument(
         "--recompute",
         default="",
         help="comma-separated columns whose cached forecasts (of the selected "
@@ -764,7 +797,7 @@ def main(argv=None) -> int:
     print(
         f"[panel] {len(flows)} flows, N={args.res_dim}, seeds={seeds}, columns={columns}"
     )
-    metas = generate(flows)
+    metas = generate(flows, args.integrate_timeout)
     prepared = {name: prepare(metas[name]) for name in flows}
     n_ok = sum(m.get("ok", False) for m in prepared.values())
     print(f"[panel] {n_ok} flows integrated cleanly, {len(flows) - n_ok} rejected")

@@ -75,7 +75,12 @@ def integrate(name, cfg):
                 random_seed=cfg["seed"],
             )
     except FlowTimeout:
-        return {**info, "ok": False, "reason": f"timeout after {cfg['timeout_s']} s"}
+        return {
+            **info,
+            "ok": False,
+            "reason": f"timeout after {cfg['timeout_s']:g} s",
+            "timeout_s": cfg["timeout_s"],
+        }
     finally:
         signal.alarm(0)
     info["integrate_s"] = time.perf_counter() - t0
