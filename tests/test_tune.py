@@ -206,6 +206,31 @@ def test_static_hyperparameters_compile_one_program_per_value():
     assert res.best_model.res_dim == res.best["res_dim"]
 
 
+@pytest.mark.parametrize(
+    "seeds,draws,width,devices,grid",
+    [
+        (4, 8, 1, 1, (1, 8)),  # the benchmark's 4 x 8: a seed's draws per call
+        (1, 16, 1, 1, (1, 8)),  # one seed: SHARED_DRAWS draws together
+        (4, 64, 1, 1, (1, 32)),  # many draws: about eight calls
+        (64, 1, 1, 1, (8, 1)),  # one draw of many seeds: seeds per call
+        (2, 8, 1, 4, (4, 4)),  # a mesh: a row for each device
+        (1, 4, 1, 4, (4, 1)),  # one seed on 4 devices: one draw each
+        (4, 8, 16, 1, (2, 8)),  # side by side on an accelerator
+    ],
+)
+def test_calls_hold_blocks_of_a_seeds_draws(seeds, draws, width, devices, grid):
+    # a row of a call is one seed and a block of its draws, which share the
+    # seed's matrices (built and scaled to their radius once, before the
+    # loop over the draws); the bits do not depend on the layout (a solo run
+    # of one candidate is a grid of one:
+    # test_diverging_candidates_fail_as_data_and_leave_the_others_alone)
+    from orc.tune._search import _grid
+
+    rows, per_row = _grid(seeds, draws, width, devices)
+    assert (rows, per_row) == grid
+    assert rows % devices == 0 and 1 <= per_row <= draws
+
+
 def test_distributions_map_the_unit_interval():
     np.testing.assert_allclose(Uniform(2.0, 4.0).from_unit([0, 0.5]), [2.0, 3.0])
     np.testing.assert_allclose(LogUniform(1e-4, 1.0).from_unit([0, 0.5]), [1e-4, 1e-2])

@@ -8,7 +8,9 @@ accumulation (:class:`orc._fit.RidgePath`); the task then scores every
 strength at once (a forecaster's validation windows as one batched closed
 loop, a classifier's validation features or a regressor's validation states
 computed once and read by every strength's readout). The trajectories of a
-chunk run in one program (``lax.map``): one after the other on a CPU, where
+call run in one program, as a grid of seeds times draws: the draws of one
+seed share what depends on the seed alone (its matrices, drawn and scaled
+to their spectral radius once), and run one after the other on a CPU, where
 each uses the native kernels at full speed, or ``width`` at a time
 (``vmap``) where memory allows on an accelerator.
 
@@ -79,27 +81,49 @@ def train_one(model, task, beta):
 def evaluate(
     model_class, static_kw, names, task, betas, values, seeds, width, mesh=None
 ):
-    """Scores and status codes ``(K, B)`` of ``K`` trajectories (``values``
-    ``(K, len(names))``, ``seeds`` ``(K,)``) for the ``B`` ridge strengths
-    ``betas``, ``width`` trajectories at a time. With ``mesh`` (a
-    :class:`jax.sharding.Mesh` of one axis, ``K`` a multiple of its size)
-    the trajectories are shared out over its devices, each running its own
-    with no communication (:func:`orc._shard.population_map`), and the
-    scores are gathered at the end."""
+    """Scores and status codes ``(G, D, B)`` of ``G`` seeds times ``D`` draws
+    (``values`` ``(G, D, len(names))``, ``seeds`` ``(G,)``) for the ``B``
+    ridge strengths ``betas``.
+
+    The draws of one seed are one loop whose seed is fixed: what depends on
+    the seed alone (the reservoir's random pattern and values, its spectral
+    radius by Arnoldi iteration, the input matrix and bias draws) is
+    loop-invariant, and XLA computes it once per seed, before the loop,
+    instead of once per draw; each draw scales it. Measured on Lorenz63 at
+    N = 500 (2 CPU cores): the draw and its Arnoldi iteration cost ~0.1 s of
+    a ~0.6 s trajectory (``benchmarks/TUNE.md``).
+
+    ``width`` draws at a time (``vmap``) where memory allows on an
+    accelerator, one at a time on a CPU. With ``mesh`` (a
+    :class:`jax.sharding.Mesh` of one axis, ``G`` a multiple of its size)
+    the seeds are shared out over its devices, each running its own with no
+    communication (:func:`orc._shard.population_map`), and the scores are
+    gathered at the end."""
     backend = resolve(None)
 
     def run(shared, members):
         task, betas = shared
 
         @_errors.loop_body  # its checks come back as codes, not host callbacks
-        def one(xs):
-            v, s = xs
-            return _trajectory(
-                model_class, static_kw, names, task, betas, backend, (tuple(v), s)
-            )
+        def one_seed(xs):
+            draws, seed = xs
 
-        batch = None if width == 1 else width
-        return _errors.report_loop(*jax.lax.map(one, members, batch_size=batch))
+            @_errors.loop_body
+            def one(v):
+                return _trajectory(
+                    model_class,
+                    static_kw,
+                    names,
+                    task,
+                    betas,
+                    backend,
+                    (tuple(v), seed),
+                )
+
+            batch = None if width == 1 else width
+            return _errors.report_loop(*jax.lax.map(one, draws, batch_size=batch))
+
+        return _errors.report_loop(*jax.lax.map(one_seed, members))
 
     if mesh is None:
         return run((task, betas), (values, seeds))

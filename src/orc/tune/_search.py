@@ -228,8 +228,10 @@ def search(
     ``seeds``, and each of these trained for every ridge strength of
     ``beta``: ``len(seeds) * draws * len(betas)`` candidates. Candidates of
     one seed and draw share their reservoir run and statistics (one
-    factorisation solves every strength); those that differ only in the
-    continuous hyperparameters share one compiled program.
+    factorisation solves every strength); the draws of one seed share its
+    matrices (drawn, and their spectral radius computed, once per compiled
+    call); those that differ only in the continuous hyperparameters share
+    one compiled program.
 
     Parameters
     ----------
@@ -312,7 +314,7 @@ def search(
         key = tuple((n, values[n][d]) for n in static)
         groups.setdefault(key, []).append(k)
 
-    n_b = len(betas)
+    n_b, n_s = len(betas), len(seed_list)
     scores = np.full((len(trajectories), n_b), np.nan)
     status = np.zeros((len(trajectories), n_b), int)
     seconds = np.zeros(len(trajectories))
@@ -327,18 +329,30 @@ def search(
                                trajectories)  # fmt: skip
             task.check_model(OWNER, example)
             width = _width(task.trajectory_bytes(example, n_b), len(members))
-            chunk = _chunk(len(members), width * devices)
-            for start in range(0, len(members), chunk):
-                part = members[start : start + chunk]
-                padded = part + [part[-1]] * (chunk - len(part))
+            # members are seed-major, with the same draws for every seed; a
+            # row of a call is one seed and a block of its draws
+            group_draws = [trajectories[k][1] for k in members[: len(members) // n_s]]
+            per_call, per_row = _grid(n_s, len(group_draws), width, devices)
+            width = min(width, per_row)
+            rows = [
+                (si, group_draws[b : b + per_row])
+                for si in range(n_s)
+                for b in range(0, len(group_draws), per_row)
+            ]
+            for start in range(0, len(rows), per_call):
+                call = rows[start : start + per_call]
+                grid = _padded(call, per_call)
                 v = np.array(
-                    [[values[n][trajectories[k][1]] for n in traced] for k in padded],
+                    [
+                        [[values[n][d] for n in traced] for d in _padded(ds, per_row)]
+                        for _, ds in grid
+                    ],
                     float,
-                ).reshape(len(padded), len(traced))
-                s = np.array([trajectories[k][0] for k in padded], np.int32)
+                ).reshape(per_call, per_row, len(traced))
+                sd = np.array([seed_list[si] for si, _ in grid], np.int32)
                 t0 = time.perf_counter()
                 shared = (task, jnp.asarray(betas, example.dtype))
-                members_ = (jnp.asarray(v, example.dtype), jnp.asarray(s))
+                members_ = (jnp.asarray(v, example.dtype), jnp.asarray(sd))
                 if mesh is not None:  # laid out over the mesh's devices
                     shared, members_ = place_population(shared, members_, mesh, axis)
                 out = _population.evaluate(
@@ -346,10 +360,13 @@ def search(
                     mesh, backend=backend,
                 )  # fmt: skip
                 sc, st = (np.asarray(a) for a in jax.block_until_ready(out))
-                dt = (time.perf_counter() - t0) / len(part)
-                for i, k in enumerate(part):
-                    scores[k], status[k], seconds[k] = sc[i], st[i], dt
-                done += len(part) * n_b
+                n_call = sum(len(ds) for _, ds in call)
+                dt = (time.perf_counter() - t0) / n_call
+                for i, (si, ds) in enumerate(call):
+                    for j, d in enumerate(ds):
+                        k = si * draws + d  # trajectories are seed-major
+                        scores[k], status[k], seconds[k] = sc[i, j], st[i, j], dt
+                done += n_call * n_b
                 if bar is not None:
                     bar.update(done)
     finally:
@@ -414,12 +431,34 @@ def _positive_int(name, value) -> int:
     return int(value)
 
 
-def _chunk(n: int, width: int) -> int:
-    """Trajectories per compiled call: whole multiples of ``width``, about
-    eight calls per group (the progress bar's steps), every call of one
-    length (the last padded) so that one program serves them all."""
-    per = math.ceil(n / 8)
-    return min(max(width, math.ceil(per / width) * width), math.ceil(n / width) * width)
+#: Draws of one seed evaluated together at least (where the seed has as
+#: many): what depends on the seed alone is computed once for them
+#: (:func:`._population.evaluate`), so more draws together share more.
+SHARED_DRAWS = 8
+
+
+def _grid(n_seeds: int, n_draws: int, width: int, devices: int) -> tuple[int, int]:
+    """``(rows, draws)`` of each compiled call: a row is one seed and a block
+    of ``draws`` of its draws (they share the seed's matrices). About eight
+    calls per group (the progress bar's steps), blocks of ``SHARED_DRAWS``
+    draws at least where the seed has as many, but enough rows to give
+    each of the ``devices`` one, the rows a multiple of ``devices``, and
+    every call of one shape (the last padded) so that one program serves
+    them all."""
+    per = math.ceil(n_seeds * n_draws / 8)
+    per = max(width * devices, math.ceil(per / width) * width)
+    draws = min(n_draws, max(SHARED_DRAWS, math.ceil(per / devices)))
+    while draws > 1 and n_seeds * math.ceil(n_draws / draws) < devices:
+        draws = math.ceil(draws / 2)
+    total = n_seeds * math.ceil(n_draws / draws)
+    rows = min(max(1, per // draws), total)
+    return math.ceil(rows / devices) * devices, draws
+
+
+def _padded(items: list, n: int) -> list:
+    """``items`` filled to length ``n`` by repeating the last (whose result
+    is not read)."""
+    return items + [items[-1]] * (n - len(items))
 
 
 def _example(model_class, static_kw, traced, values, members, trajectories):
