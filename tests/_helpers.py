@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import subprocess
 
 import equinox as eqx
@@ -187,3 +188,48 @@ def on_device(x, dtype=None):
     a program, ``stage``, for each shape and dtype; ``jax.device_put`` does
     not)."""
     return jax.device_put(np.asarray(x, dtype=dtype))
+
+
+def hlo_loops(hlo: str) -> dict[str, dict[str, list[str]]]:
+    """Per ``while`` loop of a compiled program's HLO text (keyed by its
+    body's name): the computations it runs (name: lines), its body and those
+    it calls, transitively (nested loops included); :func:`hlo_text` joins
+    them."""
+    comps, name = {}, None
+    for line in hlo.splitlines():
+        head = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{\s*$", line)
+        if head:
+            name = head.group(1)
+            comps[name] = []
+        elif line.startswith("}"):
+            name = None
+        elif name is not None:
+            comps[name].append(line)
+
+    def reached(start):
+        todo, seen = [start], set()
+        while todo:
+            c = todo.pop()
+            if c in seen or c not in comps:
+                continue
+            seen.add(c)
+            for line in comps[c]:
+                todo += re.findall(
+                    r"(?:calls|to_apply|body|condition)=%?([\w.\-]+)", line
+                )
+                for group in re.findall(r"branch_computations=\{([^}]*)\}", line):
+                    todo += [g.strip().lstrip("%") for g in group.split(",")]
+        return {c: comps[c] for c in seen}
+
+    bodies = [b for lines in comps.values() for line in lines if " while(" in line
+              for b in re.findall(r"body=%?([\w.\-]+)", line)]  # fmt: skip
+    return {b: reached(b) for b in bodies}
+
+
+def hlo_text(*computations: dict[str, list[str]]) -> str:
+    """The lines of the union of some :func:`hlo_loops` entries (each
+    computation once)."""
+    union = {}
+    for comps in computations:
+        union.update(comps)
+    return "\n".join(line for lines in union.values() for line in lines)

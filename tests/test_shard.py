@@ -31,6 +31,7 @@ import numpy as np
 import pytest
 
 import orc
+from _helpers import hlo_loops, hlo_text
 from orc._shard import HaloEmbedding
 from orc._validation import from_fields
 from orc.forecaster import CESNForecaster, ESNForecaster
@@ -217,38 +218,11 @@ def test_sharded_drive_equals_the_parallel_embedding(runs, case):
     np.testing.assert_array_equal(sharded, unsharded)
 
 
-def _loop_computations(hlo: str) -> str:
-    """The text of every computation a ``while`` loop of ``hlo`` runs (its
-    bodies and the computations they call, transitively)."""
-    comps, name = {}, None
-    for line in hlo.splitlines():
-        head = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{\s*$", line)
-        if head:
-            name = head.group(1)
-            comps[name] = []
-        elif line.startswith("}"):
-            name = None
-        elif name is not None:
-            comps[name].append(line)
-    todo = [b for lines in comps.values() for line in lines if " while(" in line
-            for b in re.findall(r"body=%?([\w.\-]+)", line)]  # fmt: skip
-    seen = set()
-    while todo:
-        c = todo.pop()
-        if c in seen or c not in comps:
-            continue
-        seen.add(c)
-        for line in comps[c]:
-            todo += re.findall(r"(?:calls|to_apply|body|condition)=%?([\w.\-]+)", line)
-            for group in re.findall(r"branch_computations=\{([^}]*)\}", line):
-                todo += [g.strip().lstrip("%") for g in group.split(",")]
-    assert seen, "no while loop in the compiled forecast"
-    return "\n".join(line for c in seen for line in comps[c])
-
-
 def test_compiled_forecast_exchanges_halos_by_collective_permutes(runs):
     r, _ = runs
-    loop = _loop_computations(r["hlo"])
+    loops = hlo_loops(r["hlo"])
+    assert loops, "no while loop in the compiled forecast"
+    loop = hlo_text(*loops.values())
     permutes = [line for line in loop.splitlines() if "collective-permute(" in line]
     # one permute per side per step, each of the locality columns only
     assert len(permutes) == 2, permutes

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import orc
-from _helpers import lorenz_rk4
+from _helpers import CPU_ONLY, hlo_loops, hlo_text, lorenz_rk4
 from orc.forecaster import ESNForecaster, train_RCForecaster
 from orc.tune import Choice, Forecast, IntUniform, LogUniform, Uniform
 
@@ -229,6 +229,40 @@ def test_calls_hold_blocks_of_a_seeds_draws(seeds, draws, width, devices, grid):
     rows, per_row = _grid(seeds, draws, width, devices)
     assert (rows, per_row) == grid
     assert rows % devices == 0 and 1 <= per_row <= draws
+
+
+@CPU_ONLY
+def test_a_seeds_matrices_are_built_once_for_its_draws():
+    # the spectral radius of the seed's reservoir (Arnoldi, then the
+    # eigenvalues of the small Hessenberg matrix: LAPACK's geev on a CPU) is
+    # computed outside the loop over the seed's draws, which trains and
+    # forecasts each draw (the native kernels; XLA hoists what is invariant)
+    from orc._native import native_config
+    from orc.tune import _population
+
+    if not native_config()["available"]:
+        pytest.skip("the loops are told apart by the native kernels' names")
+    names = tuple(SPACE)
+    v = jnp.asarray([[[0.9, 0.6, 0.1, 0.5]] * 4])  # one seed, four draws
+    program = jax.jit(
+        orc.capture_errors(
+            lambda t, b, v, s: _population.evaluate.__wrapped__(
+                ESNForecaster, FIXED, names, t, b, v, s, 1
+            )
+        )
+    )
+    with orc.use_backend("native"):
+        hlo = program.lower(
+            _task(), jnp.asarray([1e-8, 1e-4]), v, jnp.asarray([0], jnp.int32)
+        )
+        hlo = hlo.compile().as_text()
+    assert "lapack_dgeev" in hlo
+    loops = hlo_loops(hlo)
+    draws = [c for c in loops.values() if "orc_esn_forecast_batch" in hlo_text(c)]
+    assert draws, "no loop over the draws"
+    for comps in draws:
+        assert "orc_esn_run" in hlo_text(comps)
+        assert "lapack_dgeev" not in hlo_text(comps)
 
 
 def test_distributions_map_the_unit_interval():
