@@ -136,6 +136,15 @@ def test_table_csv_and_report(nrmse_search, tmp_path):
     fixed_beta = type(res)(one, res.columns, False, None, res.metric, res.log_scaled)
     panels = {a.get_xlabel() for a in fixed_beta.plot().axes if a.get_visible()}
     assert panels == {*SPACE, "candidates tried"}
+    # a log axis within a decade labels 1, 2, 3 and 5 times a power of ten
+    # only (its other minor ticks crowd towards the decade's end)
+    fig = res.plot()
+    ax = next(a for a in fig.axes if a.get_xlabel() == "embedding_scaling")
+    fig.canvas.draw()
+    shown = [t.get_text() for t in ax.get_xticklabels(minor=True) if t.get_text()]
+    shown += [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    mantissas = [float(t) / 10 ** np.floor(np.log10(float(t))) for t in shown]
+    assert shown and all(np.isclose(m, [1, 2, 3, 5]).any() for m in mantissas), shown
     plt.close("all")
 
 

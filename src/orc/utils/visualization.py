@@ -931,6 +931,15 @@ def plot_confusion_matrix(
 # --------------------------------------------------------------------------------------
 
 
+def _one_two_three_five(value: float, _position=None) -> str:
+    """A log axis's tick label: ``value`` as a plain number where it is 1, 2,
+    3 or 5 times a power of ten, else none."""
+    if not value > 0:
+        return ""
+    mantissa = value / 10 ** np.floor(np.log10(value))
+    return f"{value:g}" if np.isclose(mantissa, (1, 2, 3, 5)).any() else ""
+
+
 def plot_search(result, path=None) -> Figure | None:
     """A search's report (:meth:`orc.tune.SearchResult.plot`): the score of
     every candidate against each hyperparameter that varied (log axes for the
@@ -983,11 +992,11 @@ def plot_search(result, path=None) -> Figure | None:
             ax.set_xscale("log")
             if x.max() < 10 * x.min():
                 # within a decade matplotlib labels the minor ticks too, as
-                # 5x10^-1: plain numbers, slanted so they do not run together
-                plain = mticker.FuncFormatter(lambda v, _: f"{v:g}")
+                # 5x10^-1: plain numbers, and only 1, 2, 3 and 5 times a
+                # power of ten (the ticks crowd towards the decade's end)
+                plain = mticker.FuncFormatter(_one_two_three_five)
                 ax.xaxis.set_major_formatter(plain)
                 ax.xaxis.set_minor_formatter(plain)
-                ax.tick_params(axis="x", which="both", labelrotation=30)
         ax.set_xlabel(name)
         ax.set_ylabel(label)
         if result.best is not None:
