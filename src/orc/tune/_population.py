@@ -81,14 +81,15 @@ def train_one(model, task, beta):
 def evaluate(
     model_class, static_kw, names, task, betas, values, seeds, width, mesh=None
 ):
-    """Scores and status codes ``(G, D, B)`` of ``G`` seeds times ``D`` draws
-    (``values`` ``(G, D, len(names))``, ``seeds`` ``(G,)``) for the ``B``
-    ridge strengths ``betas``.
+    """Scores and status codes ``(G, D, B)`` of ``G`` rows of ``D`` draws,
+    each row one seed (``values`` ``(G, D, len(names))``, ``seeds``
+    ``(G,)``; a seed may fill several rows), for the ``B`` ridge strengths
+    ``betas``.
 
-    The draws of one seed are one loop whose seed is fixed: what depends on
+    The draws of a row are one loop whose seed is fixed: what depends on
     the seed alone (the reservoir's random pattern and values, its spectral
     radius by Arnoldi iteration, the input matrix and bias draws) is
-    loop-invariant, and XLA computes it once per seed, before the loop,
+    loop-invariant, and XLA computes it once per row, before the loop,
     instead of once per draw; each draw scales it. Measured on Lorenz63 at
     N = 500 (2 CPU cores): the draw and its Arnoldi iteration cost ~0.1 s of
     a ~0.6 s trajectory (``benchmarks/TUNE.md``).
@@ -96,7 +97,7 @@ def evaluate(
     ``width`` draws at a time (``vmap``) where memory allows on an
     accelerator, one at a time on a CPU. With ``mesh`` (a
     :class:`jax.sharding.Mesh` of one axis, ``G`` a multiple of its size)
-    the seeds are shared out over its devices, each running its own with no
+    the rows are shared out over its devices, each running its own with no
     communication (:func:`orc._shard.population_map`), and the scores are
     gathered at the end."""
     backend = resolve(None)
