@@ -90,7 +90,6 @@ import hashlib
 import json
 import math
 import platform
-import re
 import sys
 import time
 from pathlib import Path
@@ -333,12 +332,9 @@ def data_params() -> dict:
 
 def timed_out_under(meta: dict) -> float | None:
     """The limit a cached flow ran out of, or None if it did not."""
-    if meta.get("ok"):
+    if meta.get("ok") or "timeout_s" not in meta:
         return None
-    if "timeout_s" in meta:
-        return float(meta["timeout_s"])
-    old = re.fullmatch(r"timeout after ([\d.]+) s", meta.get("reason", ""))
-    return float(old.group(1)) if old else None  # records of before 2026-11-28
+    return float(meta["timeout_s"])
 
 
 def run_child(lib: envs.Library, cfg: dict, timeout: float) -> dict:
