@@ -126,6 +126,23 @@ def test_chunked_and_multi_sequence_fit_match_numpy():
     )
 
 
+def test_a_force_that_breaks_the_state_contract_is_named():
+    # The engine takes the states' shape and dtype from the start state (it
+    # does not trace the model's force for them): a force that returns other
+    # rows is refused at trace time, saying what was expected.
+    N, O = 6, 2
+    lro = readouts.LinearReadout(O, N)
+    u = jnp.asarray(RNG.standard_normal((40, N)))
+    y = jnp.asarray(RNG.standard_normal((40, O)))
+    wrong_dtype = lambda u, r: u.astype(jnp.float32)  # noqa: E731
+    wrong_shape = lambda u, r: u[:, :3]  # noqa: E731
+    for force in (wrong_dtype, wrong_shape):
+        with pytest.raises(
+            TypeError, match=r"force must return the states \(40, 6\) float64"
+        ):
+            teacher_forced_statistics(lro, force, u, y, jnp.zeros(N), keep_states=False)
+
+
 def test_stored_run_forces_every_block_at_one_size():
     # T = 1037 rows in blocks of 100: the last 37 rows are forced as one more
     # block of 100 that ends at the last row (its first 63 rows again, from

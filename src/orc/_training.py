@@ -171,8 +171,14 @@ def teacher_forced_stats(
         def features(states, _inputs, _offset):
             return readout.prepare_train(states)
 
-    state_shape = jax.eval_shape(force, _head(inputs), init)
-    f_shape = jax.eval_shape(features, state_shape, _head(inputs), 0)
+    # The states are rows of the start state's shape and dtype (each block's
+    # last row is the next block's start state; checked in `run`), so the
+    # model's force is not traced for their shape: a trace of its own costs
+    # a fifth of a CESN's first training (its ODE solve traced twice).
+    head = _head(inputs)
+    rows = jax.tree.leaves(head)[0].shape[0]
+    state_shape = jax.ShapeDtypeStruct((rows,) + jnp.shape(init), jnp.result_type(init))
+    f_shape = jax.eval_shape(features, state_shape, head, 0)
     y_shape = jax.eval_shape(readout.prepare_target, targets[:1])
     chunks = f_shape.shape[1] if len(f_shape.shape) == 3 else None
     stats = RidgeStats.zeros(
@@ -198,6 +204,7 @@ def teacher_forced_stats(
             states = jax.lax.dynamic_slice_in_dim(history, offset, size, axis=0)
         else:
             states = force(u, state)
+            _check_states(states, state_shape, size)
         if plan is not None and phase != "force":
             stats, pending = plan.fold(
                 stats, pending, features(states, u, offset), readout.prepare_target(y)
@@ -425,6 +432,18 @@ class _Fold(NamedTuple):
                 .set(targets[self.mid : self.hi].astype(pending[1].dtype)),
             )
         return stats, pending
+
+
+def _check_states(states, expected, size: int) -> None:
+    """Trace time: ``force`` returned one state per input row, each of the
+    start state's shape and dtype (the contract of every model's force)."""
+    want = (size,) + tuple(expected.shape[1:])
+    if tuple(jnp.shape(states)) != want or jnp.result_type(states) != expected.dtype:
+        raise TypeError(
+            f"force must return the states {want} {expected.dtype} (one per input "
+            f"row, each of the start state's shape and dtype), got "
+            f"{tuple(jnp.shape(states))} {jnp.result_type(states)}"
+        )
 
 
 def _head(inputs):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import ClassVar, TypeVar
 
@@ -233,12 +234,19 @@ def _sampled_time_const(model, ts):
     if factor is None or ts is None:
         return model
     old = model.driver.time_const
-    dt = _sample_spacing(ts, old.dtype)
+    gamma = _auto_time_const(_sample_spacing(ts, old.dtype), old, float(factor))
+    return eqx.tree_at(lambda m: m.driver.time_const, model, gamma)
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _auto_time_const(dt, old, factor: float):
+    """The rate of :func:`_sampled_time_const` from the spacing ``dt``: one
+    small program per dtype (its dozen operations run eagerly compiled a
+    program each, ~1 s before a CESN's first training)."""
     gamma = _significant(factor / dt, 9 if old.dtype == jnp.float64 else 6)
     orcs = jnp.asarray(ORC_TIME_CONST, old.dtype)
     gamma = jnp.where(orcs * dt > TIME_CONST_DT_WARN, gamma, orcs)
-    gamma = jnp.where(jnp.isfinite(gamma) & (dt > 0), gamma, old)
-    return eqx.tree_at(lambda m: m.driver.time_const, model, gamma)
+    return jnp.where(jnp.isfinite(gamma) & (dt > 0), gamma, old)
 
 
 def _significant(x, digits):
@@ -256,9 +264,11 @@ def _significant(x, digits):
 
 
 def _sample_spacing(ts, dtype):
-    """The mean spacing of the (first trajectory's) times ``ts``."""
-    first = jnp.reshape(ts, (-1, ts.shape[-1]))[0].astype(dtype)
-    return (first[-1] - first[0]) / (first.shape[0] - 1)
+    """The mean spacing of the (first trajectory's) times ``ts`` (on the host
+    when they are concrete: the same IEEE operations, no programs)."""
+    xp = jnp if isinstance(ts, jax.core.Tracer) else np
+    first = xp.reshape(xp.asarray(ts), (-1, ts.shape[-1]))[0].astype(dtype)
+    return (first[-1] - first[0]) / xp.asarray(first.shape[0] - 1, dtype)
 
 
 def _warn_time_const(owner, model, ts) -> None:
