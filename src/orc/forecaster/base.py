@@ -16,7 +16,8 @@ functions use only the component hooks.
 
 from __future__ import annotations
 
-import diffrax
+from typing import TYPE_CHECKING
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -51,6 +52,9 @@ from ..drivers import (
 )
 from ..embeddings import EmbedBase
 from ..readouts import ReadoutBase
+
+if TYPE_CHECKING:  # diffrax is imported where a CESN uses it (0.7 s of orc's import)
+    import diffrax
 
 __all__ = ["RCForecasterBase", "CRCForecasterBase"]
 
@@ -387,6 +391,8 @@ class CRCForecasterBase(RCForecasterBase):
         adjoint: diffrax.AbstractAdjoint | None = None,
         max_steps: int | None = None,
     ) -> None:
+        import diffrax
+
         super().__init__(driver, readout, embedding, chunks, dtype, seed)
         self.solver = diffrax.Tsit5() if solver is None else solver
         self.stepsize_controller = (
@@ -409,6 +415,8 @@ class CRCForecasterBase(RCForecasterBase):
         error of the calling entry point (:func:`orc._errors.check`), returned
         with its result rather than raised from a host callback of diffrax's.
         """
+        import diffrax
+
         adaptive = not isinstance(
             self.stepsize_controller, (diffrax.ConstantStepSize, diffrax.StepTo)
         )
@@ -464,6 +472,8 @@ class CRCForecasterBase(RCForecasterBase):
         and shrink every step by ``n / (n + 1)``, off the sample times. With
         the fitted step, the steps of a uniform grid land on its samples.
         """
+        import diffrax
+
         if not isinstance(self.stepsize_controller, diffrax.ConstantStepSize):
             return dt
         span = t1 - t0
@@ -495,6 +505,8 @@ class CRCForecasterBase(RCForecasterBase):
         ts = self._check_ts(ts, in_seq.shape[0], "ts")
         in_seq = self._finite(in_seq, "in_seq")
         res_state = self._finite(res_state, "res_state")
+        import diffrax
+
         coeffs = diffrax.backward_hermite_coefficients(ts, in_seq)
         interp = diffrax.CubicInterpolation(ts, coeffs)
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import diffrax
+from typing import TYPE_CHECKING
+
 import equinox as eqx
 import jax.numpy as jnp
 
@@ -11,6 +12,9 @@ from .._defaults import ESN, arguments
 from .._esn import esn_components
 from .._validation import check_int
 from .base import CRCForecasterBase, RCForecasterBase
+
+if TYPE_CHECKING:  # annotations only: diffrax is imported by a CESN's use
+    import diffrax
 
 __all__ = [
     "ESNForecaster",
