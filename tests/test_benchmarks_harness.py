@@ -16,7 +16,15 @@ BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCH_DIR))
 
 from harness import data, report  # noqa: E402
-from harness.markdown import gpu_section, render_results, tune_section  # noqa: E402
+from harness.markdown import (  # noqa: E402
+    CESN_REPORT,
+    DYSTS_REPORT,
+    cesn_section,
+    dysts_section,
+    gpu_section,
+    render_results,
+    tune_section,
+)
 
 
 def _load_run_module():
@@ -316,6 +324,16 @@ def test_tune_section_takes_the_throughput_table(tmp_path):
         "|---|---|",
         "| 1 | 2 |",
     ]
+
+
+def test_the_cesn_and_dysts_reports_have_their_sections():
+    # the hand-written reports as they are: a renamed heading would drop
+    # their table from RESULTS.md without a word
+    cesn, dysts = cesn_section(CESN_REPORT), dysts_section(DYSTS_REPORT)
+    assert cesn[0].startswith("## Continuous ESN") and "2 CPU cores" in cesn[2]
+    assert any(ln.startswith("| train, first call") for ln in cesn)
+    assert dysts[0].startswith("## Tuning across 133 dysts flows")
+    assert sum(ln.startswith("| ours ESN") for ln in dysts) == 2
 
 
 def test_gpu_table_renders_only_the_jobs_that_ran():

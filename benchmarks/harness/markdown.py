@@ -154,6 +154,8 @@ def _errors(payload: dict, labels: dict) -> list[str]:
 GPU_REPORT = Path(__file__).resolve().parent.parent / "GPU.md"
 TUNE_REPORT = Path(__file__).resolve().parent.parent / "TUNE.md"
 SHARD_REPORT = Path(__file__).resolve().parent.parent / "SHARD.md"
+CESN_REPORT = Path(__file__).resolve().parent.parent / "CESN.md"
+DYSTS_REPORT = Path(__file__).resolve().parent.parent / "science" / "DYSTS.md"
 
 
 def included_section(path: Path, section: str, title: str, intro: str) -> list[str]:
@@ -233,6 +235,33 @@ def shard_section(path: Path = SHARD_REPORT) -> list[str]:
     )
 
 
+def dysts_section(path: Path = DYSTS_REPORT) -> list[str]:
+    """The tuned-column table of ``benchmarks/science/DYSTS.md``
+    (``benchmarks/science/dysts_panel.py --tuned``)."""
+    return included_section(
+        path,
+        "## The tuned column (2026-11-28: all 133 integrated flows)",
+        "## Tuning across 133 dysts flows: the `tuned` column",
+        'From `benchmarks/science/DYSTS.md` ("The tuned column"), 2 CPU cores '
+        "(AMD EPYC), N = 1000: per flow, `orc.tune.search` on the training split "
+        "alone (128 candidates: 1 seed x 16 Sobol draws x 8 ridge strengths), the "
+        "pick trained with seeds 0-2 and scored on the panel's 5 test windows; "
+        "VPT in Lyapunov times, per-flow mean, then quantiles over flows.",
+    )
+
+
+def cesn_section(path: Path = CESN_REPORT) -> list[str]:
+    """The first-call table of ``benchmarks/CESN.md`` (``benchmarks/cesn.py``)."""
+    return included_section(
+        path,
+        "## First calls",
+        "## Continuous ESN: time to a first forecast against ORC 0.4",
+        "From `benchmarks/CESN.md` (`benchmarks/cesn.py`), measured on {device}: "
+        "`CESNForecaster(3, 200)`, 2000 Lorenz63 samples, a 500-step forecast, "
+        "fresh processes; seconds, the median of 3.",
+    )
+
+
 def render_results(payload: dict, labels: dict) -> str:
     lines = _header(payload, labels)
     for wl in payload["workloads"]:
@@ -240,7 +269,9 @@ def render_results(payload: dict, labels: dict) -> str:
     lines += gpu_section()
     lines += tune_section()
     lines += tune_ks_section()
+    lines += dysts_section()
     lines += shard_section()
+    lines += cesn_section()
     lines += _errors(payload, labels)
     lines += [
         "## Settings that differ between libraries",
