@@ -264,12 +264,19 @@ def git_info() -> dict:
     }
 
 
+def results_markdown(payload: dict) -> str:
+    """``RESULTS.md`` of a run's payload, with the reports written by hand
+    beside it (GPU.md, TUNE.md, ..., HISTORY.md: ``harness.markdown``)."""
+    from harness.markdown import render_results
+
+    labels = {k: envs.LIBRARIES[k].label for k in payload["libraries"]}
+    return render_results(payload, labels)
+
+
 def write_outputs(results_dir: Path, payload: dict, final: bool) -> None:
     """Save results.json; at the end also the plot and RESULTS.md."""
     results_dir.mkdir(parents=True, exist_ok=True)
     if final:
-        from harness.markdown import render_results
-
         libs = payload["libraries"]
         labels = {k: envs.LIBRARIES[k].label for k in libs}
         plot_path = results_dir / "time_vs_size.png"
@@ -277,7 +284,7 @@ def write_outputs(results_dir: Path, payload: dict, final: bool) -> None:
             payload["results"], libs, labels, payload["plan"]["sizes_a"], plot_path
         )
         payload["plot"] = plot_path.name if plotted else None
-        (results_dir / "RESULTS.md").write_text(render_results(payload, labels))
+        (results_dir / "RESULTS.md").write_text(results_markdown(payload))
     tmp = results_dir / "results.json.tmp"
     tmp.write_text(json.dumps(payload, indent=1) + "\n")
     tmp.replace(results_dir / "results.json")
@@ -353,6 +360,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         "(e.g. re-run only ours and keep the peers' numbers)",
     )
     p.add_argument(
+        "--render",
+        action="store_true",
+        help="run nothing: write RESULTS.md again from the results dir's "
+        "results.json and the reports beside it (after editing one of them)",
+    )
+    p.add_argument(
         "--no-setup",
         action="store_true",
         help="do not create or repair peer venvs; fail their jobs if missing",
@@ -369,6 +382,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.render:
+        results_dir = (args.results_dir or BENCH_DIR).resolve()
+        payload = json.loads((results_dir / "results.json").read_text())
+        (results_dir / "RESULTS.md").write_text(results_markdown(payload))
+        print(f"[done] report: {results_dir / 'RESULTS.md'}")
+        return 0
     plan = build_plan(args)
     libraries = [lib for lib in envs.LIBRARIES if lib in args.only]
     workloads = [w for w in WORKLOADS if w in args.workloads]

@@ -5,6 +5,7 @@ formatting, ratios, the skill metric and the deterministic data generators.
 """
 
 import importlib.util
+import json
 import math
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCH_DIR))
 
-from harness import data, report  # noqa: E402
+from harness import data, envs, report  # noqa: E402
 from harness.markdown import (  # noqa: E402
     CESN_REPORT,
     DYSTS_REPORT,
@@ -334,6 +335,19 @@ def test_the_cesn_and_dysts_reports_have_their_sections():
     assert any(ln.startswith("| train, first call") for ln in cesn)
     assert dysts[0].startswith("## Tuning across 133 dysts flows")
     assert sum(ln.startswith("| ours ESN") for ln in dysts) == 2
+
+
+def test_results_md_is_what_the_renderer_writes():
+    # RESULTS.md is written by run.py from results.json and the reports
+    # beside it; text added to it by hand would be lost at the next run
+    # (it was: the earlier runs' paragraphs, now HISTORY.md)
+    payload = json.loads((BENCH_DIR / "results.json").read_text())
+    labels = {k: envs.LIBRARIES[k].label for k in payload["libraries"]}
+    assert render_results(payload, labels) == (BENCH_DIR / "RESULTS.md").read_text(), (
+        "benchmarks/RESULTS.md differs from its rendering: edit the report it "
+        "comes from (TUNE.md, GPU.md, HISTORY.md, ...), then run "
+        "`python benchmarks/run.py --render`"
+    )
 
 
 def test_gpu_table_renders_only_the_jobs_that_ran():
