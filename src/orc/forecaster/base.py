@@ -500,13 +500,13 @@ class CRCForecasterBase(RCForecasterBase):
     @compiled
     def force(self, in_seq: Array, res_state: Array, ts: Array) -> Array:  # type: ignore[override]
         """Teacher-force along the interpolated input; states at ``ts + dt``."""
+        import diffrax
+
         in_seq = _check_sequence(self, in_seq, "in_seq").astype(self.dtype)
         res_state = jnp.asarray(_check_state(self, res_state), self.dtype)
         ts = self._check_ts(ts, in_seq.shape[0], "ts")
         in_seq = self._finite(in_seq, "in_seq")
         res_state = self._finite(res_state, "res_state")
-        import diffrax
-
         coeffs = diffrax.backward_hermite_coefficients(ts, in_seq)
         interp = diffrax.CubicInterpolation(ts, coeffs)
 
