@@ -678,8 +678,10 @@ def drive_sequence(
     if t <= SEQ_BLOCK:
         return block(in_seq, res_state)
     n_full, tail = divmod(t, SEQ_BLOCK)
-    shape = jax.eval_shape(block, in_seq[:SEQ_BLOCK], res_state)
-    out = jnp.zeros((t,) + shape.shape[1:], shape.dtype)
+    # states of the start state's shape and dtype (the loop carries the last
+    # one into the next block): no trace of the block for them
+    res_state = jnp.asarray(res_state)
+    out = jnp.zeros((t,) + res_state.shape, res_state.dtype)
 
     def body(i, carry):
         out, r = carry
