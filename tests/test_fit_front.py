@@ -193,3 +193,53 @@ def test_training_fronts_are_thin(front):
     body = source.split('"""')[-1].strip().splitlines()
     code = [line for line in body if line.strip() and not line.strip().startswith("#")]
     assert len(code) <= 15, (front.__name__, len(code))
+
+
+def _checked_names(errors):
+    """The argument names the error checks of a program's ``Errors`` are about."""
+    names = []
+    for kind, msgs, _ in errors.entries:
+        text = msgs.fmt if hasattr(msgs, "fmt") else msgs[0]
+        if kind == "error" and "contains NaN or inf" in text:
+            names.append(text.split(" contains")[0])
+    return names
+
+
+@pytest.mark.parametrize("family", ["forecaster", "controller", "regressor"])
+def test_the_training_data_is_checked_once(family):
+    """A fit checks its data at its top level and forces the reservoir with
+    the model's ``force`` without that entry point checking the same data
+    again (each check is compiled into the training program)."""
+    rng = np.random.default_rng(0)
+    u = rng.standard_normal((60, 3))
+    if family == "forecaster":
+        model = orc.forecaster.ESNForecaster(3, 20, seed=0)
+        train = orc.forecaster.train_RCForecaster
+        args = (u,)
+    elif family == "controller":
+        model = orc.control.ESNController(3, 1, 20, seed=0)
+        train = orc.control.train_RCController
+        args = (u, rng.standard_normal((60, 1)))
+    else:
+        model = orc.regression.ESNRegressor(3, 1, 20, seed=0)
+        train = orc.regression.train_RCRegressor
+        args = (u, rng.standard_normal((60, 1)))
+    program = jax.jit(orc.capture_errors(lambda m, *a: train(m, *a)))
+    _, errors = program(model, *args)
+    names = _checked_names(errors)
+    owner = train.__name__
+    assert sorted(names) == sorted(
+        {
+            "forecaster": [f"{owner}: train_seq", f"{owner}: initial_res_state"],
+            "controller": [
+                f"{owner}: train_seq",
+                f"{owner}: control_seq",
+                f"{owner}: initial_res_state",
+            ],
+            "regressor": [
+                f"{owner}: in_seq",
+                f"{owner}: target_seq",
+                f"{owner}: initial_res_state",
+            ],
+        }[family]
+    ), names

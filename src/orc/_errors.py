@@ -39,6 +39,7 @@ returns without waiting.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import os
@@ -287,6 +288,7 @@ class _Ledger:
         self.state = get_opaque_trace_state()
         self.in_loop = in_loop
         self.body = body  # a loop body's own ledger (loop_body)
+        self.checked = False  # inside inputs_checked()
         self.codes: list = []
         self.entries: list = []
 
@@ -320,7 +322,29 @@ def in_program_loop() -> bool:
     run block by block by training) gets its arguments from orc's own code,
     which checked what the user gave it at its top level."""
     ledger = _ledger.get()
-    return ledger is not None and (ledger.body or not ledger.is_current())
+    return ledger is not None and (
+        ledger.body or ledger.checked or not ledger.is_current()
+    )
+
+
+@contextlib.contextmanager
+def inputs_checked():
+    """Within this block, while an orc program is traced, the entry points
+    it calls count as called inside a loop of it (:func:`in_program_loop`):
+    they leave out their checks of the data they are given, which the
+    program checked at its top level. A fit forces the reservoir with
+    ``model.force`` on data the fit checked: without this, the same data is
+    checked twice, and each check is compiled (about a quarter of a small
+    model's training program)."""
+    ledger = _current_ledger()
+    if ledger is None:
+        yield
+        return
+    before, ledger.checked = ledger.checked, True
+    try:
+        yield
+    finally:
+        ledger.checked = before
 
 
 def loop_body(fn: Callable) -> Callable:

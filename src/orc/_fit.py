@@ -346,7 +346,10 @@ class AbstractTeacherForcing(eqx.Module):
 
     @abc.abstractmethod
     def force(self, model, inputs, state) -> Array:
-        """The states after each step of a block of ``inputs`` from ``state``."""
+        """The states after each step of a block of ``inputs`` from ``state``.
+        Called inside :func:`orc._errors.inputs_checked` (the inputs come from
+        :meth:`forcing`, checked there): an entry point it calls, such as
+        ``model.force``, does not check them again."""
 
     def features(self, model, noise):
         """The regression-features hook of :func:`orc._training.teacher_forced_stats`
@@ -612,19 +615,20 @@ def _fit(model, problem, solver, keep, show, noise, throw=True):
         "Pass a finite start state (e.g. the last row of the states returned "
         "by a previous call).",
     )
-    stats, states = teacher_forced_statistics(
-        model.readout,
-        lambda u, r: problem.force(model, u, r),
-        inputs,
-        targets,
-        init,
-        spinup=problem.spinup,
-        multi_sequence=problem.multi,
-        keep_states=keep,
-        progress=show,
-        features=problem.features(model, noise),
-        force_stats=problem.force_stats(model),
-    )
+    with _errors.inputs_checked():  # the forcing's data, checked just above
+        stats, states = teacher_forced_statistics(
+            model.readout,
+            lambda u, r: problem.force(model, u, r),
+            inputs,
+            targets,
+            init,
+            spinup=problem.spinup,
+            multi_sequence=problem.multi,
+            keep_states=keep,
+            progress=show,
+            features=problem.features(model, noise),
+            force_stats=problem.force_stats(model),
+        )
     if not throw:
         w, result = solver.compute(stats)
         return solved(problem, model, solver, w), states, result

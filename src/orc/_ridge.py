@@ -503,7 +503,7 @@ def fit_nrmse(
         fy = stats.cross
     y_sq, y_sum = y_sq.astype(dtype), y_sum.astype(dtype)
     rows, beta = jnp.asarray(rows, dtype), jnp.asarray(beta, dtype)
-    rss = y_sq - jnp.sum(w * fy, axis=-2) - beta * jnp.sum(w * w, axis=-2)
+    rss = y_sq - jnp.sum(w * (fy + beta * w), axis=-2)
     mean_sq = y_sq / rows
     var = mean_sq - (y_sum / rows) ** 2
     constant = var <= 100 * jnp.finfo(dtype).eps * mean_sq

@@ -342,11 +342,12 @@ def check_input_finite(x, name: str, owner: str, hint: str = "", *, replace=None
     ``predict``, ``forecast_from_IC``) was given by its caller.
 
     Left out where the entry point is traced inside a loop or branch body of
-    another orc program (:func:`orc._errors.called_in_program_loop`: training
-    forces the reservoir block by block with ``model.force``): there the
-    data is that program's own, checked at its top level where the user gave
-    it, and a check in a loop body could not become one of its codes (it
-    would be a host callback in the program)."""
+    another orc program, or in its :func:`orc._errors.inputs_checked` block
+    (:func:`orc._errors.called_in_program_loop`: training forces the
+    reservoir block by block with ``model.force``): there the data is that
+    program's own, checked at its top level where the user gave it, and a
+    check in a loop body could not become one of its codes (it would be a
+    host callback in the program)."""
     if _errors.called_in_program_loop():
         return jnp.asarray(x)
     return check_finite(x, name, owner, hint, replace=replace)
