@@ -243,3 +243,20 @@ def test_the_training_data_is_checked_once(family):
             ],
         }[family]
     ), names
+
+
+@pytest.mark.parametrize("family", ["esn", "cesn"])
+def test_the_warm_up_data_is_checked_once(family):
+    """``forecast_from_IC`` checks its warm-up data and warms the reservoir
+    up with the model's ``force``, which does not check it again."""
+    u = np.random.default_rng(0).standard_normal((40, 3))
+    if family == "esn":
+        model = orc.forecaster.ESNForecaster(3, 20, seed=0)
+        program = jax.jit(orc.capture_errors(lambda m, u: m.forecast_from_IC(5, u)))
+    else:
+        model = orc.forecaster.CESNForecaster(3, 20, seed=0)
+        ts = np.arange(5.0) * 0.01
+        program = jax.jit(orc.capture_errors(lambda m, u: m.forecast_from_IC(ts, u)))
+    _, errors = program(model, u)
+    owner = type(model).__name__
+    assert _checked_names(errors) == [f"{owner}: spinup_data"]

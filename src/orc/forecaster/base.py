@@ -314,7 +314,8 @@ class RCForecasterBase(RCModel):
         spinup_data = check_input_finite(
             spinup_data.astype(self.dtype), "spinup_data", type(self).__name__
         )
-        states = self.force(spinup_data, self.driver.default_state())
+        with _errors.inputs_checked():  # spinup_data, checked just above
+            states = self.force(spinup_data, self.driver.default_state())
         return self._closed_loop(fcast_len, states[-1])
 
 
@@ -584,5 +585,6 @@ class CRCForecasterBase(RCForecasterBase):
             spinup_ts = jnp.arange(spinup_data.shape[0], dtype=self.dtype) * (
                 ts[1] - ts[0]
             )
-        states = self.force(spinup_data, self.driver.default_state(), spinup_ts)
+        with _errors.inputs_checked():  # spinup_data, checked just above
+            states = self.force(spinup_data, self.driver.default_state(), spinup_ts)
         return self._autonomous(ts, states[-1])
