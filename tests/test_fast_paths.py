@@ -3,8 +3,8 @@
 - the native ELL product (C++ FFI kernel) vs the gathered sum in numpy,
   including nested vmap and derivatives (their closed forms), and whole
   models vs the plain path;
-- the BLAS update of the ridge statistics (rows read in place, native or by
-  a host callback) vs numpy's products;
+- the update of the ridge statistics (native, rows read in place, or XLA's
+  products) vs numpy's products;
 - the in-place LAPACK ridge solve vs numpy, its fallback and derivatives;
 - the fused native ESN run (two threads per step) vs the per-step run in
   numpy, and the scalar, single-thread kernels (``ORC_NATIVE_SIMD=0``,
@@ -220,12 +220,12 @@ def _updated(stats, x, y, start, stop):
     return got, symmetric(got.gram)
 
 
-@pytest.mark.parametrize("path", ["native", "callback", "xla"])
+@pytest.mark.parametrize("path", ["native", "xla"])
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
-def test_cpu_stats_update_equals_numpy(path, dtype, monkeypatch):
-    """The update of the ridge statistics (native FFI call in place, the host
-    callback the native backend falls back to without the kernels, or XLA's
-    products) adds exactly rows start:stop:
+def test_cpu_stats_update_equals_numpy(path, dtype):
+    """The update of the ridge statistics (native FFI call in place, or XLA's
+    products, which the native backend also runs without its kernels) adds
+    exactly rows start:stop:
     the Gram's upper triangle and the cross term equal numpy's products of
     those rows, with and without chunks (whose rows are strided in memory),
     batched under vmap and jit, and it differentiates like the plain
@@ -233,12 +233,10 @@ def test_cpu_stats_update_equals_numpy(path, dtype, monkeypatch):
     cases have enough work for the native float64
     Gram kernel (CPUs with AVX2 and FMA) to split the rows of the Gram between
     two threads, over several blocks of steps, with sizes that are multiples
-    of neither tile side (6 x 8); those two on the native path only (the
-    callback's and XLA's products have no size threshold, and every case is
-    a program of its own to compile)."""
+    of neither tile side (6 x 8); those two on the native path only (XLA's
+    products have no size threshold, and every case is a program of its own
+    to compile)."""
     tol = 1e-12 if dtype == jnp.float64 else 1e-4
-    if path == "callback":  # the native backend without its kernels
-        monkeypatch.setattr(_native, "stats_update_target", lambda dtype: None)
     cases = [((257, 30), 3, (0, 257)), ((257, 30), 2, (17, 200))]
     cases += [((100, 3, 20), 4, (5, 99))]
     if path == "native":  # the Gram kernel's two-thread split (work >= 1e8)

@@ -55,7 +55,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.linalg.blas
 from jaxtyping import Array, Float
 
 from . import _errors, _native, _strategy
@@ -307,45 +306,6 @@ def _stats_update_grouped(g, c, x, y, start, stop):
     return _over_groups(group, (g, c), start, stop)
 
 
-def _stats_update_host(g, c, x, y, start, stop):
-    """The same update by BLAS on the host through a callback (used when the
-    native kernels are unavailable): upper triangle of ``g`` only, into copies
-    of the sums."""
-    chunked = x.ndim == 3  # unbatched ranks; vmap prepends batch axes below
-
-    def host(g, c, x, y):
-        g, c = np.array(g), np.array(c)  # writable C-ordered copies of the sums
-        x, y = np.asarray(x), np.asarray(y)
-        if not chunked:  # views with a chunk axis of one
-            g, c = g[..., None, :, :], c[..., None, :, :]
-            x, y = x[..., :, None, :], y[..., :, None, :]
-        syrk = scipy.linalg.blas.get_blas_funcs("syrk", (x,))
-        for b in np.ndindex(*g.shape[:-3]):
-            for ci in range(g.shape[-3]):
-                gi = g[b][ci]
-                # one BLAS call per group of rows (see STATS_GROUP)
-                for lo in range(start, stop, STATS_GROUP):
-                    hi = min(lo + STATS_GROUP, stop)
-                    xi = x[b][lo:hi, ci]
-                    # gi.T is gi seen column-major, whose lower triangle is its
-                    # upper one; syrk updates it in place (overwrite_c).
-                    out = syrk(
-                        1.0, xi.T, beta=1.0, c=gi.T, trans=0, lower=1, overwrite_c=1
-                    )
-                    if not np.shares_memory(out, gi):  # f2py copied: write back
-                        gi[...] = out.T
-                    c[b][ci] += xi.T @ y[b][lo:hi, ci]
-        if not chunked:
-            g, c = g[..., 0, :, :], c[..., 0, :, :]
-        return g, c
-
-    shapes = (
-        jax.ShapeDtypeStruct(g.shape, g.dtype),
-        jax.ShapeDtypeStruct(c.shape, c.dtype),
-    )
-    return jax.pure_callback(host, shapes, g, c, x, y, vmap_method="broadcast_all")
-
-
 def _stats_update_native(g, c, x, y, start, stop, target):
     """The same update as one XLA FFI call into orc's Gram kernel or SciPy's
     BLAS (see :mod:`orc._native`): no hand-over to Python, no copies of the
@@ -380,15 +340,15 @@ def _stats_update_native(g, c, x, y, start, stop, target):
 @functools.partial(jax.custom_jvp, nondiff_argnums=(4, 5, 6))
 def _stats_update_cpu(g, c, x, y, start, stop, native):
     # backend "xla" (native False): XLA's products; "native": the FFI kernel,
-    # or SciPy's BLAS through a host callback where the kernels could not be
-    # built. The backend is an argument, never read here: a trace of this
-    # function cached under one backend must not serve the other.
-    if not native:
-        return _stats_update_grouped(g, c, x, y, start, stop)
-    target = _native.stats_update_target(g.dtype)
+    # or XLA's products where the kernels could not be built. (SciPy's BLAS
+    # through a host callback, the earlier stand-in, summed in another order
+    # on two threads than on one: OpenBLAS 0.3.30 on an AVX-512 Zen 4.) The
+    # backend is an argument, never read here: a trace of this function
+    # cached under one backend must not serve the other.
+    target = _native.stats_update_target(g.dtype) if native else None
     if target is not None and x.dtype == y.dtype == g.dtype == c.dtype:
         return _stats_update_native(g, c, x, y, start, stop, target)
-    return _stats_update_host(g, c, x, y, start, stop)
+    return _stats_update_grouped(g, c, x, y, start, stop)
 
 
 @_stats_update_cpu.defjvp
@@ -664,6 +624,10 @@ def _min_norm(gram: Array, cross: Array, beta, native: bool) -> Array:
     # runs in numpy on the host, only when needed; off CPU it is the shifted
     # Cholesky solve (_shifted_solve), which needs no eigen-solver workspace.
     # (`native`, the backend, is an argument: see _stats_update_cpu.)
+    # The one result whose bits may depend on the number of CPUs: LAPACK's
+    # syevd (OpenBLAS's threaded symv inside) summed in another order on two
+    # threads than on one on an AVX-512 Zen 4 (~5e-16, both backends); the
+    # fit warns (IllConditionedRidgeWarning) whenever this branch runs.
     on_cpu = _min_norm_host if native else _min_norm_xla
     return _strategy.on_platform(
         gram,
