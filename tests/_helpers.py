@@ -98,30 +98,37 @@ def block(tree):
     )
 
 
+#: (dt, x0) -> the samples integrated so far (lorenz_rk4 extends them)
+_LORENZ: dict[tuple, list[tuple[float, float, float]]] = {}
+
+
 def lorenz_rk4(n, dt=0.01, x0=(1.0, 1.0, 1.0), transient=500):
-    """Lorenz63 by a fixed-step numpy RK4 with 10 substeps (independent of orc.data)."""
+    """Lorenz63 by a fixed-step RK4 with 10 substeps (independent of orc.data).
 
-    def f(x):
-        return np.array(
-            [
-                10.0 * (x[1] - x[0]),
-                x[0] * (28.0 - x[2]) - x[1],
-                x[0] * x[1] - 8.0 / 3.0 * x[2],
-            ]
-        )
-
-    h = dt / 10
-    x = np.array(x0, dtype=float)
-    out = np.empty((n + transient, 3))
-    for i in range(n + transient):
+    In Python floats, the same operations in the same order as numpy on
+    3-vectors (the same bits, ~10x faster), and kept per ``(dt, x0)``: a
+    later call for as many or fewer samples slices them, one for more
+    continues the integration. Many test files call it when imported, and
+    every xdist worker imports every file."""
+    key = (float(dt), tuple(float(v) for v in x0))
+    done = _LORENZ.setdefault(key, [])
+    h = key[0] / 10
+    x, y, z = done[-1] if done else key[1]
+    while len(done) < n + transient:
         for _ in range(10):
-            k1 = f(x)
-            k2 = f(x + h / 2 * k1)
-            k3 = f(x + h / 2 * k2)
-            k4 = f(x + h * k3)
-            x = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-        out[i] = x
-    return out[transient:]
+            k1 = (10.0 * (y - x), x * (28.0 - z) - y, x * y - 8.0 / 3.0 * z)
+            a, b, c = x + h / 2 * k1[0], y + h / 2 * k1[1], z + h / 2 * k1[2]
+            k2 = (10.0 * (b - a), a * (28.0 - c) - b, a * b - 8.0 / 3.0 * c)
+            a, b, c = x + h / 2 * k2[0], y + h / 2 * k2[1], z + h / 2 * k2[2]
+            k3 = (10.0 * (b - a), a * (28.0 - c) - b, a * b - 8.0 / 3.0 * c)
+            a, b, c = x + h * k3[0], y + h * k3[1], z + h * k3[2]
+            k4 = (10.0 * (b - a), a * (28.0 - c) - b, a * b - 8.0 / 3.0 * c)
+            x, y, z = (
+                v + h / 6 * (q1 + 2 * q2 + 2 * q3 + q4)
+                for v, q1, q2, q3, q4 in zip((x, y, z), k1, k2, k3, k4, strict=True)
+            )
+        done.append((x, y, z))
+    return np.array(done[transient : n + transient], dtype=float)
 
 
 def noisy_sinusoids(key, n_per_class, n_classes=3, seq_len=100, dim=3, noise=0.1):

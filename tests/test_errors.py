@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from _helpers import RUNTIME_ERRORS, count_compiles
+from _helpers import RUNTIME_ERRORS, count_compiles, on_device
 from orc import drivers, embeddings, readouts
 from orc.classifier import ESNClassifier, RCClassifierBase, train_RCClassifier
 from orc.control import ESNController, RCControllerBase, train_RCController
@@ -31,12 +31,17 @@ from orc.forecaster import (
 RES = 20
 SEQ_LEN = 40
 _rng = np.random.default_rng(0)
-U = jnp.asarray(_rng.standard_normal((SEQ_LEN, 3)))
-Y = jnp.asarray(_rng.standard_normal((SEQ_LEN, 2)))
-C = jnp.asarray(_rng.standard_normal((SEQ_LEN, 1)))
-SEQS = jnp.asarray(_rng.standard_normal((6, 15, 3)))
-LABELS = jnp.array([0, 1, 2, 0, 1, 2])
-TS = jnp.arange(SEQ_LEN, dtype=jnp.float64) * 0.01
+# transfers of numpy values, nothing compiled: the module's values (and the
+# parametrize lists') are made when the file is collected, by every xdist
+# worker
+_U = _rng.standard_normal((SEQ_LEN, 3))
+_Y = _rng.standard_normal((SEQ_LEN, 2))
+_C = _rng.standard_normal((SEQ_LEN, 1))
+_SEQS = _rng.standard_normal((6, 15, 3))
+_LABELS = np.array([0, 1, 2, 0, 1, 2])
+U, Y, C, SEQS, LABELS = map(on_device, (_U, _Y, _C, _SEQS, _LABELS))
+_TS = np.arange(SEQ_LEN, dtype=np.float64) * 0.01
+TS = on_device(_TS)
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +94,12 @@ def _components(driver_res=RES, embed_res=RES, out_dim=3, in_dim=3):
 
 @pytest.mark.parametrize(
     "train_seq",
-    [U[:, 0], U[None], U[:, :2], jnp.concatenate([U, U[:, :1]], axis=1)],
+    [
+        on_device(_U[:, 0]),
+        on_device(_U[None]),
+        on_device(_U[:, :2]),
+        on_device(np.concatenate([_U, _U[:, :1]], axis=1)),
+    ],
     ids=["1d", "3d_without_multi_sequence", "too_few_columns", "too_many_columns"],
 )
 def test_forecaster_train_seq_shape(esn, train_seq):
@@ -127,7 +137,7 @@ def test_forecaster_spinup_negative_or_float(esn):
 
 @pytest.mark.parametrize(
     "target_seq",
-    [U[:30], U[:, :2], U[:, 0]],
+    [on_device(_U[:30]), on_device(_U[:, :2]), on_device(_U[:, 0])],
     ids=["short", "wrong_columns", "1d"],
 )
 def test_forecaster_target_seq_shape(esn, target_seq):
@@ -136,7 +146,7 @@ def test_forecaster_target_seq_shape(esn, target_seq):
 
 
 @pytest.mark.parametrize(
-    "state", [jnp.zeros(RES), jnp.zeros((2, RES)), jnp.zeros((1, RES + 1))]
+    "state", [on_device(np.zeros(s)) for s in (RES, (2, RES), (1, RES + 1))]
 )
 def test_forecaster_initial_res_state_shape(esn, state):
     with pytest.raises(ValueError, match="initial_res_state"):
@@ -207,7 +217,9 @@ def test_cesn_generic_trainer_without_ts(cesn):
         train_RCForecaster(cesn, U)
 
 
-@pytest.mark.parametrize("ts", [TS[:4].reshape(2, 2), TS[:1]], ids=["2d", "one_time"])
+@pytest.mark.parametrize(
+    "ts", [on_device(_TS[:4].reshape(2, 2)), on_device(_TS[:1])], ids=["2d", "one_time"]
+)
 def test_cesn_forecast_bad_ts(cesn, ts):
     with pytest.raises(ValueError, match="ts"):
         cesn.forecast(ts, cesn.driver.default_state())
@@ -225,7 +237,7 @@ def test_cesn_forecast_res_state_shape(cesn):
 
 @pytest.mark.parametrize(
     "state",
-    [jnp.zeros(RES), jnp.zeros((2, RES)), jnp.zeros((1, RES - 1))],
+    [on_device(np.zeros(s)) for s in (RES, (2, RES), (1, RES - 1))],
     ids=["missing_chunk_axis", "two_chunks", "short"],
 )
 def test_forecast_res_state_shape(trained_esn, state):
@@ -292,7 +304,9 @@ def test_fcast_len_numpy_integer_accepted(trained_esn):
 
 
 @pytest.mark.parametrize(
-    "spinup_data", [U[:, :2], U[:, 0], U[:0]], ids=["columns", "1d", "empty"]
+    "spinup_data",
+    [on_device(_U[:, :2]), on_device(_U[:, 0]), on_device(_U[:0])],
+    ids=["columns", "1d", "empty"],
 )
 def test_forecast_from_ic_names_spinup_data(trained_esn, spinup_data):
     model, _ = trained_esn
@@ -301,7 +315,7 @@ def test_forecast_from_ic_names_spinup_data(trained_esn, spinup_data):
 
 
 @pytest.mark.parametrize(
-    "spinup_data", [U[:, :2].tolist(), U[:, 0]], ids=["list_columns", "1d"]
+    "spinup_data", [_U[:, :2].tolist(), on_device(_U[:, 0])], ids=["list_columns", "1d"]
 )
 def test_cesn_forecast_from_ic_names_spinup_data(cesn, spinup_data):
     with pytest.raises(ValueError, match="spinup_data"):
@@ -315,7 +329,12 @@ def test_cesn_forecast_from_ic_names_spinup_data(cesn, spinup_data):
 
 @pytest.mark.parametrize(
     "train_seqs",
-    [SEQS[0], SEQS[..., 0], SEQS[None], SEQS[..., :2]],
+    [
+        on_device(_SEQS[0]),
+        on_device(_SEQS[..., 0]),
+        on_device(_SEQS[None]),
+        on_device(_SEQS[..., :2]),
+    ],
     ids=["2d", "2d_features_dropped", "4d", "wrong_columns"],
 )
 def test_classifier_train_seqs_shape(clf, train_seqs):
@@ -349,7 +368,12 @@ def test_classifier_labels_not_integers(clf, dtype):
 
 
 @pytest.mark.parametrize(
-    "labels", [LABELS[:5], jnp.concatenate([LABELS, LABELS]), LABELS[:, None]]
+    "labels",
+    [
+        on_device(_LABELS[:5]),
+        on_device(np.concatenate([_LABELS, _LABELS])),
+        on_device(_LABELS[:, None]),
+    ],
 )
 def test_classifier_labels_shape(clf, labels):
     with pytest.raises(ValueError, match="labels"):
@@ -382,7 +406,12 @@ def test_classify_res_state_and_spinup(trained_clf):
 
 @pytest.mark.parametrize(
     "control_seq",
-    [C[:, [0, 0]], C[:30], C[:, 0], C[None]],
+    [
+        on_device(_C[:, [0, 0]]),
+        on_device(_C[:30]),
+        on_device(_C[:, 0]),
+        on_device(_C[None]),
+    ],
     ids=["wrong_columns", "short", "1d", "3d"],
 )
 def test_controller_control_seq_shape(ctrl, control_seq):
@@ -428,7 +457,7 @@ def test_controller_force_control_length(trained_ctrl):
 
 @pytest.mark.parametrize(
     "ref_traj",
-    [jnp.zeros((9, 2)), jnp.zeros((10, 1)), jnp.zeros(10), jnp.zeros((1, 10, 2))],
+    [on_device(np.zeros(s)) for s in ((9, 2), (10, 1), 10, (1, 10, 2))],
     ids=["short", "wrong_columns", "1d", "3d"],
 )
 def test_compute_penalty_and_control_ref_traj_shape(trained_ctrl, ref_traj):
@@ -701,7 +730,7 @@ SEEDED = {
 @pytest.mark.parametrize("build", list(SEEDED.values()), ids=list(SEEDED))
 @pytest.mark.parametrize(
     "seed",
-    ["abc", 1.5, None, [1, 2], jnp.array([1.0, 2.0])],
+    ["abc", 1.5, None, [1, 2], on_device(np.array([1.0, 2.0]))],
     ids=["str", "float", "None", "list", "float_array"],
 )
 def test_seed_wrong_type(build, seed):
