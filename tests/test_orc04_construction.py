@@ -122,8 +122,9 @@ def check_win(prefix: str, win) -> None:
 
 # Layouts checked through ``jax.jit(jax.vmap(...))`` over the seeds; the others
 # seed by seed, outside any transformation (as ORC runs), which also compiles
-# the layouts the model tests reuse (each layout compiles once, ~1-3 s).
-TRANSFORMED = {case_name(120, 1, "float64", True, None)}
+# the layouts the model tests reuse (each layout compiles once, ~1-3 s; the
+# float64 ones of 30 and 120 nodes, one chunk, are the model tests').
+TRANSFORMED = {case_name(120, 3, "float32", True, 2)}
 
 
 def test_fixtures_come_from_orc04():
@@ -158,7 +159,9 @@ def test_reservoir_bit_for_bit(case):
     if case_name(*case) in TRANSFORMED:
         wr = jax.jit(jax.vmap(build))(jnp.asarray(SEEDS))
         assert wr.shape == (len(SEEDS), chunks, res_dim, res_dim)
-        got = [(wr.data[i], wr.indices[i], wr.shape[1:]) for i in range(len(SEEDS))]
+        # (sliced in numpy: each eager slice of a JAX array compiles)
+        data, indices = np.asarray(wr.data), np.asarray(wr.indices)
+        got = [(data[i], indices[i], wr.shape[1:]) for i in range(len(SEEDS))]
     else:
         built = [build(seed) for seed in SEEDS]
         assert all(isinstance(w, sparse.BCOO) and w.n_batch == 1 for w in built)
@@ -186,7 +189,8 @@ def test_embedding_win_bit_for_bit(name):
 
 
 def check_components(prefix: str, comps: dict, i=None) -> None:
-    pick = (lambda a: a) if i is None else (lambda a: a[i])
+    # (a batch sliced in numpy: each eager slice of a JAX array compiles)
+    pick = (lambda a: a) if i is None else (lambda a: np.asarray(a)[i])
     wr = comps["wr"]
     shape = wr.shape if i is None else wr.shape[1:]
     check_wr(
@@ -197,7 +201,7 @@ def check_components(prefix: str, comps: dict, i=None) -> None:
         (wr.indices_sorted, wr.unique_indices),
     )
     check_win(prefix, pick(comps["win"]))
-    wout, meta = pick(comps["wout"]), INDEX[prefix]["wout"]
+    wout, meta = np.asarray(pick(comps["wout"])), INDEX[prefix]["wout"]
     assert list(wout.shape) == meta["shape"] and wout.dtype.name == meta["dtype"]
     assert meta["all_zero"] and not np.any(wout)
 
@@ -268,23 +272,27 @@ def test_nse_and_argument_errors():
 # The option on the models and components: construction="orc04"
 # --------------------------------------------------------------------------- #
 
+# Reservoir layouts (size, density, chunks, dtype) of the fixtures' (30
+# nodes at density 0.05 in one chunk, r30_c1_float64; 50 nodes at the
+# default density in three chunks, the model ESNForecaster's): their
+# programs, compiled above, are reused (each new layout compiles ~2 s).
 _MODEL_CASES = [
     ("ESNForecaster", orc.forecaster.ESNForecaster, (3, 30), {"Wr_density": 0.05}),
     (
         "ESNForecaster",
         orc.forecaster.ESNForecaster,
-        (6, 30),
+        (6, 50),
         {"chunks": 3, "locality": 1},
     ),
     (
         "EnsembleESNForecaster",
         orc.forecaster.EnsembleESNForecaster,
-        (3, 30),
-        {"chunks": 2},
+        (3, 50),
+        {"chunks": 3},
     ),
-    ("CESNForecaster", orc.forecaster.CESNForecaster, (3, 30), {}),
-    ("ESNClassifier", orc.classifier.ESNClassifier, (3, 4, 30), {}),
-    ("ESNController", orc.control.ESNController, (3, 2, 30), {}),
+    ("CESNForecaster", orc.forecaster.CESNForecaster, (3, 30), {"Wr_density": 0.05}),
+    ("ESNClassifier", orc.classifier.ESNClassifier, (3, 4, 30), {"Wr_density": 0.05}),
+    ("ESNController", orc.control.ESNController, (3, 2, 30), {"Wr_density": 0.05}),
 ]
 
 
@@ -314,9 +322,28 @@ def test_models_built_with_orc04_construction_hold_orcs_matrices(name, cls, args
     assert model.driver.wr.values.shape[-1] == max(longest, 1)
 
 
+@pytest.mark.parametrize("case", [0, 1, 2], ids=["single", "parallel", "ensemble"])
+def test_float32_models_hold_orcs_float64_input_draw(case):
+    """ORC 0.4's models never pass their dtype to the embedding: a float32
+    ESN's ``win`` is drawn in float64 (x64 on), and orc's float32 model holds
+    that draw in float32 (drawn in float32 it would be other numbers); its
+    reservoir is drawn in float32, as ORC's. One case per layout."""
+    name, cls, args, kw = _MODEL_CASES[case]
+    model = cls(*args, seed=7, construction="orc04", dtype=jnp.float32, **kw)
+    ref = orc04_components(name, *args, seed=7, dtype=jnp.float32, **kw)
+    assert model.embedding.win.dtype == jnp.float32 and ref["win"].dtype == jnp.float64
+    np.testing.assert_array_equal(
+        np.asarray(model.embedding.win), np.asarray(ref["win"]).astype(np.float32)
+    )
+    np.testing.assert_array_equal(
+        np.asarray(_todense(model.driver.wr)), np.asarray(_todense(ref["wr"]))
+    )
+
+
 def test_orc04_construction_components_train_forecast_and_save(tmp_path):
-    d = orc.drivers.ESNDriver(120, seed=3, construction="orc04")
-    ref = orc04_reservoir(3, 120)
+    # the layout of the fixture r120_c1_float64_arn (its program)
+    d = orc.drivers.ESNDriver(120, density=0.05, seed=3, construction="orc04")
+    ref = orc04_reservoir(3, 120, density=0.05)
     np.testing.assert_array_equal(np.asarray(_todense(d.wr)), np.asarray(_todense(ref)))
     emb = orc.embeddings.ParallelLinearEmbedding(
         6, 20, 0.1, chunks=3, locality=1, seed=4, construction="orc04"
@@ -326,8 +353,10 @@ def test_orc04_construction_components_train_forecast_and_save(tmp_path):
         np.asarray(orc04_embedding(4, 6, 20, 0.1, jnp.float64, 3, 1)),
     )
     U = np.asarray(orc.data.lorenz63(tN=24, dt=0.01)[0])
-    # the driver's size above: its reservoir's program (max error 0.03)
-    model = orc.forecaster.ESNForecaster(3, 120, seed=0, construction="orc04")
+    # the driver's layout above: its reservoir's program (max error 0.10)
+    model = orc.forecaster.ESNForecaster(
+        3, 120, Wr_density=0.05, seed=0, construction="orc04"
+    )
     model, R = orc.forecaster.train_RCForecaster(model, U[:2000])
     R = np.asarray(R)
     pred = np.asarray(model.forecast(50, R[-1]))

@@ -10,7 +10,9 @@ are, and what a model does not take has its default from :mod:`orc._defaults`.
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
+import jax.numpy as jnp
 
 from ._construct import check_construction
 from ._defaults import ESN
@@ -31,6 +33,23 @@ from .readouts import (
 )
 
 __all__ = ["esn_components"]
+
+
+def _as_orc04_model(embedding, construction: str, seed, scaling):
+    """The embedding as an ORC 0.4 *model* holds it, for ``construction=
+    "orc04"``: ORC's models never pass their dtype to the embedding, so its
+    ``win`` is drawn in the default float dtype whatever the model's (float64
+    under x64), where orc's components draw in their own dtype as ORC's
+    components do. A float32 model's ``win`` is thus ORC's float64 draw
+    rounded to float32 (drawn in float32 it would be other numbers)."""
+    if construction != "orc04" or embedding.dtype == jnp.asarray(0.0).dtype:
+        return embedding
+    from ._orc04 import orc04_uniform
+
+    draw = orc04_uniform(
+        seed, embedding.win.shape, float(scaling), jnp.asarray(0.0).dtype
+    )
+    return eqx.tree_at(lambda e: e.win, embedding, draw.astype(embedding.dtype))
 
 
 def esn_components(
@@ -134,6 +153,7 @@ def esn_components(
         else:
             driver = ESNDriver(**driver_args)
         readout_cls = QuadraticReadout if quadratic else LinearReadout
+        embedding = _as_orc04_model(embedding, construction, k_embed, embedding_scaling)
         return embedding, driver, readout_cls(out_dim, driver.res_dim, dtype), dtype
     chunks = check_int("chunks", chunks, owner, minimum=1)
     driver = ParallelESNDriver(chunks=chunks, **driver_args)
@@ -148,6 +168,7 @@ def esn_components(
             construction=construction,
         )
         readout = EnsembleLinearReadout(out_dim, res_dim, chunks, dtype)
+        embedding = _as_orc04_model(embedding, construction, k_embed, embedding_scaling)
         return embedding, driver, readout, dtype
     if layout != "parallel":
         raise ValueError(f"{owner}: unknown layout {layout!r}")
@@ -167,4 +188,5 @@ def esn_components(
         construction=construction,
     )
     readout_cls = ParallelQuadraticReadout if quadratic else ParallelLinearReadout
+    embedding = _as_orc04_model(embedding, construction, k_embed, embedding_scaling)
     return embedding, driver, readout_cls(out_dim, res_dim, chunks, dtype), dtype
