@@ -66,6 +66,17 @@ def data():
     return tuple(tuple(np.asarray(a) for a in pair) for pair in (train, test))
 
 
+_jit_features = jax.jit(lambda m, s: m.features(s, spinup=SPINUP))
+
+
+def _features(model, seq):
+    """``model.features(seq, spinup=SPINUP)`` as numpy, computed in one
+    ``jax.jit`` with the model as its argument (one program per
+    representation and dtype: run eagerly, each scan and solve of the
+    representation compiled a program of its own)."""
+    return np.asarray(_jit_features(model, seq))
+
+
 def _states(model, seq):
     """The driver's states ``(T, res_dim)`` for ``seq`` from the default state:
     ``model``'s own driver and embedding, forced by ``force``."""
@@ -116,7 +127,7 @@ def _reference(model, seq, spinup):
 def test_features_match_numpy_reference(data, state_repr):
     (seqs, _), _ = data
     model = _model(state_repr)
-    feats = np.asarray(model.features(seqs[5], spinup=SPINUP))
+    feats = _features(model, seqs[5])
     ref = _reference(model, seqs[5], SPINUP)
     assert feats.shape == (model.feature_dim,) == ref.shape
     assert model.readout.res_dim == model.feature_dim
@@ -151,10 +162,9 @@ def test_float32_features(data, state_repr):
     model = ESNClassifier(
         3, 3, RES_DIM, state_repr=state_repr, dtype=jnp.float32, model_space_dim=8
     )
-    seq = seqs[2].astype(jnp.float32)
-    feats = model.features(seq, spinup=SPINUP)
-    assert feats.dtype == jnp.float32
-    feats = np.asarray(feats)
+    seq = seqs[2].astype(np.float32)
+    feats = _features(model, seq)
+    assert feats.dtype == np.float32
     ref = _reference(model, seq, SPINUP).astype(np.float64)
     scale = np.abs(ref).max()
     np.testing.assert_allclose(feats, ref, rtol=2e-3, atol=2e-3 * scale)
@@ -164,9 +174,14 @@ def test_float32_features(data, state_repr):
 def test_jit_vmap_grad_and_no_retrace(data, trained, state_repr):
     (seqs, _), _ = data
     model = trained(state_repr)
-    batched = np.asarray(jax.vmap(lambda s: model.features(s, spinup=SPINUP))(seqs))
-    single = model.features(seqs[3], spinup=SPINUP)
-    np.testing.assert_allclose(batched[3], single, rtol=1e-9, atol=1e-9)
+    # vmap and grad are traced inside one jax.jit each, the model an argument:
+    # run eagerly, vmap compiles every operation of the representation apart,
+    # and grad its forward and its transpose; the transformations are the same
+    batched = jax.jit(
+        jax.vmap(lambda m, s: m.features(s, spinup=SPINUP), in_axes=(None, 0))
+    )(model, seqs)
+    single = model.features(seqs[3], spinup=SPINUP)  # eager
+    np.testing.assert_allclose(np.asarray(batched)[3], single, rtol=1e-9, atol=1e-9)
     p = model.classify(seqs[0], spinup=SPINUP)
     jc = jax.jit(lambda m, s: m.classify(s, spinup=SPINUP))
     np.testing.assert_allclose(jc(model, seqs[0]), p, rtol=1e-10, atol=1e-12)
@@ -174,7 +189,7 @@ def test_jit_vmap_grad_and_no_retrace(data, trained, state_repr):
         jax.block_until_ready(model.classify(seqs[1], spinup=SPINUP))
         jax.block_until_ready(jc(model, seqs[1]))
     assert c["compiles"] == 0
-    g = jax.grad(lambda s: model.classify(s, spinup=SPINUP)[0])(seqs[0])
+    g = jax.jit(jax.grad(lambda s, m: m.classify(s, spinup=SPINUP)[0]))(seqs[0], model)
     assert g.shape == seqs[0].shape and np.all(np.isfinite(np.asarray(g)))
 
 

@@ -141,17 +141,19 @@ def _check_component(owner, fact, ours):
         _check_attribute(owner, name, attr, getattr(ours, name))
 
 
+# The facts are shapes: jax.eval_shape traces the methods (all of their
+# Python code runs, on abstract arrays) and gives the shapes of their results
+# without compiling them (a program each, or run eagerly one per operation).
+
+
 def _shape(fn, *args):
-    out = fn(*args)
+    out = jax.eval_shape(lambda: fn(*args))
     return list(out.shape)
 
 
 def _io(comp):
-    """The shapes of what ``comp``'s methods return. They run inside one
-    ``jax.jit`` per component: run eagerly, each of their operations is a
-    program of its own per shape (most of this file's compilations)."""
+    """The shapes of what ``comp``'s methods return (traced together)."""
 
-    @jax.jit
     def run():
         key = jax.random.key(1)
         if isinstance(comp, drivers.DriverBase):
@@ -178,7 +180,7 @@ def _io(comp):
             "prepare_train": comp.prepare_train(jnp.stack([state] * T)),
         }
 
-    return {method: list(out.shape) for method, out in run().items()}
+    return {method: list(out.shape) for method, out in jax.eval_shape(run).items()}
 
 
 @pytest.mark.parametrize("name", sorted(COMPONENTS))
@@ -239,6 +241,12 @@ def test_model_matches_orc(name):
 # --------------------------------------------------------------------------- #
 # The view is the truth
 # --------------------------------------------------------------------------- #
+# The dense matrices of a view, under jax.jit: one program per layout (run
+# eagerly, every operation of the scatter is a program of its own per shape)
+@jax.jit
+def _dense_views(wr):
+    """``wr.todense()`` and the dense matrix of its ``to_bcoo()``."""
+    return wr.todense(), wr.to_bcoo().todense()
 
 
 @pytest.mark.parametrize(
@@ -256,9 +264,9 @@ def test_model_matches_orc(name):
 def test_todense_is_the_matrix_the_update_uses(make):
     d = make()
     chunks, n = d.chunks, d.res_dim
-    dense = np.asarray(d.wr.todense())
+    dense, from_bcoo = map(np.asarray, _dense_views(d.wr))
     assert dense.shape == (chunks, n, n) == d.wr.shape
-    np.testing.assert_array_equal(np.asarray(d.wr.to_bcoo().todense()), dense)
+    np.testing.assert_array_equal(from_bcoo, dense)
     rng = np.random.default_rng(0)
     r = 0.5 * rng.standard_normal(d.state_shape)
     p = 0.5 * rng.standard_normal(d.state_shape)
@@ -293,10 +301,12 @@ def test_bcoo_view_entries_match_dense():
     dense = np.zeros((2, 40, 40))
     for c in range(2):
         np.add.at(dense[c], (idx[c, :, 0], idx[c, :, 1]), data[c])
-    np.testing.assert_array_equal(dense, np.asarray(d.wr.todense()))
-    # one matrix of the bank, as BCOO's indexing gives it
-    np.testing.assert_array_equal(np.asarray(d.wr[1].todense()), dense[1])
-    assert abs(orc.utils.numerics.max_eig_arnoldi(d.wr[1])) == pytest.approx(
+    # one matrix of the bank, as BCOO's indexing gives it (with the dense
+    # views, in one program)
+    views, one, one_dense = jax.jit(lambda w: (w.todense(), w[1], w[1].todense()))(d.wr)
+    np.testing.assert_array_equal(dense, np.asarray(views))
+    np.testing.assert_array_equal(np.asarray(one_dense), dense[1])
+    assert abs(orc.utils.numerics.max_eig_arnoldi(one)) == pytest.approx(
         np.max(np.abs(np.linalg.eigvals(dense[1]))), rel=1e-6
     )
 

@@ -39,6 +39,9 @@ from orc.utils.numerics import spectral_radius_np
 # where a test builds a program of its own anyway (dense method, float32)
 STATIC = ("n", "density", "chunks", "dtype", "method")
 bank_jit = jax.jit(reservoir_bank, static_argnames=STATIC)
+# one batched program (over keys and radii) for the two vmap tests, of the
+# size of test_bank_spectral_radius_matches_numpy[50-0.1]
+bank_vmap = jax.jit(jax.vmap(lambda key, r: reservoir_bank(key, 50, 0.1, r, chunks=3)))
 
 
 def _dense_np(values, columns):
@@ -139,13 +142,11 @@ def test_bank_dense_method_matches_numpy():
 
 
 def test_bank_vmapped_spectral_radii():
-    radii = jnp.array([0.3, 0.9, 1.7, 4.0])
-    build = jax.jit(
-        jax.vmap(lambda r: reservoir_bank(jax.random.key(6), 150, 0.04, r, chunks=3))
-    )
-    values, columns = map(np.asarray, build(radii))
-    assert values.shape == (4, 3, 150, 6)
-    for b, r in enumerate(np.asarray(radii)):
+    radii = np.array([0.3, 0.9, 1.7, 4.0])
+    keys = jnp.stack([jax.random.key(6)] * 4)  # one key: the same draw
+    values, columns = map(np.asarray, bank_vmap(keys, radii))
+    assert values.shape == (4, 3, 50, nonzeros_per_row(50, 0.1))
+    for b, r in enumerate(radii):
         np.testing.assert_array_equal(columns[b], columns[0])  # same draw
         for c in range(3):
             assert _radius_np(values[b, c], columns[b, c]) == pytest.approx(r, rel=1e-6)
@@ -165,8 +166,16 @@ def test_bank_is_the_unscaled_draw_scaled():
 
 
 def test_unscaled_values_standard_normal():
-    values, _ = unscaled_bank(jax.random.key(8), 4000, 0.02, chunks=2)  # 640000 draws
-    x = np.asarray(values).ravel()
+    # 643200 draws: 67 keys through the program of
+    # test_bank_is_the_unscaled_draw_scaled (3 * 400 * 8 draws each)
+    x = np.concatenate(
+        [
+            np.asarray(unscaled_bank(jax.random.key(8 + i), 400, 0.02, chunks=3)[0])
+            for i in range(67)
+        ],
+        axis=None,
+    )
+    assert x.size == 643200
     se = 1 / math.sqrt(x.size)
     assert abs(x.mean()) < 6 * se
     assert abs(x.std() - 1) < 6 * se
@@ -208,8 +217,9 @@ def test_arnoldi_blocked_orthogonalisation_is_exact_on_the_whole_space():
 
 def test_arnoldi_breakdown_gives_no_nan():
     # a diagonal matrix with 3 distinct values: the Krylov space is invariant
-    # after 3 steps, long before the 40 asked for
-    n = 40
+    # after 3 steps, long before the 8 asked for (n = 8, k = 1: the program
+    # of test_nilpotent_is_reported's all-zero matrix)
+    n = 8
     diag = np.where(
         np.arange(n) % 3 == 0, 2.0, np.where(np.arange(n) % 3 == 1, -5.0, 1.0)
     )
@@ -225,8 +235,8 @@ def test_vmap_equals_loop_bit_for_bit():
         return reservoir_bank(k, 50, 0.1, 0.9, chunks=3)
 
     # reservoir_bank is itself jitted: the loop runs its compiled program, the
-    # vmap the batched one
-    values, columns = map(np.asarray, jax.vmap(build)(keys))
+    # vmap the batched one (bank_vmap, the radius batched too)
+    values, columns = map(np.asarray, bank_vmap(keys, np.full(4, 0.9)))
     for i in range(4):
         v, c = build(keys[i])
         np.testing.assert_array_equal(values[i], v)

@@ -259,21 +259,25 @@ KS_GENERIC = np.cos(2 * np.pi * KS_X / KS_L) * (1 + np.sin(2 * np.pi * KS_X / KS
 
 
 def test_ks_conventions():
-    U, t = orc.data.KS_1D(10.0)
-    assert U.shape == (40, 64) and t.shape == (40,)
+    # KS_1D compiles its last step (stacking the rows) per number of rows:
+    # the lengths here are those of the float64 runs below (80 rows) and of
+    # test_ks_matches_independent_solver's first (8 rows)
+    U, t = orc.data.KS_1D(20.0)
+    assert U.shape == (80, 64) and t.shape == (80,)
     assert U.dtype == t.dtype == jnp.float64
     U, t = np.asarray(U), np.asarray(t)
-    np.testing.assert_allclose(t, 0.25 * np.arange(40), atol=1e-12)
+    np.testing.assert_allclose(t, 0.25 * np.arange(80), atol=1e-12)
     np.testing.assert_array_equal(U[:, -1], U[:, 0])
     np.testing.assert_allclose(U[0], np.sin((32 / 22) * np.pi * KS_X), atol=1e-12)
-    # Nt = int(tN / dt) rows and t = arange(Nt) * dt, even when tN / dt is fractional
-    U, t = orc.data.KS_1D(1.0, dt=0.3)
-    assert U.shape == (3, 64)
-    np.testing.assert_allclose(t, [0.0, 0.3, 0.6], atol=1e-12)
+    # Nt = int(tN / dt) rows and t = arange(Nt) * dt, even when tN / dt is
+    # fractional (arange(0, 2.5, 0.3) would have 9 entries)
+    U, t = orc.data.KS_1D(2.5, dt=0.3)
+    assert U.shape == (8, 64)
+    np.testing.assert_allclose(t, 0.3 * np.arange(8), atol=1e-12)
     # a user u0 has Nx entries, the last one being the periodic duplicate
     u0 = np.sin(2 * np.pi * np.linspace(-5, 25, 64) / 30)
-    U = np.asarray(orc.data.KS_1D(5.0, u0=u0, dt=0.5, domain=(-5, 25), Nx=64)[0])
-    assert U.shape == (10, 64)
+    U = np.asarray(orc.data.KS_1D(4.0, u0=u0, dt=0.5, domain=(-5, 25), Nx=64)[0])
+    assert U.shape == (8, 64)
     np.testing.assert_array_equal(U[0, :-1], u0[:-1])
     assert U[0, -1] == u0[0]
     # float32
@@ -500,14 +504,18 @@ def test_output_lengths_of_one_bucket_share_one_solve_and_keep_their_bits(
         lambda *a, **k: traced.append(1) or solve(*a, **k),
     )
     counts = []
-    for tN in (13.7, 20.0, 25.55):  # 137, 200, 256 samples: bucket 256
+    # 1025, 2000 and 2048 samples: bucket 2048, that of the shared horizon
+    # (TN, DT), whose float64 solve test_ode_contract[rossler] compiled
+    # (then no length here traces one)
+    for tN in (10.25, TN, 20.48):
         before = len(traced)
-        us, ts = orc.data.rossler(tN=tN, dt=0.1, u0=(1.0, 1.0, 1.0))
+        us, ts = orc.data.rossler(tN=tN, dt=DT, u0=(1.0, 1.0, 1.0))
         counts.append(len(traced) - before)
-        ref_u, ref_t = direct(tN, 0.1)
-        assert us.shape == (len(np.arange(0.0, tN, 0.1)), 3)
+        ref_u, ref_t = direct(tN, DT)
+        assert us.shape == (len(np.arange(0.0, tN, DT)), 3)
         np.testing.assert_array_equal(np.asarray(us), ref_u)
         np.testing.assert_array_equal(np.asarray(ts), ref_t)
     assert counts[1:] == [0, 0], counts  # one solve for the three lengths
+    assert integrators._bucket(1025) == integrators._bucket(2048) == 2048
     assert integrators._bucket(137) == integrators._bucket(256) == 256
     assert integrators._bucket(257) == 512 and integrators._bucket(3) == 64

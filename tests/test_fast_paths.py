@@ -234,33 +234,40 @@ def test_cpu_stats_update_equals_numpy(path, dtype):
     Gram kernel (CPUs with AVX2 and FMA) to split the rows of the Gram between
     two threads, over several blocks of steps, with sizes that are multiples
     of neither tile side (6 x 8); those two on the native path only (XLA's
-    products have no size threshold, and every case is a program of its own
-    to compile)."""
+    products have no size threshold, and every case is more to compile)."""
     tol = 1e-12 if dtype == jnp.float64 else 1e-4
     cases = [((257, 30), 3, (0, 257)), ((257, 30), 2, (17, 200))]
     cases += [((100, 3, 20), 4, (5, 99))]
     if path == "native":  # the Gram kernel's two-thread split (work >= 1e8)
         cases += [((700, 397), 3, (3, 690)), ((260, 3, 397), 2, (1, 258))]
     cases += [((60, 2, 7), 1, (60, 60))]  # last: the error case below uses it
+    inputs, refs = [], []
+    for shape, out, (start, stop) in cases:
+        x = RNG.standard_normal(shape)
+        y = RNG.standard_normal(shape[:-1] + (out,))
+        xt = np.moveaxis(x[start:stop], 1, 0) if x.ndim == 3 else x[start:stop]
+        yt = np.moveaxis(y[start:stop], 1, 0) if y.ndim == 3 else y[start:stop]
+        g0 = RNG.standard_normal(xt.shape[:-2] + (shape[-1],) * 2)
+        g0 = g0 + np.swapaxes(g0, -1, -2)
+        c0 = RNG.standard_normal(xt.shape[:-2] + (shape[-1], out))
+        refs.append(
+            (g0 + np.swapaxes(xt, -1, -2) @ xt, c0 + np.swapaxes(xt, -1, -2) @ yt)
+        )
+        stats = RidgeStats(g0.astype(dtype), c0.astype(dtype), np.asarray(2.0, dtype))
+        inputs.append((stats, x.astype(dtype), y.astype(dtype)))
+    bounds = [rows for _, _, rows in cases]
     with orc.use_backend("xla" if path == "xla" else "native"):
-        for shape, out, (start, stop) in cases:
-            x = RNG.standard_normal(shape)
-            y = RNG.standard_normal(shape[:-1] + (out,))
-            xt = np.moveaxis(x[start:stop], 1, 0) if x.ndim == 3 else x[start:stop]
-            yt = np.moveaxis(y[start:stop], 1, 0) if y.ndim == 3 else y[start:stop]
-            g0 = RNG.standard_normal(xt.shape[:-2] + (shape[-1],) * 2)
-            g0 = g0 + np.swapaxes(g0, -1, -2)
-            c0 = RNG.standard_normal(xt.shape[:-2] + (shape[-1], out))
-            ref_g = g0 + np.swapaxes(xt, -1, -2) @ xt
-            ref_c = c0 + np.swapaxes(xt, -1, -2) @ yt
-            stats = RidgeStats(
-                g0.astype(dtype), c0.astype(dtype), np.asarray(2.0, dtype)
-            )
-            x, y = x.astype(dtype), y.astype(dtype)
-            # a fresh function per call: traced under this test's backend
-            got, sym = jax.jit(lambda s, x, y: _updated(s, x, y, start, stop))(  # noqa: B023
-                stats, x, y
-            )
+        # every case in one program (fewer programs to compile than one per
+        # case); a fresh function: traced under this test's backend
+        updated = jax.jit(
+            lambda inputs: [
+                _updated(*args, start, stop)
+                for args, (start, stop) in zip(inputs, bounds, strict=True)
+            ]
+        )(inputs)
+        for (got, sym), (ref_g, ref_c), (start, stop) in zip(
+            updated, refs, bounds, strict=True
+        ):
             assert got.gram.dtype == dtype and got.cross.dtype == dtype
             assert float(got.count) == 2 + stop - start
             np.testing.assert_allclose(sym, ref_g, rtol=tol, atol=tol * 30)
@@ -268,6 +275,7 @@ def test_cpu_stats_update_equals_numpy(path, dtype):
                 np.triu(np.asarray(got.gram)), np.triu(ref_g), rtol=tol, atol=tol * 30
             )
             np.testing.assert_allclose(got.cross, ref_c, rtol=tol, atol=tol * 30)
+        stats, x, y = inputs[-1]
         with pytest.raises(ValueError, match="rows"):
             stats_update(stats, x, y, 3, 61)
         if dtype == jnp.float64:
@@ -646,25 +654,30 @@ def test_training_restores_blas_threads_and_matches_plain_path():
     BLAS thread count as it found it, and trains what the plain path trains:
     the states of the per-step run without the native kernels, and numpy's
     ridge regression on them (the plain path's own fit is a program that
-    takes long to compile at this size, and its solve is checked elsewhere)."""
-    U = _lorenz(20)
-    esn = orc.forecaster.ESNForecaster(3, 700, seed=1)
-    train = jax.jit(lambda m, u: orc.forecaster.train_RCForecaster(m, u, beta=1e-6))
-    assert "orc_esn_fit" in train.lower(esn, U).as_text()
+    takes long to compile at this size, and its solve is checked elsewhere).
+    The model and data of the first model of
+    test_models_forecast_with_fused_loop_equals_per_step, whose training is
+    then this one's program (beta is an argument of it, not a constant)."""
+    U = _lorenz(30)[500:2000]
+    esn = orc.forecaster.ESNForecaster(3, 1000, seed=2)
+    jaxpr = jax.make_jaxpr(
+        lambda m, u: orc.forecaster.train_RCForecaster(m, u, beta=1e-6)
+    )(esn, U)
+    assert "orc_esn_fit" in str(jaxpr)
     control = _openblas_threads()
     if control is not None:
         control[1](2)
-    fast_model, fast_R = train(esn, U)
+    fast_model, fast_R = orc.forecaster.train_RCForecaster(esn, U, beta=1e-6)
     if control is not None:
         assert control[0]() == 2
     slow_R = esn.force(U, esn.driver.default_state(), backend="xla")
     fast_R, slow_R = np.asarray(fast_R), np.asarray(slow_R)
-    assert fast_R.shape == slow_R.shape == (len(U), 1, 700)
+    assert fast_R.shape == slow_R.shape == (len(U), 1, 1000)
     np.testing.assert_allclose(fast_R, slow_R, rtol=1e-11, atol=1e-12)
-    # the weights of this ill-conditioned fit differ at 1e-5 between Gram and
+    # the weights of this ill-conditioned fit differ at 1e-4 between Gram and
     # solve implementations; the fitted one-step predictions agree closely
     x = slow_R[:, 0]
-    w = np.linalg.solve(x[:-1].T @ x[:-1] + 1e-6 * np.eye(700), x[:-1].T @ U[1:])
+    w = np.linalg.solve(x[:-1].T @ x[:-1] + 1e-6 * np.eye(1000), x[:-1].T @ U[1:])
     fast_pred = np.einsum("tcn,con->tco", fast_R, np.asarray(fast_model.readout.wout))
     np.testing.assert_allclose(fast_pred[:, 0], x @ w, rtol=1e-7, atol=1e-7)
     np.testing.assert_allclose(fast_pred[:-1, 0], U[1:], atol=0.05)
@@ -803,7 +816,10 @@ def test_esn_forecasts_equal_numpy(
         n, chunks, k, per_chunk, locality, dtype, 6
     )
     rng = np.random.default_rng(7)
-    wouts = np.stack([wout * dtype(1 + 0.2 * b) for b in range(readouts)])
+    # (a numpy scalar: jnp.float64(...) * wout was an eager program per shape)
+    wouts = np.stack(
+        [wout * np.dtype(dtype).type(1 + 0.2 * b) for b in range(readouts)]
+    )
     r0s = rng.uniform(-1, 1, (starts, chunks, n)).astype(dtype)
 
     def forecasts(values, indices, win, window, wouts, r0s):
@@ -906,18 +922,18 @@ def test_models_forecast_with_fused_loop_equals_per_step():
         # attractor's size; a real fault (wrong leak, input or readout, an
         # off-by-one step) is off by orders of magnitude more.
         fast = np.asarray(model.forecast(150, r))
-        slow = eqx.filter_jit(lambda m, r: m._closed_loop_scan(150, r))(model, r)
-        slow = np.asarray(slow)
+        warm = data[1500:1700]
+        # the per-step loops from the state and from the warm-up: one program
+        slow, slow_ic = eqx.filter_jit(
+            lambda m, r, w: (
+                m._closed_loop_scan(150, r),
+                m._closed_loop_scan(100, m.force(w, m.driver.default_state())[-1]),
+            )
+        )(model, r, warm)
+        slow, slow_ic = np.asarray(slow), np.asarray(slow_ic)
         scale = float(np.max(np.abs(slow)))
         np.testing.assert_allclose(fast[:10], slow[:10], rtol=0, atol=1e-11 * scale)
         np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-7 * scale)
-        warm = data[1500:1700]
-        slow_ic = eqx.filter_jit(
-            lambda m, w: m._closed_loop_scan(
-                100, m.force(w, m.driver.default_state())[-1]
-            )
-        )(model, warm)
-        slow_ic = np.asarray(slow_ic)
         fast_ic = np.asarray(model.forecast_from_IC(100, warm))
         np.testing.assert_allclose(
             fast_ic[:10], slow_ic[:10], rtol=0, atol=1e-11 * scale
@@ -949,12 +965,32 @@ def test_models_forecast_with_fused_loop_equals_per_step():
         assert "orc_esn_forecast" not in jaxpr
 
 
+def _streaming_esn(chunks=1, dtype=jnp.float64):
+    """The model of the streaming tests (and of the fits of
+    test_nan_reaches_every_kernel_on_both_paths, which in float64 are then
+    the programs of the streaming "single" case)."""
+    return orc.forecaster.ESNForecaster(
+        3, 60, chunks=chunks, locality=1, seed=2, dtype=dtype
+    )
+
+
+_STREAMING_FIT = dict(spinup=100, beta=1e-6)
+
+
+def _linear_readout(readout, states):
+    """A linear readout's outputs ``(T, chunks * out)`` on states ``(T,
+    chunks, res_dim)``, in numpy (batch_readout compiled an eager program per
+    operation and shape): chunk c's weights on chunk c's states."""
+    assert not readout.nonlin_list and not readout.ensemble
+    wout = np.asarray(readout.wout)
+    return np.einsum("tcn,con->tco", states, wout).reshape(len(states), -1)
+
+
 @pytest.mark.parametrize("kind", ["single", "parallel", "multi", "target"])
 def test_streaming_training_equals_stored_states(kind):
     U = _lorenz(45)[500:]
-    chunks = 3 if kind == "parallel" else 1
-    esn = orc.forecaster.ESNForecaster(3, 60, chunks=chunks, locality=1, seed=2)
-    kw = dict(spinup=100, beta=1e-6)
+    esn = _streaming_esn(chunks=3 if kind == "parallel" else 1)
+    kw = dict(_STREAMING_FIT)
     if kind == "multi":
         data = np.stack([U[:1500], U[1500:3000]])
         kw["multi_sequence"] = True
@@ -971,8 +1007,8 @@ def test_streaming_training_equals_stored_states(kind):
     np.testing.assert_allclose(last, R[..., -1, :, :], rtol=1e-12, atol=1e-12)
     states = R.reshape((-1,) + R.shape[-2:])
     np.testing.assert_allclose(
-        streamed.readout.batch_readout(states),
-        stored.readout.batch_readout(states),
+        _linear_readout(streamed.readout, states),
+        _linear_readout(stored.readout, states),
         rtol=1e-5,
         atol=1e-5,
     )
@@ -990,7 +1026,10 @@ def test_streaming_controller_equals_stored():
     R = np.asarray(R)
     np.testing.assert_allclose(last, R[-1], rtol=1e-12)
     np.testing.assert_allclose(
-        a.readout.batch_readout(R), b.readout.batch_readout(R), rtol=1e-5, atol=1e-6
+        _linear_readout(a.readout, R[:, None]),
+        _linear_readout(b.readout, R[:, None]),
+        rtol=1e-5,
+        atol=1e-6,
     )
 
 
@@ -1043,7 +1082,9 @@ def test_nan_reaches_every_kernel_on_both_paths(dtype):
     sparse product), and the fused fit and the blocked statistics update fed
     a NaN initial state (the data passes its own check, so the NaN goes
     through the run, the Gram and the solve): an error, never NaN weights,
-    on both paths alike."""
+    on both paths alike. The fits are those of
+    test_streaming_training_equals_stored_states[single] (model, data and
+    arguments): in float64 their programs are compiled once."""
     U = _lorenz(4).astype(dtype)
     esn = orc.forecaster.ESNForecaster(3, 300, dtype=dtype, seed=2)
     r = np.array(esn.driver.default_state())
@@ -1056,12 +1097,19 @@ def test_nan_reaches_every_kernel_on_both_paths(dtype):
     # a row is NaN exactly when it reads column 7 (or is row 7 itself, leak)
     np.testing.assert_array_equal(np.isnan(steps["native"]), np.isnan(steps["xla"]))
     assert np.isnan(steps["native"]).any() and not np.isnan(steps["native"]).all()
-    for b in ("native", "xla"):
-        for batch_size in (None, 64):  # fused fit / blocked statistics
-            with pytest.raises(Exception, match="NaN"):
-                orc.forecaster.train_RCForecaster(
-                    esn, U, initial_res_state=r, batch_size=batch_size, backend=b
-                )
+    esn = _streaming_esn(dtype=dtype)
+    data = _lorenz(45)[500:4400].astype(dtype)
+    r = np.array(esn.driver.default_state())
+    r[..., 7] = np.nan
+    # the native fused fit, the native blocked statistics update (streaming
+    # training: the fused pass needs the states kept) and XLA's blocked
+    # statistics. (batch_size is no case of its own: it only sets how many
+    # chunks one solve takes, and with one chunk the program is the same.)
+    for b, kw in (("native", {}), ("native", {"return_states": False}), ("xla", {})):
+        with pytest.raises(Exception, match="NaN"):
+            orc.forecaster.train_RCForecaster(
+                esn, data, initial_res_state=r, backend=b, **kw, **_STREAMING_FIT
+            )
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])

@@ -1,20 +1,26 @@
 """The one training front (orc._fit): solvers as objects, beta checked once,
 problems built once per call, and the many-strength solver sharing one run."""
 
+import functools
 import inspect
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import orc
+from _helpers import lorenz_rk4, on_device
 from orc import _fit
 from orc._ridge import RESULTS, RidgeStats
 from orc.forecaster.train import Forecasting
 
-U = jnp.asarray(orc.data.lorenz63(tN=12, dt=0.01)[0])
+# Lorenz63 samples, made in numpy (orc.data.lorenz63 compiled its ODE solve,
+# ~3.5 s, in every process that imported this file); the slices the tests
+# train on are taken in numpy and transferred: an eager jnp slice compiles a
+# program per shape, jax.device_put compiles nothing.
+_U = lorenz_rk4(1200)
+U100, U300, U600 = (on_device(_U[:n]) for n in (100, 300, 600))
 
 
 def _numpy_ridge(f, y, beta):
@@ -27,7 +33,17 @@ def _numpy_ridge(f, y, beta):
 
 
 def _gram_stats(f, y):
-    return RidgeStats(jnp.asarray(f.T @ f), jnp.asarray(f.T @ y), jnp.asarray(len(f)))
+    return RidgeStats(on_device(f.T @ f), on_device(f.T @ y), on_device(len(f)))
+
+
+@functools.partial(jax.jit, static_argnames="method")
+def _compute(solver, stats, method):
+    """``solver.compute(stats)`` as one compiled program (eagerly, each of
+    its jnp operations compiled a program of its own per shape). ``method``
+    (the ``path_method`` fixture's) only keys the cache: RidgePath reads
+    EIGH_MIN_STRENGTHS when it is traced, so each method has its program."""
+    del method
+    return solver.compute(stats)
 
 
 @pytest.fixture(params=["cholesky", "eigh"])
@@ -44,8 +60,10 @@ def test_ridge_path_equals_numpy_per_strength(path_method):
     f = rng.normal(size=(400, 12))
     y = f @ rng.normal(size=(12, 3)) + 0.1 * rng.normal(size=(400, 3))
     betas = np.array([0.0, 1e-6, 1e-2, 1.0, 30.0])
-    w, result = _fit.RidgePath(jnp.asarray(betas)).compute(_gram_stats(f, y))
+    stats = _gram_stats(f, y)
+    w, result = _compute(_fit.RidgePath(on_device(betas)), stats, path_method)
     assert w.shape == (5, 3, 12)
+    w = np.asarray(w)  # indexed in numpy below (an eager slice compiles)
     ok = np.asarray(result == RESULTS.successful)
     assert ok.shape == (5,) and ok.all()
     for i, beta in enumerate(betas):
@@ -53,7 +71,7 @@ def test_ridge_path_equals_numpy_per_strength(path_method):
             w[i], _numpy_ridge(f, y, beta), rtol=1e-9, atol=1e-12
         )
         # and the same as the one-strength solver (Cholesky)
-        w1, r1 = _fit.Ridge(jnp.asarray(beta)).compute(_gram_stats(f, y))
+        w1, r1 = _compute(_fit.Ridge(on_device(beta)), stats, "one strength")
         assert r1 == RESULTS.successful
         np.testing.assert_allclose(w[i], w1, rtol=1e-9, atol=1e-12)
 
@@ -66,12 +84,13 @@ def test_ridge_path_qr_form_and_chunks(path_method):
     qr = [np.linalg.qr(np.hstack([f, y])) for f, y in zip(fs, ys, strict=True)]
     r = np.stack([rr[:8, :8] for _, rr in qr])
     z = np.stack([rr[:8, 8:] for _, rr in qr])
-    stats = RidgeStats(jnp.asarray(r), jnp.asarray(z), jnp.asarray(300.0), form="qr")
-    betas = jnp.asarray([1e-8, 1e-3, 10.0])
-    w, result = _fit.RidgePath(betas).compute(stats)
+    stats = RidgeStats(on_device(r), on_device(z), on_device(300.0), form="qr")
+    betas = np.array([1e-8, 1e-3, 10.0])
+    w, result = _compute(_fit.RidgePath(on_device(betas)), stats, path_method)
     assert w.shape == (3, 2, 2, 8)
+    w = np.asarray(w)
     assert np.asarray(result == RESULTS.successful).all()
-    for i, beta in enumerate(np.asarray(betas)):
+    for i, beta in enumerate(betas):
         for c in range(2):
             np.testing.assert_allclose(
                 w[i, c], _numpy_ridge(fs[c], ys[c], beta), rtol=1e-8, atol=1e-10
@@ -83,12 +102,16 @@ def test_ridge_path_fallback_is_min_norm_and_nonfinite_reported(path_method):
     base = rng.normal(size=(200, 3))
     f = np.hstack([base, base[:, :1]])  # a repeated column: singular Gram
     y = base @ np.array([[1.0], [2.0], [-1.0]])
-    w, result = _fit.RidgePath(jnp.asarray([0.0, 1e-3])).compute(_gram_stats(f, y))
+    path = _fit.RidgePath(on_device([0.0, 1e-3]))
+    w, result = _compute(path, _gram_stats(f, y), path_method)
     np.testing.assert_array_equal(result == RESULTS.fallback, [True, False])
     np.testing.assert_array_equal(result == RESULTS.successful, [False, True])
-    np.testing.assert_allclose(w[0], (np.linalg.pinv(f) @ y).T, rtol=1e-7, atol=1e-9)
-    bad = RidgeStats(jnp.full((4, 4), jnp.nan), jnp.zeros((4, 1)), jnp.asarray(1.0))
-    w, result = _fit.RidgePath(jnp.asarray([1e-3])).compute(bad)
+    w0 = np.asarray(w)[0]
+    np.testing.assert_allclose(w0, (np.linalg.pinv(f) @ y).T, rtol=1e-7, atol=1e-9)
+    bad = RidgeStats(
+        on_device(np.full((4, 4), np.nan)), on_device(np.zeros((4, 1))), on_device(1.0)
+    )
+    w, result = _compute(_fit.RidgePath(on_device([1e-3])), bad, path_method)
     np.testing.assert_array_equal(result == RESULTS.nonfinite, [True])
 
 
@@ -96,43 +119,47 @@ def test_fit_with_ridge_path_is_the_separate_fits_stacked(path_method):
     """One run of the reservoir for every strength (the tuning solver): the
     population equals one train_RCForecaster call per strength."""
     model = orc.forecaster.ESNForecaster(3, 60, seed=3)
-    seq = U[:600]
+    seq = U600
     betas = [1e-8, 1e-5, 1e-2]
+    # the owner (a static field) names the method: fit's program cache does
+    # not know EIGH_MIN_STRENGTHS, so without it the eigh case ran the
+    # Cholesky case's program
+    owner = f"RidgePath ({path_method})"
     problem = Forecasting(
-        owner="t", train_seq=seq, target_seq=None, force_kwargs={},
+        owner=owner, train_seq=seq, target_seq=None, force_kwargs={},
         init=model.driver.default_state(), spinup=20, multi=False,
     )  # fmt: skip
-    opts = _fit.options("t", model.dtype)
+    opts = _fit.options(owner, model.dtype)
     population, states = _fit.fit(
-        model, problem, _fit.RidgePath(jnp.asarray(betas)), opts
+        model, problem, _fit.RidgePath(on_device(betas)), opts
     )
     assert population.readout.wout.shape == (3,) + model.readout.wout.shape
-    rows = np.asarray(states[20:-1, 0])  # the regression rows (bank of one)
-    targets = np.asarray(seq[21:])
+    wouts = np.asarray(population.readout.wout)  # indexed in numpy below
+    rows = np.asarray(states)[20:-1, 0]  # the regression rows (bank of one)
+    targets = _U[21:600]
     for i, beta in enumerate(betas):
         single, r = orc.forecaster.train_RCForecaster(model, seq, spinup=20, beta=beta)
         np.testing.assert_array_equal(states, r)
         if path_method == "cholesky":  # the same solve: the same bits
-            np.testing.assert_array_equal(
-                population.readout.wout[i], single.readout.wout
-            )
+            np.testing.assert_array_equal(wouts[i], single.readout.wout)
         # both solves against numpy's least squares on the augmented rows
         # (accurate to cond(F), not cond(F)^2): the eigen-solve is as good
         # as the Cholesky solve, to the conditioning's accuracy
         want = _numpy_ridge(rows, targets, beta)
-        err_path = np.abs(np.asarray(population.readout.wout[i, 0]) - want).max()
-        err_chol = np.abs(np.asarray(single.readout.wout[0]) - want).max()
+        err_path = np.abs(wouts[i, 0] - want).max()
+        err_chol = np.abs(np.asarray(single.readout.wout)[0] - want).max()
         assert err_path <= 10 * err_chol + 1e-9 * np.abs(want).max(), (
             beta,
             err_path,
             err_chol,
         )
-        pred = rows @ np.asarray(population.readout.wout[i, 0]).T
+        pred = rows @ wouts[i, 0].T
         np.testing.assert_allclose(
             pred, rows @ want.T, atol=1e-6 * np.abs(targets).max()
         )
     # the population forecasts under vmap like any stacked models
-    fc = eqx.filter_vmap(lambda m: m.forecast(5, states[-1]))(population)
+    last = on_device(np.asarray(states)[-1])
+    fc = eqx.filter_vmap(lambda m: m.forecast(5, last))(population)
     assert fc.shape == (3, 5, 3)
 
 
@@ -150,7 +177,7 @@ def test_fit_with_ridge_path_is_the_separate_fits_stacked(path_method):
 def test_beta_checked_once_with_a_clear_answer(beta, error, words):
     model = orc.forecaster.ESNForecaster(3, 20, seed=0)
     with pytest.raises(error, match="train_RCForecaster") as info:
-        orc.forecaster.train_RCForecaster(model, U[:100], beta=beta)
+        orc.forecaster.train_RCForecaster(model, U100, beta=beta)
     assert words in str(info.value)
 
 
@@ -158,19 +185,17 @@ def test_beta_checked_once_with_a_clear_answer(beta, error, words):
 def test_flags_refuse_strings(name):
     model = orc.forecaster.ESNForecaster(3, 20, seed=0)
     with pytest.raises(TypeError, match=f"{name} must be True or False"):
-        orc.forecaster.train_RCForecaster(model, U[:100], **{name: "no"})
+        orc.forecaster.train_RCForecaster(model, U100, **{name: "no"})
 
 
 def test_traced_beta_equals_eager():
     model = orc.forecaster.ESNForecaster(3, 30, seed=0)
 
     def wout(beta):
-        return orc.forecaster.train_RCForecaster(model, U[:300], beta=beta)[
-            0
-        ].readout.wout
+        return orc.forecaster.train_RCForecaster(model, U300, beta=beta)[0].readout.wout
 
     np.testing.assert_array_equal(jax.jit(wout)(1e-6), wout(1e-6))
-    stacked = jax.vmap(wout)(jnp.asarray([1e-6, 1e-4]))
+    stacked = jax.vmap(wout)(on_device([1e-6, 1e-4]))
     np.testing.assert_allclose(stacked[1], wout(1e-4), rtol=1e-10, atol=1e-13)
 
 
@@ -195,8 +220,13 @@ def test_training_fronts_are_thin(front):
     assert len(code) <= 15, (front.__name__, len(code))
 
 
-def _checked_names(errors):
-    """The argument names the error checks of a program's ``Errors`` are about."""
+def _checked_names(program, *args):
+    """The argument names the error checks of ``program`` (a ``jax.jit`` of
+    ``orc.capture_errors``) are about when called with ``args``. The checks a
+    program holds are fixed when it is traced (their messages are the static
+    ``entries`` of the ``Errors`` it returns), so it is traced, by
+    ``jax.eval_shape``, and not compiled (~6 s for a CESN's)."""
+    _, errors = jax.eval_shape(program, *args)
     names = []
     for kind, msgs, _ in errors.entries:
         text = msgs.fmt if hasattr(msgs, "fmt") else msgs[0]
@@ -225,8 +255,7 @@ def test_the_training_data_is_checked_once(family):
         train = orc.regression.train_RCRegressor
         args = (u, rng.standard_normal((60, 1)))
     program = jax.jit(orc.capture_errors(lambda m, *a: train(m, *a)))
-    _, errors = program(model, *args)
-    names = _checked_names(errors)
+    names = _checked_names(program, model, *args)
     owner = train.__name__
     assert sorted(names) == sorted(
         {
@@ -257,6 +286,5 @@ def test_the_warm_up_data_is_checked_once(family):
         model = orc.forecaster.CESNForecaster(3, 20, seed=0)
         ts = np.arange(5.0) * 0.01
         program = jax.jit(orc.capture_errors(lambda m, u: m.forecast_from_IC(ts, u)))
-    _, errors = program(model, u)
     owner = type(model).__name__
-    assert _checked_names(errors) == [f"{owner}: spinup_data"]
+    assert _checked_names(program, model, u) == [f"{owner}: spinup_data"]

@@ -818,7 +818,7 @@ def trained(name: str):
             _TRAINED[name] = (model, np.asarray(model.driver.default_state()))
         elif name == "cesn":
             model, states = train_CESNForecaster(blank(name), SERIES, TIMES, spinup=10)
-            _TRAINED[name] = (model, np.asarray(states[-1]))
+            _TRAINED[name] = (model, np.asarray(states)[-1])
         else:
             fn = {
                 "esn": train_ESNForecaster,
@@ -826,7 +826,7 @@ def trained(name: str):
                 "nvar": train_NVARForecaster,
             }[name]
             model, states = fn(blank(name), SERIES, spinup=10, beta=8e-8)
-            _TRAINED[name] = (model, np.asarray(states[-1]))
+            _TRAINED[name] = (model, np.asarray(states)[-1])
     return _TRAINED[name]
 
 
@@ -1227,7 +1227,7 @@ def other_trained(name: str):
                 blank(name), SERIES[:, :2], SERIES[:, 2:], spinup=10, beta=8e-8,
                 return_states=True,
             )  # fmt: skip
-            _OTHER_TRAINED[name] = (model, np.asarray(last[-1]))
+            _OTHER_TRAINED[name] = (model, np.asarray(last)[-1])
     return _OTHER_TRAINED[name]
 
 

@@ -199,36 +199,39 @@ def test_trainers_name_the_argument_that_holds_no_samples():
 
 # 5 ------------------------------------------------------------- complex
 def _entry_points(trained_esn, trained_clf, trained_ctrl):
-    """(argument name, call taking that argument) for every way data enters."""
+    """(argument name, call taking that argument) for every way data enters.
+    A call takes a numpy array ``x`` and passes the entry point a JAX array
+    made from it (sliced in numpy: an eager slice compiles a program)."""
     esn, R = trained_esn
     ctrl, Rc = trained_ctrl
     r, rc = _last(R), _last(Rc)
     nvar = NVARForecaster(3)
+    labels1 = _jx(np.array([0]))
     return [
-        ("train_seq", lambda x: train_RCForecaster(_esn(), x)),
-        ("target_seq", lambda x: train_RCForecaster(_esn(), U, target_seq=x)),
+        ("train_seq", lambda x: train_RCForecaster(_esn(), _jx(x))),
+        ("target_seq", lambda x: train_RCForecaster(_esn(), U, target_seq=_jx(x))),
         (
             "initial_res_state",
-            lambda x: train_RCForecaster(_esn(), U, initial_res_state=x[:1, :1]),
+            lambda x: train_RCForecaster(_esn(), U, initial_res_state=_jx(x[:1, :1])),
         ),
-        ("in_seq", lambda x: esn.force(x, r)),
-        ("res_state", lambda x: esn.forecast(5, jnp.zeros((1, RES), x.dtype))),
-        ("spinup_data", lambda x: esn.forecast_from_IC(5, x)),
-        ("train_seqs", lambda x: train_RCClassifier(_clf(), x[None], LABELS[:1])),
-        ("in_seq", lambda x: trained_clf.classify(x)),
-        ("control_seq", lambda x: train_RCController(_ctrl(), Y2, x[:, :1])),
-        ("ref_traj", lambda x: ctrl.compute_control(GUESS, rc, x[:8, :2])),
-        ("in_seq", lambda x: train_RCRegressor(_reg(), x, U1)),
-        ("train_seq", lambda x: train_NVARForecaster(nvar, x)),
-        ("train_seq", lambda x: orc.online.train_online(_esn(), x)),
-        ("res_seq", lambda x: ridge_regression(x, Y2)),
+        ("in_seq", lambda x: esn.force(_jx(x), r)),
+        ("res_state", lambda x: esn.forecast(5, _jx(np.zeros((1, RES), x.dtype)))),
+        ("spinup_data", lambda x: esn.forecast_from_IC(5, _jx(x))),
+        ("train_seqs", lambda x: train_RCClassifier(_clf(), _jx(x[None]), labels1)),
+        ("in_seq", lambda x: trained_clf.classify(_jx(x))),
+        ("control_seq", lambda x: train_RCController(_ctrl(), Y2, _jx(x[:, :1]))),
+        ("ref_traj", lambda x: ctrl.compute_control(GUESS, rc, _jx(x[:8, :2]))),
+        ("in_seq", lambda x: train_RCRegressor(_reg(), _jx(x), U1)),
+        ("train_seq", lambda x: train_NVARForecaster(nvar, _jx(x))),
+        ("train_seq", lambda x: orc.online.train_online(_esn(), _jx(x))),
+        ("res_seq", lambda x: ridge_regression(_jx(x), Y2)),
     ]
 
 
 def test_complex_data_is_refused_naming_the_argument(
     trained_esn, trained_clf, trained_ctrl
 ):
-    z = _jx(_U.astype(np.complex128) * (1 + 1j))
+    z = _U.astype(np.complex128) * (1 + 1j)
     for name, call in _entry_points(trained_esn, trained_clf, trained_ctrl):
         with pytest.raises(TypeError, match=rf"{name} must be real-valued.*complex"):
             call(z)
@@ -240,7 +243,7 @@ def test_bool_refused_integers_and_lists_converted(
 ):
     for name, call in _entry_points(trained_esn, trained_clf, trained_ctrl):
         with pytest.raises(TypeError, match=rf"{name} must hold real numbers.*bool"):
-            call(U > 0)
+            call(_U > 0)
     # ORC 0.4 takes lists and integer arrays (jnp.asarray): converted to the
     # model's dtype, same result as the float array, no warning
     ints_np = np.round(_U * 10).astype(np.int64)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -60,29 +61,31 @@ def _stream(X, Y, start=0, block_size=None):
 def test_streamed_blocks_equal_one_shot():
     X = RNG.standard_normal((1037, 30))
     Y = RNG.standard_normal((1037, 4))
-    one = stats_update(
-        RidgeStats.zeros(30, 4, None, jnp.float64), jnp.asarray(X), jnp.asarray(Y)
-    )
+    # (the update and the sum under jax.jit, the checks in numpy: eager, every
+    # operation compiled a program of its own)
+    one = jax.jit(stats_update)(RidgeStats.zeros(30, 4, None, jnp.float64), X, Y)
+    one_gram = np.triu(np.asarray(one.gram))
     # one row a block, blocks with a tail (a block of 100 showed nothing a
     # block of 64 does not), the whole sequence, a block longer than it
     for block in (1, 64, 1037, 5000):
-        s = _stream(jnp.asarray(X), jnp.asarray(Y), block_size=block)
+        s = _stream(X, Y, block_size=block)
         # the statistics keep the upper triangle of the Gram up to date
         np.testing.assert_allclose(
-            jnp.triu(s.gram), jnp.triu(one.gram), rtol=1e-10, atol=1e-9
+            np.triu(np.asarray(s.gram)), one_gram, rtol=1e-10, atol=1e-9
         )
         np.testing.assert_allclose(s.cross, one.cross, rtol=1e-10, atol=1e-9)
         assert int(s.count) == 1037
     # start offset = discarding rows
-    s = _stream(jnp.asarray(X), jnp.asarray(Y), start=37)
+    s = _stream(X, Y, start=37)
     np.testing.assert_allclose(
-        symmetric(s.gram), X[37:].T @ X[37:], rtol=1e-10, atol=1e-9
+        jax.jit(symmetric)(s.gram), X[37:].T @ X[37:], rtol=1e-10, atol=1e-9
     )
     # statistics of two halves add up to the whole
-    a = _stream(jnp.asarray(X[:500]), jnp.asarray(Y[:500]))
-    b = _stream(jnp.asarray(X[500:]), jnp.asarray(Y[500:]))
+    a = _stream(X[:500], Y[:500])
+    b = _stream(X[500:], Y[500:])
+    total = jax.jit(lambda a, b: a + b)(a, b)
     np.testing.assert_allclose(
-        jnp.triu((a + b).gram), jnp.triu(one.gram), rtol=1e-10, atol=1e-9
+        np.triu(np.asarray(total.gram)), one_gram, rtol=1e-10, atol=1e-9
     )
 
 
@@ -91,13 +94,15 @@ def test_chunked_and_multi_sequence_fit_match_numpy():
     states = RNG.standard_normal((T, C, N))
     targets = RNG.standard_normal((T, C * O))
     ro = readouts.ParallelLinearReadout(C * O, N, chunks=C)
-    fitted = fit_readout(ro, jnp.asarray(states), jnp.asarray(targets), 1e-2, spinup=10)
+    # each fit one program (eager, every operation of it compiled a program)
+    fit = eqx.filter_jit(fit_readout)
+    fitted = fit(ro, states, targets, 1e-2, spinup=10)
     for c in range(C):
         ref = _np_ridge(states[10:, c], targets[10:, c * O : (c + 1) * O], 1e-2)
         np.testing.assert_allclose(fitted.wout[c], ref, rtol=1e-8, atol=1e-10)
     # quadratic features: odd nodes squared, per chunk
     qro = readouts.ParallelQuadraticReadout(C * O, N, chunks=C)
-    qfit = fit_readout(qro, jnp.asarray(states), jnp.asarray(targets), 1e-2)
+    qfit = fit(qro, states, targets, 1e-2)
     feats = states.copy()
     feats[..., 1::2] **= 2
     ref = _np_ridge(feats[:, 1], targets[:, O : 2 * O], 1e-2)
@@ -107,18 +112,23 @@ def test_chunked_and_multi_sequence_fit_match_numpy():
     multi_states = RNG.standard_normal((3, 150, N))
     multi_targets = RNG.standard_normal((3, 150, O))
     lro = readouts.LinearReadout(O, N)
-    mstats, _ = teacher_forced_statistics(
-        lro,
-        lambda u, r: u,
-        jnp.asarray(multi_states),
-        jnp.asarray(multi_targets),
-        jnp.zeros((3, N)),
-        spinup=20,
-        multi_sequence=True,
-        keep_states=False,
-        block_size=64,
-    )
-    mfit = lro.set_wout(solve(mstats, jnp.asarray(1e-3, mstats.gram.dtype)))
+
+    @eqx.filter_jit
+    def multi_fit(lro, multi_states, multi_targets):
+        mstats, _ = teacher_forced_statistics(
+            lro,
+            lambda u, r: u,
+            multi_states,
+            multi_targets,
+            jnp.zeros((3, N)),
+            spinup=20,
+            multi_sequence=True,
+            keep_states=False,
+            block_size=64,
+        )
+        return lro.set_wout(solve(mstats, jnp.asarray(1e-3, mstats.gram.dtype)))
+
+    mfit = multi_fit(lro, multi_states, multi_targets)
     X = multi_states[:, 20:].reshape(-1, N)
     Y = multi_targets[:, 20:].reshape(-1, O)
     np.testing.assert_allclose(
@@ -175,11 +185,14 @@ def test_stored_run_forces_every_block_at_one_size():
     )(u, y)
     assert set(sizes) <= {2, 100}, sizes  # (2: the shape probe)
     reference = jax.jit(lambda u: jax.lax.scan(step, jnp.zeros(N), u)[1])(u)
+    # the checks in numpy (eager, every slice compiled a program of its own)
+    reference = np.asarray(reference)
     np.testing.assert_allclose(history, reference, rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(last, reference[-1], rtol=1e-12, atol=1e-13)
-    X, Y = np.asarray(reference[5:]), np.asarray(y[5:])
-    gram, cross = symmetric(stats.gram)[0], stats.cross[0]  # (a bank of one)
-    np.testing.assert_allclose(gram, X.T @ X, rtol=1e-10, atol=1e-10)
+    X, Y = reference[5:], np.asarray(y)[5:]
+    # (a bank of one) the statistics keep the Gram's upper triangle
+    gram, cross = np.asarray(stats.gram)[0], np.asarray(stats.cross)[0]
+    np.testing.assert_allclose(np.triu(gram), np.triu(X.T @ X), rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(cross, X.T @ Y, rtol=1e-10, atol=1e-10)
 
 
@@ -268,7 +281,8 @@ def test_taylor_driver_is_the_taylor_polynomial(n_terms):
     small = 1e-2
     exact = d.advance_full(small * p, small * r)
     approx = d.advance(small * p, small * r)
-    assert float(jnp.max(jnp.abs(exact - approx))) < 10 * small ** (n_terms + 1)
+    error = np.max(np.abs(np.asarray(exact) - np.asarray(approx)))
+    assert error < 10 * small ** (n_terms + 1)
 
 
 def test_local_embedding_windows():
@@ -286,7 +300,7 @@ def test_local_embedding_windows():
     W = np.asarray(per.win)
     expected = np.stack([W[c] @ np.asarray(per.localize(u))[c] for c in range(4)])
     np.testing.assert_allclose(per.embed(u), expected, rtol=1e-10, atol=1e-9)
-    assert float(jnp.max(jnp.abs(per.win))) <= 0.1
+    assert np.max(np.abs(np.asarray(per.win))) <= 0.1
     ens = embeddings.EnsembleLinearEmbedding(8, 5, 0.1, chunks=3, seed=0)
     np.testing.assert_allclose(ens.embed(u)[2], np.asarray(ens.win[2]) @ np.arange(8.0))
 

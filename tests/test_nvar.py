@@ -330,8 +330,11 @@ def test_stride_alias():
 
 
 def test_bad_training_and_forecast_arguments():
-    m = NVARForecaster(2, k=3, s=2)  # window 5
-    x = var_sequence(30)
+    # window 5; the successful trainings below have the model, length and
+    # settings of test_fit_matches_numpy_lstsq[increment]: its program
+    m = NVARForecaster(2, k=3, s=2, order=3)
+    x = var_sequence(150)
+    fit = dict(beta=1e-2, standardize=False, input_noise=0)
     with pytest.raises(ValueError, match="train_seq must have 2 features"):
         train_NVARForecaster(m, np.zeros((30, 3)))
     with pytest.raises(ValueError, match="train_seq must be 2-D"):
@@ -347,8 +350,8 @@ def test_bad_training_and_forecast_arguments():
     nan = x.copy()
     nan[3, 0] = np.nan
     with pytest.raises(RUNTIME_ERRORS, match="train_seq contains NaN"):
-        train_NVARForecaster(m, nan)
-    m, W = train_NVARForecaster(m, x)
+        train_NVARForecaster(m, nan, **fit)
+    m, W = train_NVARForecaster(m, x, **fit)
     W = np.asarray(W)
     with pytest.raises(
         ValueError, match=r"res_state must be the delay window of shape \(5, 2\)"
@@ -369,7 +372,9 @@ def test_bad_training_and_forecast_arguments():
 # --------------------------------------------------------------------------- #
 @pytest.fixture(scope="module")
 def trained():
-    t = np.arange(300) * 0.1
+    # the model and training length of test_float32_model's float64 model:
+    # one training program for both (beta is data, not part of the program)
+    t = np.arange(80) * 0.1
     x = np.stack([np.sin(t), np.cos(1.3 * t)], axis=1)
     m = NVARForecaster(2, k=2, s=2, order=2)
     m, W = train_NVARForecaster(m, x, beta=1e-8, input_noise=0)
@@ -384,11 +389,15 @@ def test_compiles_once_and_jit_argument(trained):
         a = m.forecast(20, W[-2])
         m.forecast_from_IC(20, W[-3])
     assert c["compiles"] == 0
-    x = var_sequence(40)
+    # retraining on new data with a new noise level and seed reuses the
+    # program (the model, length and noise setting of the fit with
+    # input_noise=1e-3 in test_auto_input_noise_is_a_fraction_of_each_dimensions_std)
+    cubic = NVARForecaster(2, k=2, s=2)
+    x = var_sequence(200)
     x2 = 2.0 * x
-    train_NVARForecaster(m, x, input_noise=1e-3)
+    train_NVARForecaster(cubic, x, input_noise=1e-3)
     with count_compiles() as c:
-        train_NVARForecaster(m, x2, input_noise=1e-2, noise_seed=5)
+        train_NVARForecaster(cubic, x2, input_noise=1e-2, noise_seed=5)
     assert c["compiles"] == 0
     b = jax.jit(lambda model, r: model.forecast(20, r))(m, W[-2])
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12)
@@ -397,8 +406,9 @@ def test_compiles_once_and_jit_argument(trained):
 def test_vmap_over_states(trained):
     m, W = trained
     states = W[-5:]
-    batched = jax.jit(jax.vmap(lambda r: m.forecast(15, r)))(states)
-    looped = np.stack([m.forecast(15, r) for r in states])
+    # (the loop: the forecast program of test_compiles_once_and_jit_argument)
+    batched = jax.jit(jax.vmap(lambda r: m.forecast(20, r)))(states)
+    looped = np.stack([m.forecast(20, r) for r in states])
     np.testing.assert_allclose(np.asarray(batched), np.asarray(looped), rtol=1e-12)
 
 
@@ -445,8 +455,8 @@ def test_save_load_round_trip(trained, tmp_path):
     for name in ("data_dim", "k", "s", "order", "constant", "target", "dtype"):
         assert getattr(loaded, name) == getattr(m, name)
     np.testing.assert_array_equal(np.asarray(loaded.wout), np.asarray(m.wout))
-    np.testing.assert_array_equal(
-        np.asarray(loaded.forecast(50, W[-1])), np.asarray(m.forecast(50, W[-1]))
+    np.testing.assert_array_equal(  # (the forecast program of the tests above)
+        np.asarray(loaded.forecast(20, W[-1])), np.asarray(m.forecast(20, W[-1]))
     )
     assert orc.io.read_header(path)["hyperparameters"]["data_dim"] == 2
 
@@ -558,15 +568,18 @@ def test_auto_stride_is_chosen_at_training():
     assert auto.s is None and auto.stride is None
     with pytest.raises(ValueError, match="stride is not chosen yet"):
         auto.forecast(5, np.zeros((3, 2)))
-    m, W = train_NVARForecaster(auto, x, return_states=False)
+    # without input noise: its "auto" setting would train a few candidate
+    # models first (programs of their own), and the stride is chosen before
+    once = dict(return_states=False, input_noise=0)
+    m, W = train_NVARForecaster(auto, x, **once)
     assert m.s == 3 == orc.forecaster.nvar_stride(x) and W.shape == (4, 2)
-    # (the trainings below without states: the programs of the one above and
-    # of test_auto_stride_save_load's)
-    given, _ = train_NVARForecaster(NVARForecaster(2, s=3), x, return_states=False)
+    # (the trainings below as the one above: its program, and that of
+    # test_auto_stride_save_load's)
+    given, _ = train_NVARForecaster(NVARForecaster(2, s=3), x, **once)
     np.testing.assert_array_equal(np.asarray(m.wout), np.asarray(given.wout))
     # an explicit stride (not the 3 chosen for x) is kept; k=1 has no stride
     # to choose
-    kept = train_NVARForecaster(NVARForecaster(2, s=2), x, return_states=False)[0]
+    kept = train_NVARForecaster(NVARForecaster(2, s=2), x, **once)[0]
     assert kept.s == 2
     assert NVARForecaster(2, k=1).s == 1
     # multi_sequence: the median of the trajectories' periods
@@ -576,7 +589,7 @@ def test_auto_stride_is_chosen_at_training():
     with pytest.raises(TypeError, match="s=..."):
         jax.jit(lambda u: train_NVARForecaster(auto, u)[0].wout)(x)
     # data closed over by the user's jit are concrete: the stride is chosen
-    out = jax.jit(lambda: train_NVARForecaster(auto, x)[0].wout)()
+    out = jax.jit(lambda: train_NVARForecaster(auto, x, input_noise=0)[0].wout)()
     np.testing.assert_allclose(np.asarray(out), np.asarray(m.wout), atol=1e-6)
     # with_stride keeps the readout
     moved = m.with_stride(5)
@@ -589,7 +602,8 @@ def test_auto_stride_save_load(tmp_path):
     loaded = orc.load(orc.save(tmp_path / "auto.orc", auto), cls=NVARForecaster)
     assert loaded.s is None and loaded.order == 3
     x = _sines(3000, 60)
-    m = train_NVARForecaster(loaded, x, return_states=False)[0]
+    # (test_auto_stride_is_chosen_at_training's program for s=2)
+    m = train_NVARForecaster(loaded, x, return_states=False, input_noise=0)[0]
     assert m.s == 2
 
 

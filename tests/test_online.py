@@ -368,10 +368,18 @@ def test_vmap_over_independent_learners(esn, lorenz, whole):
     X = RNG.standard_normal((60, 6))
     Y = RNG.standard_normal((60, 2))
     lams = np.array([1.0, 0.999, 0.9])
-    states = jax.vmap(lambda lam: online.rls_init(6, 2, delta=0.1, forgetting=lam))(
-        lams
-    )
-    fitted = jax.vmap(lambda s: online.rls_fit(s, X, Y))(states)
+
+    # the vmaps are traced inside one jax.jit each, the data and the model its
+    # arguments: run eagerly, vmap compiles every operation outside the
+    # library's own programs apart; the transformations are the same
+    @jax.jit
+    def fit_each(lams, X, Y):
+        states = jax.vmap(lambda lam: online.rls_init(6, 2, delta=0.1, forgetting=lam))(
+            lams
+        )
+        return jax.vmap(lambda s: online.rls_fit(s, X, Y))(states)
+
+    fitted = fit_each(lams, X, Y)
     for i, lam in enumerate(lams):
         np.testing.assert_allclose(
             np.asarray(fitted.W)[i],
@@ -384,13 +392,13 @@ def test_vmap_over_independent_learners(esn, lorenz, whole):
     # differences between the batched and single programs are amplified)
     U = lorenz[:N_STREAM]
 
-    def train(lam):
+    def train(lam, model=esn, U=U):
         out = online.train_online(
-            esn, U, spinup=30, forgetting=lam, delta=0.1, return_errors=True
+            model, U, spinup=30, forgetting=lam, delta=0.1, return_errors=True
         )
         return out[0].readout.wout
 
-    W = np.asarray(jax.vmap(train)(lams[:2]))
+    W = np.asarray(jax.jit(jax.vmap(train, in_axes=(0, None, None)))(lams[:2], esn, U))
     for i in range(2):
         single = train(float(lams[i]))
         np.testing.assert_allclose(W[i], single, rtol=1e-7, atol=1e-9)

@@ -85,13 +85,20 @@ def _stack(stats_list):
 _FUNCTIONS = {"solve": solve, "solve_with_result": solve_with_result}
 
 
-@functools.cache
 def _jitted(backend, name, *, vmap=False, batch_size=None, intercept=False):
     """:func:`solve` or :func:`solve_with_result` (``name``) of statistics and
     ``beta``, jitted once per backend and keyword arguments (a function of
     its own per backend, traced under it), so that the tests of one shape
     share its program: called eagerly, every operation of the solve compiled
     a program of its own."""
+    # the defaults filled in: a cache keyed on the keywords as written made
+    # _jitted(b, n) and _jitted(b, n, intercept=False) two functions, each
+    # compiling the same programs
+    return _jitted_once(backend, name, vmap, batch_size, intercept)
+
+
+@functools.cache
+def _jitted_once(backend, name, vmap, batch_size, intercept):
     fn = functools.partial(_FUNCTIONS[name], batch_size=batch_size, intercept=intercept)
     if vmap:
         fn = jax.vmap(fn, in_axes=(0, None))
@@ -269,8 +276,9 @@ def test_nonfinite_chunk_outranks_fallback(backend):
 
 
 def test_overflowing_weights_are_failed(backend):
-    """Finite statistics whose solution overflows: ``failed``, and an error."""
-    stats = RidgeStats(np.eye(3) * 1e-300, np.full((3, 2), 1e300), np.asarray(1.0))
+    """Finite statistics whose solution overflows: ``failed``, and an error.
+    (Of the other tests' size, F x O: the same programs.)"""
+    stats = RidgeStats(np.eye(F) * 1e-300, np.full((F, O), 1e300), np.asarray(1.0))
     w, result = _jitted(backend, "solve_with_result")(stats, 0.0)
     assert _is(result, RESULTS.failed)
     assert not np.all(np.isfinite(w))

@@ -4,9 +4,10 @@ optional import."""
 
 from __future__ import annotations
 
+import functools
+import json
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -475,57 +476,66 @@ def test_regressor_errors_name_the_argument():
 
 # --- optional import ------------------------------------------------------------
 
+# The three checks run in one fresh Python process, one after the other: the
+# first (what a plain ``import orc`` leaves in sys.modules) before anything
+# else is imported; then ``import orc.sklearn`` with scikit-learn made
+# missing, then made too old (a failed import leaves no ``orc.sklearn`` in
+# sys.modules, so each attempt runs the module afresh). One process instead
+# of three saves two start-ups and imports of orc (~2 s each).
+_OPTIONAL_IMPORT = """
+import json
+import sys
+import types
 
-def _python(code):
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
+import orc
+
+orc.classifier, orc.regression  # the modules orc.sklearn wraps
+found = {"sklearn imported by orc": "sklearn" in sys.modules}
+fakes = {
+    "missing": None,  # as if scikit-learn were not installed
+    "1.5.2": types.SimpleNamespace(__version__="1.5.2"),
+}
+for case, fake in fakes.items():
+    sys.modules["sklearn"] = fake
+    try:
+        import orc.sklearn
+    except ImportError as err:
+        found[case] = str(err)
+    else:  # imported: reported, and removed for the next case
+        found[case] = None
+        del sys.modules["orc.sklearn"]
+print(json.dumps(found))
+"""
+
+
+@functools.cache
+def _optional_import():
+    """What the child process above found, and its exit status and stderr."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _OPTIONAL_IMPORT],
         capture_output=True,
         text=True,
         timeout=120,
     )
+    found = json.loads(proc.stdout) if proc.returncode == 0 else None
+    return proc.returncode, proc.stderr, found
 
 
 def test_import_orc_does_not_import_sklearn():
-    proc = _python(
-        """
-        import sys
-        import orc
-        orc.classifier, orc.regression  # the modules orc.sklearn wraps
-        assert "sklearn" not in sys.modules, "import orc imported sklearn"
-        """
-    )
-    assert proc.returncode == 0, proc.stderr
+    returncode, stderr, found = _optional_import()
+    assert returncode == 0, stderr
+    assert not found["sklearn imported by orc"], "import orc imported sklearn"
 
 
 def test_orc_sklearn_without_scikit_learn_says_how_to_install_it():
-    proc = _python(
-        """
-        import sys
-        sys.modules["sklearn"] = None  # as if scikit-learn were not installed
-        try:
-            import orc.sklearn
-        except ImportError as err:
-            print(err)
-        else:
-            raise SystemExit("orc.sklearn imported without scikit-learn")
-        """
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "pip install 'orc[sklearn]'" in proc.stdout
+    returncode, stderr, found = _optional_import()
+    assert returncode == 0, stderr
+    assert found["missing"] is not None, "orc.sklearn imported without scikit-learn"
+    assert "pip install 'orc[sklearn]'" in found["missing"]
 
 
 def test_orc_sklearn_refuses_an_old_scikit_learn():
-    proc = _python(
-        """
-        import sys, types
-        sys.modules["sklearn"] = types.SimpleNamespace(__version__="1.5.2")
-        try:
-            import orc.sklearn
-        except ImportError as err:
-            print(err)
-        else:
-            raise SystemExit("orc.sklearn imported with scikit-learn 1.5.2")
-        """
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "scikit-learn >= 1.6" in proc.stdout and "1.5.2" in proc.stdout
+    returncode, stderr, found = _optional_import()
+    assert returncode == 0, stderr
+    assert found["1.5.2"] is not None, "orc.sklearn imported with scikit-learn 1.5.2"
+    assert "scikit-learn >= 1.6" in found["1.5.2"] and "1.5.2" in found["1.5.2"]

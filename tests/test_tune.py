@@ -42,15 +42,14 @@ def _reference(task, row, names, fixed=FIXED):
 def _score(task, model):
     """A trained model's score on the task's windows, by the public API."""
     states = model.force(jnp.asarray(VAL), model.driver.default_state())
-    u = jnp.asarray(TRAIN)
     scores = []
     for s in task.starts:
         pred = model.forecast(task.horizon, states[s - 1])
         truth = jnp.asarray(VAL[s : s + task.horizon])
         if task.metric == "nrmse":
-            scores.append(orc.metrics.nrmse(pred, truth, scale=jnp.std(u)))
+            scores.append(orc.metrics.nrmse(pred, truth, scale=np.std(TRAIN)))
         else:
-            scale = jnp.sqrt(jnp.mean(jnp.sum(u**2, axis=1)))
+            scale = np.sqrt(np.mean(np.sum(TRAIN**2, axis=1)))
             scores.append(
                 orc.metrics.valid_prediction_time(
                     pred, truth, dt=0.01, lyapunov_exponent=0.906, scale=scale
@@ -69,15 +68,17 @@ SPACE = {
 
 @pytest.fixture(scope="module")
 def nrmse_search():
+    # one seed, a row of four draws: the program of the diverging
+    # candidates' batch (a row of four points per seed there)
     return orc.tune.search(
-        ESNForecaster, SPACE, _task(), fixed=FIXED, draws=2, seeds=2,
+        ESNForecaster, SPACE, _task(), fixed=FIXED, draws=4, seeds=1,
         beta=LogUniform(1e-8, 1e-2), ridge_points=3,
     )  # fmt: skip
 
 
 def test_every_candidate_scores_as_its_solo_public_api_run(nrmse_search):
     res = nrmse_search
-    assert len(res.rows) == 2 * 2 * 3
+    assert len(res.rows) == 1 * 4 * 3
     assert [r["id"] for r in res.rows] == list(range(12))
     # seeds x draws x strengths, every combination once
     combos = {(r["seed"], r["Wr_spectral_radius"], r["beta"]) for r in res.rows}
@@ -202,10 +203,12 @@ def test_diverging_candidates_fail_as_data_and_leave_the_others_alone():
 
 
 def test_static_hyperparameters_compile_one_program_per_value():
-    # (the res_dim=40 group is nrmse_search's program, compiled once)
+    # two draws, one of each value (a row of one draw per group: the
+    # res_dim=40 group is the program of a candidate searched alone in
+    # test_diverging_candidates_fail_as_data_and_leave_the_others_alone)
     space = dict(SPACE, res_dim=Choice([30, 40]))
     res = orc.tune.search(
-        ESNForecaster, space, _task(), fixed={"data_dim": 3}, draws=4,
+        ESNForecaster, space, _task(), fixed={"data_dim": 3}, draws=2,
         beta=LogUniform(1e-8, 1e-2), ridge_points=3,
     )  # fmt: skip
     assert {r["res_dim"] for r in res.rows} == {30, 40}
@@ -318,10 +321,12 @@ def test_bad_search_arguments_are_refused(kwargs, error, words):
 
 
 def test_a_structural_hyperparameter_cannot_be_traced():
+    # the candidate given is the default density's (whose reservoir program
+    # the searches above compiled); a drawn one is refused the same way
     with pytest.raises(ValueError, match="Choice"):
         orc.tune.search(
             ESNForecaster, {"Wr_density": Uniform(0.01, 0.1)}, _task(), fixed=FIXED,
-            draws=1,
+            points=[{"Wr_density": 0.02}],
         )  # fmt: skip
 
 

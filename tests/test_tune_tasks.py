@@ -3,9 +3,12 @@ independent computation (the public trainer, then the accuracy or the NRMSE
 in NumPy), the best model against the public trainer's, failures as data,
 bad task arguments refused by name.
 
-Small on purpose (20-node reservoirs, a few short sequences): every search
-of one task has at most 8 trajectories and 2 ridge strengths, so they share
-one compiled program (one trajectory per call)."""
+Small on purpose (20-node reservoirs, a few short sequences). A search's
+compiled program is fixed by its task, model and shape (a call's row holds
+a seed's draws, up to 8; 2 ridge strengths here), so the searches of one
+task use two: three draws a row (the module's searches, the planted
+overflow's batch, the study's batch) and one (a candidate searched
+alone)."""
 
 from __future__ import annotations
 
@@ -102,7 +105,7 @@ def _same_bits(a, b):
 @pytest.fixture(scope="module")
 def clf_search():
     return orc.tune.search(
-        ESNClassifier, SPACE, _classify_task(), fixed=CLF, draws=2, seeds=2,
+        ESNClassifier, SPACE, _classify_task(), fixed=CLF, draws=3, seeds=2,
         beta=BETA, ridge_points=2,
     )  # fmt: skip
 
@@ -110,14 +113,14 @@ def clf_search():
 @pytest.fixture(scope="module")
 def reg_search():
     return orc.tune.search(
-        ESNRegressor, SPACE, _regress_task(), fixed=REG, draws=2, seeds=1,
+        ESNRegressor, SPACE, _regress_task(), fixed=REG, draws=3, seeds=1,
         beta=BETA, ridge_points=2,
     )  # fmt: skip
 
 
 def test_classify_scores_are_the_public_accuracy(clf_search):
     res = clf_search
-    assert len(res.rows) == 2 * 2 * 2
+    assert len(res.rows) == 2 * 3 * 2
     assert res.metric == "accuracy" and res.higher_is_better
     assert "accuracy" in res.columns
     for row in res.rows[:2] + res.rows[-2:]:
@@ -140,7 +143,7 @@ def test_classify_best_model_is_the_public_trainers(clf_search):
 
 def test_regress_scores_are_the_public_nrmse(reg_search):
     res = reg_search
-    assert len(res.rows) == 2 * 2
+    assert len(res.rows) == 3 * 2
     assert res.metric == "nrmse" and not res.higher_is_better
     for row in res.rows:
         assert row["status"] == "ok", row
@@ -168,6 +171,8 @@ def test_a_planted_overflow_fails_alone(which):
         cls, task, fixed = ESNRegressor, _regress_task(), REG
     good = {"Wr_spectral_radius": 0.9, "embedding_scaling": 0.3}
     points = [dict(good, leak_rate=a) for a in (0.5, 1e308, 0.8)]
+    # three draws in one row: the program of the task's search above
+    # (clf_search, reg_search)
     res = orc.tune.search(
         cls, SPACE, task, fixed=fixed, points=points, beta=BETA, ridge_points=2
     )
@@ -193,9 +198,10 @@ def test_tasks_take_their_trainers_default_beta():
 
 def test_a_study_runs_a_classify_task(clf_search):
     pytest.importorskip("optuna", reason='needs pip install "orc[tune]"')
+    # a batch of three trials is one search of three draws: clf_search's program
     res = orc.tune.study(
         ESNClassifier, SPACE, _classify_task(), fixed=CLF, seeds=1, beta=BETA,
-        ridge_points=2, sampler="random", n_trials=2, batch=2, progress=False,
+        ridge_points=2, sampler="random", n_trials=3, batch=3, progress=False,
     )  # fmt: skip
     assert res.study.direction.name == "MAXIMIZE"
     assert res.study.best_value == res.best["score"]
