@@ -104,6 +104,55 @@ def pytest_runtest_teardown(item, nextitem):
         gc.collect()
 
 
+# -- nothing heavy is compiled when a file is collected
+
+#: Compilation a test file may do when it is imported (seconds of XLA): every
+#: xdist worker imports every file, so what a module computes at import is
+#: paid once per worker, also by the workers that run none of its tests
+#: (a file that trained six models at import cost each of them ~8 s; one
+#: that integrated orc.data's Lorenz63 0.7-3 s). Today's files compile at
+#: most 0.06 s each when imported (transfers, a native probe); build models
+#: and data in fixtures or in a ``functools.cache`` called from the tests.
+COLLECT_COMPILE_LIMIT_S = 0.5
+_collecting: dict = {"file": None, "seconds": {}}
+
+
+def _compile_listener(event, duration, **kwargs):
+    where = _collecting["file"]
+    if where is not None and event == "/jax/core/compile/backend_compile_duration":
+        _collecting["seconds"][where] = (
+            _collecting["seconds"].get(where, 0.0) + duration
+        )
+
+
+jax.monitoring.register_event_duration_secs_listener(_compile_listener)
+
+
+def pytest_collectstart(collector):
+    if isinstance(collector, pytest.Module):
+        _collecting["file"] = collector.nodeid
+
+
+def pytest_collectreport(report):
+    if _collecting["file"] == report.nodeid:
+        _collecting["file"] = None
+
+
+def pytest_runtest_setup(item):
+    """A test of a file that compiled more than ``COLLECT_COMPILE_LIMIT_S``
+    when imported fails, saying so (in every worker: each imported it)."""
+    where = item.nodeid.split("::")[0]
+    seconds = _collecting["seconds"].get(where, 0.0)
+    if seconds > COLLECT_COMPILE_LIMIT_S:
+        pytest.fail(
+            f"{where} compiled JAX programs for {seconds:.1f} s when it was "
+            f"imported (over COLLECT_COMPILE_LIMIT_S = {COLLECT_COMPILE_LIMIT_S} s, "
+            "tests/conftest.py): build its models and data in fixtures or in a "
+            "functools.cache that the tests call",
+            pytrace=False,
+        )
+
+
 def pytest_unconfigure(config):
     if _CACHE_OWNER:
         shutil.rmtree(os.environ["ORC_TEST_JAX_CACHE"], ignore_errors=True)
