@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 
 from ._construct import check_construction
 from ._defaults import ESN
 from ._random import prng_key, spawn
-from ._validation import check_dtype, check_esn_arguments, check_float, check_int
+from ._validation import (
+    check_dtype,
+    check_esn_arguments,
+    check_float,
+    check_int,
+    default_float_dtype,
+)
 from .drivers import DeepESNDriver, ESNDriver, ParallelESNDriver
 from .embeddings import (
     EnsembleLinearEmbedding,
@@ -42,13 +47,12 @@ def _as_orc04_model(embedding, construction: str, seed, scaling):
     under x64), where orc's components draw in their own dtype as ORC's
     components do. A float32 model's ``win`` is thus ORC's float64 draw
     rounded to float32 (drawn in float32 it would be other numbers)."""
-    if construction != "orc04" or embedding.dtype == jnp.asarray(0.0).dtype:
+    drawn = default_float_dtype()
+    if construction != "orc04" or embedding.dtype == drawn:
         return embedding
     from ._orc04 import orc04_uniform
 
-    draw = orc04_uniform(
-        seed, embedding.win.shape, float(scaling), jnp.asarray(0.0).dtype
-    )
+    draw = orc04_uniform(seed, embedding.win.shape, float(scaling), drawn)
     return eqx.tree_at(lambda e: e.win, embedding, draw.astype(embedding.dtype))
 
 
