@@ -28,6 +28,7 @@ import jax
 import numpy as np
 import pytest
 
+from _helpers import count_compiles
 from orc.utils import numerics, regressions
 from orc.utils.numerics import _arnoldi_iteration, max_eig_arnoldi
 from orc.utils.regressions import (
@@ -130,6 +131,18 @@ def test_solve_all_ridge_reg_batched_at_or_above_chunks(bs):
     # the batched and unbatched fits come out equal in ORC (index 1: beta 1e-2)
     _close(FIXTURES["batched"][0], FIXTURES["all"][1])
     _close(_solve_all_ridge_reg_batched(X, Y, 1e-2, bs), FIXTURES["all"][1])
+
+
+def test_a_regression_is_one_program_per_shape_for_every_beta():
+    """Called eagerly, as ORC's users call them, a helper's fit compiles one
+    program per shape: a new ``beta`` is an argument of it, not a constant
+    that compiles it again (6 programs per value before), and the weights
+    are still the per-beta reference's."""
+    _solve_all_ridge_reg(X, Y, BETAS[0])  # the shape's program
+    with count_compiles() as c:
+        for i in range(1, len(BETAS)):
+            _close(_solve_all_ridge_reg(X, Y, BETAS[i]), FIXTURES["all"][i])
+    assert c["compiles"] == 0, c
 
 
 def test_regressions_under_jit_and_vmap():

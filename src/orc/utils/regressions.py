@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import operator
 
+import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .._defaults import NUMERICS
 from .._ridge import RidgeStats, solve, stats_update
+from .._strategy import compiled
 from .._validation import check_beta, check_data, default_float_dtype, warn_zero_beta
 
 __all__ = ["ridge_regression"]
@@ -65,10 +68,21 @@ def _fit(
     if not beta_checked:
         beta = _checked_beta(name, beta, res_seq, target_seq)
     dtype = jnp.result_type(res_seq.dtype, target_seq.dtype)
+    # beta an array: a traced argument of the program, not a constant of it
+    # (a Python float would compile the program again for each value)
+    beta = beta if eqx.is_array(beta) else np.asarray(beta, dtype)
+    return _weights(res_seq.astype(dtype), target_seq.astype(dtype), beta, chunked)
+
+
+@compiled
+def _weights(res_seq, target_seq, beta, chunked: bool) -> Array:
+    """The ridge fit of :func:`_fit` as one program per shape (run eagerly,
+    its statistics, solve and checks were dozens of small programs)."""
     chunks = res_seq.shape[1] if chunked else None
-    stats = RidgeStats.zeros(res_seq.shape[-1], target_seq.shape[-1], chunks, dtype)
-    stats = stats_update(stats, res_seq.astype(dtype), target_seq.astype(dtype))
-    return solve(stats, beta)
+    stats = RidgeStats.zeros(
+        res_seq.shape[-1], target_seq.shape[-1], chunks, res_seq.dtype
+    )
+    return solve(stats_update(stats, res_seq, target_seq), beta)
 
 
 def ridge_regression(
