@@ -1501,7 +1501,8 @@ def load(path, cls: type | None = None, return_extras: bool = False, allow=()):
             and jnp.issubdtype(a.dtype, jnp.inexact)
             and not np.all(np.isfinite(a))
         )
-        arrays = [jnp.asarray(a) for a in leaves]
+        # device_put: jnp.asarray would compile a small program per leaf shape
+        arrays = [jax.device_put(a) for a in leaves]
         model = _Decoder(arrays, allowed, header["format_version"], nonfinite)(
             header["tree"], "model"
         )
