@@ -43,6 +43,13 @@ if "ORC_TEST_JAX_CACHE" in os.environ:  # the run's (inherited by the workers)
         os.environ["ORC_TEST_JAX_CACHE"], os.environ.get("PYTEST_XDIST_WORKER", "main")
     )
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    # the command line's own cache ($ORC_CACHE_DIR/jax, default ~/.cache/orc)
+    # for the `orc` subprocesses: the run's too, never the user's home (a
+    # warm home cache also made local runs faster than CI's cold ones)
+    # (one a user set is left as it is; ours is one per process, as above)
+    if "ORC_CACHE_DIR" not in os.environ or os.environ.get("ORC_TEST_CLI_CACHE"):
+        os.environ["ORC_TEST_CLI_CACHE"] = "1"
+        os.environ["ORC_CACHE_DIR"] = os.environ["JAX_COMPILATION_CACHE_DIR"] + "-cli"
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

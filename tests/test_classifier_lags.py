@@ -4,6 +4,7 @@ standard deviation, before the first differences of ``input_differences``."""
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,10 +27,22 @@ def _lag(seq, lag):
     return out
 
 
+@eqx.filter_jit
+def _jit_inputs(model, seq):
+    return model._inputs(seq)
+
+
+def _inputs(model, seq):
+    """``model._inputs(seq)`` compiled, as in training and classification:
+    one program (eagerly, one per operation)."""
+    return np.asarray(_jit_inputs(model, jnp.asarray(seq)))
+
+
 def test_lagged_differences_match_numpy():
     seq = _series(1, 30, 3)[0]
     lags = (1, 3, 7, 35)  # a lag longer than the series gives zeros
-    got = np.asarray(lagged_differences(jnp.asarray(seq), lags))
+    # compiled, as in training: one program (eagerly, one per operation)
+    got = np.asarray(jax.jit(lagged_differences, static_argnums=1)(seq, lags))
     want = np.concatenate([_lag(seq, lag) if lag < 30 else 0 * seq for lag in lags], 1)
     np.testing.assert_array_equal(got, want)
 
@@ -57,7 +70,8 @@ def test_lags_then_first_differences_are_fitted_and_read():
     seq = channels[3]
     first = np.concatenate([np.zeros((1, 6)), np.diff(seq, axis=0)]) / diff_scale
     want = np.concatenate([seq, first], axis=1)
-    np.testing.assert_allclose(np.asarray(fitted._inputs(x[3])), want, rtol=1e-12)
+    got = _inputs(fitted, xs[3])
+    np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
 def test_lags_alone_and_a_trained_model_under_jit():
@@ -69,7 +83,7 @@ def test_lags_alone_and_a_trained_model_under_jit():
     xs = np.asarray(x)
     scale = np.std(xs[:, 2:] - xs[:, :-2], axis=(0, 1))
     want = np.concatenate([xs[0], _lag(xs[0], 2) / scale], axis=1)
-    np.testing.assert_allclose(np.asarray(trained._inputs(x[0])), want, rtol=1e-12)
+    np.testing.assert_allclose(_inputs(trained, xs[0]), want, rtol=1e-12)
     probs = jax.jit(jax.vmap(lambda s: trained.classify(s, None, 5)))(x)
     assert probs.shape == (12, 3) and np.all(np.isfinite(probs))
 
@@ -84,9 +98,10 @@ def test_lags_survive_save_and_load(tmp_path):
     back = orc.load(orc.save(tmp_path / "lags.orc", trained))
     assert back.input_lags == (2, 5)
     np.testing.assert_array_equal(back.lag_scale, trained.lag_scale)
+    x0 = jnp.asarray(np.asarray(x)[0])  # sliced in numpy: no eager program
     np.testing.assert_array_equal(
-        np.asarray(back.classify(x[0], None, 3)),
-        np.asarray(trained.classify(x[0], None, 3)),
+        np.asarray(back.classify(x0, None, 3)),
+        np.asarray(trained.classify(x0, None, 3)),
     )
     # a model without lags keeps the fields of files written before them
     plain = ESNClassifier(2, 2, 20, input_differences=True)

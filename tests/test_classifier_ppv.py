@@ -36,6 +36,9 @@ BETAS = np.logspace(-3, 3, 10)  # as orc.sklearn.DEFAULT_BETAS: one compiled fit
 _loo_ridge = jax.jit(loo_ridge)
 # an embedding's rows for a batch of inputs: one program per shape
 _embed_all = eqx.filter_jit(lambda emb, xs: jax.vmap(emb.embed)(xs))
+# a model's features of one series, one program per model layout (eagerly,
+# each of the features' operations compiles a program of its own)
+_features = eqx.filter_jit(lambda model, seq: model.features(seq, spinup=SPINUP))
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +164,7 @@ def test_fitted_parameters_and_features_match_numpy(
             th[p], np.quantile(states, PPV_QUANTILES, axis=0), rtol=1e-10, atol=1e-12
         )
     # features of an unseen series
-    feats = np.asarray(model.features(test[1], spinup=SPINUP))
+    feats = np.asarray(_features(model, test[1]))
     assert feats.shape == (model.feature_dim,) == ((8 if bi else 4) * RES_DIM,)
     np.testing.assert_allclose(
         feats, _np_features(model, test[1], SPINUP), rtol=1e-10, atol=1e-12
@@ -179,9 +182,9 @@ def test_untrained_thresholds_are_the_sign(data):
     """Before training the thresholds are 0: the fraction of positive states."""
     (seqs, _), _ = data
     model = _model("ppv")
-    assert not np.any(model.ppv_thresholds)
+    assert not np.any(np.asarray(model.ppv_thresholds))
     states = _np_states(model, seqs[0])[SPINUP:]
-    feats = np.asarray(model.features(seqs[0], spinup=SPINUP))
+    feats = np.asarray(_features(model, seqs[0]))
     np.testing.assert_allclose(feats[RES_DIM : 2 * RES_DIM], (states > 0).mean(0))
     with pytest.warns(orc.UntrainedModelWarning):
         model.classify(seqs[0], spinup=SPINUP)

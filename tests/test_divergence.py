@@ -20,10 +20,14 @@ from orc.forecaster.nvar import _raw_weights
 
 @functools.cache
 def _lorenz63(dt: float) -> np.ndarray:
-    """80 time units of Lorenz63 at spacing ``dt``: one integration (one
-    compiled program) per spacing for the whole file."""
-    u, _ = orc.data.lorenz63(tN=80, dt=dt)
-    return np.asarray(u)
+    """80 time units of Lorenz63 at spacing ``dt``: one integration per
+    spacing for the whole file, and one compiled program for both spacings:
+    each solve saves 8000 samples (orc.data pads its output grid to a power
+    of two, so the padded grids and the programs are the same), of which the
+    first 80 time units are kept. A solve's samples do not depend on where it
+    ends: they are the bits of ``lorenz63(tN=80, dt=dt)``."""
+    u, _ = orc.data.lorenz63(tN=8000 * dt, dt=dt)
+    return np.asarray(u)[: int(round(80 / dt))]
 
 
 def _doubling_nvar():
@@ -46,14 +50,17 @@ def test_forecast_blow_up_warns_with_the_step():
 
 
 def test_esn_forecast_that_leaves_the_attractor_warns():
-    u = jnp.asarray(_lorenz63(0.01)[500:3000])
+    # numpy data, states and weights (the library converts them): the slices
+    # and the scaled readout compile no eager programs
+    u = _lorenz63(0.01)[500:3000]
     model, states = F.train_RCForecaster(F.ESNForecaster(3, 100, seed=0), u[:1500])
     with warnings.catch_warnings():
         warnings.simplefilter("error", F.DivergenceWarning)
-        model.forecast(300, states[-1])
+        model.forecast(300, np.asarray(states)[-1])
         model.forecast_from_IC(300, u[1300:1500])
     # a readout scaled up 1e4 drives the output far off the attractor
-    wild = eqx.tree_at(lambda q: q.readout.wout, model, model.readout.wout * 1e4)
+    wout = jnp.asarray(np.asarray(model.readout.wout) * 1e4)
+    wild = eqx.tree_at(lambda q: q.readout.wout, model, wout)
     with pytest.warns(
         F.DivergenceWarning, match="forecast_from_IC: the forecast diverged at step 0"
     ):
@@ -112,10 +119,14 @@ def test_nvar_standardised_weights_are_the_same_polynomial(
     z = (u - mu) / sigma
     step = np.asarray(m.features(jnp.asarray(z))) @ w_z.T
     pred_z = z[m.window - 1 :] + step if target == "increment" else step
+    # one compiled program per case (eagerly, each of its jnp operations
+    # compiled a program of its own: ~20 per case)
     raw = eqx.tree_at(
         lambda q: q.wout,
         m,
-        _raw_weights(m, jnp.asarray(w_z), jnp.asarray(mu), jnp.asarray(sigma)),
+        eqx.filter_jit(_raw_weights)(
+            m, jnp.asarray(w_z), jnp.asarray(mu), jnp.asarray(sigma)
+        ),
     )
     np.testing.assert_allclose(
         raw.predict(jnp.asarray(u)), pred_z * sigma + mu, rtol=1e-10, atol=1e-9

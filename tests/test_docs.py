@@ -2,7 +2,9 @@
 
 - ``mkdocs build --strict`` (warnings are errors: broken links, missing
   snippet files, docstrings mkdocstrings cannot parse);
-- each ``examples/*.py`` in its small mode, checking the files it promises;
+- each ``examples/*.py`` in its small mode, checking the files it promises
+  (these and the pages' code below in one child process, each as in a fresh
+  one: ``_RUNNER``);
 - ``examples/cli.sh`` from an empty folder;
 - the Python blocks of the home, getting-started and from-reservoirpy pages,
   in order, in one namespace per page. Only a block whose opening fence is
@@ -21,11 +23,13 @@
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -89,18 +93,137 @@ def test_site_builds_with_every_page(site):
     assert "run_experiment" in ks  # the example's code is included verbatim
 
 
+# The examples and the pages' code run in one child process, one after the
+# other, each as in a fresh process of its own: as ``__main__`` in a new
+# namespace, from a folder of its own (``ORC_EXAMPLE_OUT`` for an example),
+# with JAX's default precision (float32: x64 is switched off before each, so
+# an example or page that forgot to switch it on still shows it), the
+# stdout file descriptor of its own, matplotlib's figures closed and its
+# settings back to the defaults. A process each paid its start-up (Python,
+# JAX, orc, matplotlib) and shared no compiled program with the others (the
+# eight compile ~300 programs; one process compiles the same ones): eight
+# processes took ~17 s more CPU time than one (of ~85 s, 2026-11-29). It
+# runs without JAX's persistent cache, which a user does not have by
+# default and which one process would only write to.
+_RUNNER = textwrap.dedent(
+    """
+    import contextlib, json, os, runpy, sys, traceback
+    import jax
+
+    jobs, report = json.load(open(sys.argv[1])), sys.argv[2]
+    environ = dict(os.environ)
+
+
+    @contextlib.contextmanager
+    def stdout_to(path):
+        sys.stdout.flush()
+        saved = os.dup(1)
+        with open(path, "wb") as f:
+            os.dup2(f.fileno(), 1)
+            try:
+                yield
+            finally:
+                sys.stdout.flush()
+                os.dup2(saved, 1)
+                os.close(saved)
+
+
+    results = {}
+    for job in jobs:
+        jax.config.update("jax_enable_x64", False)
+        os.environ.clear()
+        os.environ.update(environ, **job["env"])
+        os.chdir(job["cwd"])
+        script = job.get("script")
+        sys.argv = [script or "-c"]
+        sys.path[0] = os.path.dirname(script) if script else ""
+        try:
+            with stdout_to(job["stdout"]):
+                if script:
+                    runpy.run_path(script, run_name="__main__")
+                else:
+                    code = compile(job["code"], job["name"], "exec")
+                    exec(code, {"__name__": "__main__"})
+            results[job["name"]] = None
+        except BaseException:
+            results[job["name"]] = traceback.format_exc()
+        if "matplotlib" in sys.modules:
+            import matplotlib, matplotlib.pyplot
+
+            matplotlib.pyplot.close("all")
+            matplotlib.rc_file_defaults()
+    with open(report, "w") as f:
+        json.dump(results, f)
+    """
+)
+
+
+def _page_code(page):
+    """The page's text and its Python blocks (the runnable ones), joined."""
+    text = (ROOT / "docs" / page).read_text()
+    return text, re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+@pytest.fixture(scope="module")
+def runs(request, tmp_path_factory):
+    """The examples and pages of this module's selected tests, run in one
+    child process (:data:`_RUNNER`): ``name -> (traceback or None, its
+    folder, what it printed)``."""
+    tmp = tmp_path_factory.mktemp("runs")
+    jobs = []
+    for item in request.session.items:
+        if item.module is not request.module or not hasattr(item, "callspec"):
+            continue
+        params = item.callspec.params
+        if item.originalname == "test_example_runs":
+            name = f"examples/{params['script']}"
+            job = {"script": str(ROOT / name),
+                   "env": {"ORC_EXAMPLE_SMALL": "1"}}  # fmt: skip
+        elif item.originalname == "test_page_code_runs":
+            name = f"docs/{params['page']}"
+            job = {"code": "\n".join(_page_code(params["page"])[1]), "env": {}}
+        else:
+            continue
+        folder = tmp / name.replace("/", "_")
+        folder.mkdir()
+        if "script" in job:
+            job["env"]["ORC_EXAMPLE_OUT"] = str(folder)
+        job.update(name=name, cwd=str(folder), stdout=str(folder / "stdout.txt"))
+        jobs.append(job)
+    (tmp / "jobs.json").write_text(json.dumps(jobs))
+    env = _env()
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)  # one process: nothing to share
+    proc = subprocess.run(
+        [sys.executable, "-c", _RUNNER, str(tmp / "jobs.json"), str(tmp / "report.json")],
+        cwd=tmp, env=env, capture_output=True, text=True, timeout=600 + 300 * len(jobs),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((tmp / "report.json").read_text())
+    return {
+        job["name"]: (
+            report[job["name"]],
+            Path(job["cwd"]),
+            Path(job["stdout"]).read_text(),
+            proc.stderr,
+        )  # fmt: skip
+        for job in jobs
+    }
+
+
+def _ran(runs, name):
+    """``name``'s folder and what it printed; it raised nothing."""
+    error, folder, stdout, stderr = runs[name]
+    assert error is None, f"{name} failed:\n{error[-3000:]}\n{stderr[-2000:]}"
+    return folder, stdout
+
+
 @pytest.mark.parametrize("script", sorted(EXAMPLES))
-def test_example_runs(script, tmp_path):
-    _run_ok(
-        [sys.executable, str(ROOT / "examples" / script)],
-        tmp_path,
-        ORC_EXAMPLE_SMALL="1",
-        ORC_EXAMPLE_OUT=str(tmp_path),
-    )
+def test_example_runs(script, runs):
+    folder, _ = _ran(runs, f"examples/{script}")
     for name in EXAMPLES[script]:
         # a figure has pixels; a table or a model file has its rows
         least = 5000 if name.endswith(".png") else 200
-        assert (tmp_path / name).stat().st_size > least, name
+        assert (folder / name).stat().st_size > least, name
 
 
 def test_cli_example_runs(tmp_path):
@@ -113,14 +236,12 @@ def test_cli_example_runs(tmp_path):
     "page,n_blocks",
     [("index.md", 1), ("getting-started.md", 5), ("from-reservoirpy.md", 6)],
 )
-def test_page_code_runs(page, n_blocks, tmp_path):
+def test_page_code_runs(page, n_blocks, runs):
     """The Python blocks of a page run, in order, in one namespace."""
-    text = (ROOT / "docs" / page).read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    text, blocks = _page_code(page)
     assert len(blocks) >= n_blocks
-    code = "\n".join(blocks)
-    proc = _run_ok([sys.executable, "-c", code], tmp_path)
-    _check_printed(text, proc.stdout)
+    _, stdout = _ran(runs, f"docs/{page}")
+    _check_printed(text, stdout)
 
 
 def _check_printed(text, stdout, title="orc output"):

@@ -30,7 +30,21 @@ BACKENDS = ["native", "xla"] if NATIVE else ["xla"]
 # what a host callback lowers to in the HLO (CPU and GPU spellings)
 CALLBACK_MARKERS = ("callback", "host_compute", "SendToHost", "RecvFromHost")
 
-U = jnp.asarray(lorenz_rk4(300))
+U_NP = np.asarray(lorenz_rk4(300))
+# jax.device_put: jnp.asarray of numpy compiles a program per shape and dtype
+U = jax.device_put(U_NP)
+
+
+def _with_np(at, value, rows=None):
+    """U (its first ``rows``) with ``value`` at ``at``, made in numpy (no
+    eager program compiled for the tests' own inputs)."""
+    u = U_NP[:rows].copy()
+    u[at] = value
+    return u
+
+
+def _with(at, value, rows=None):
+    return jax.device_put(_with_np(at, value, rows))
 
 
 def _hlo(fn, *args) -> str:
@@ -43,36 +57,53 @@ def _esn():
     return orc.forecaster.ESNForecaster(3, 64, seed=0)
 
 
-def _trained():
-    return orc.forecaster.train_RCForecaster(_esn(), U)
+def _trained(backend=None):
+    return orc.forecaster.train_RCForecaster(_esn(), U, backend=backend)
+
+
+def _row(x):
+    """The abstract value of one row of ``x`` (``x[-1]``'s shape and dtype)."""
+    return jax.ShapeDtypeStruct(x.shape[1:], x.dtype)
 
 
 @functools.cache
 def _programs(backend):
-    """(name, function, args) for the main entry points, built (and the
-    models trained) under ``backend``; one list per backend, shared by the
-    tests below."""
+    """(name, function, args) for the main entry points, built under
+    ``backend``; one list per backend, shared by the tests below."""
     with orc.use_backend(backend):
         return _build_programs()
 
 
 def _build_programs():
-    esn, (model, R) = _esn(), _trained()
+    # the tests only lower and trace these programs: the trained models they
+    # take are abstract (jax.eval_shape: the trained models' shapes and
+    # dtypes, the same lowered programs as with the trained weights, and no
+    # training compiled for them)
+    esn = _esn()
+    model, R = jax.eval_shape(orc.forecaster.train_RCForecaster, esn, U)
     seqs, labels = noisy_sinusoids(jax.random.key(0), 2, n_classes=2, seq_len=30)
     cls = orc.classifier.ESNClassifier(3, 2, 30, seed=0)
-    trained_cls = orc.classifier.train_RCClassifier(cls, seqs, labels)
+    trained_cls = jax.eval_shape(orc.classifier.train_RCClassifier, cls, seqs, labels)
     nvar = orc.forecaster.NVARForecaster(3, k=2, s=1, order=2)
-    trained_nvar, windows = orc.forecaster.train_NVARForecaster(nvar, U)
+    trained_nvar, windows = jax.eval_shape(orc.forecaster.train_NVARForecaster, nvar, U)
     ens = orc.forecaster.EnsembleESNForecaster(3, 40, chunks=2, seed=0)
     return [
         ("train", orc.forecaster.train_RCForecaster, (esn, U)),
-        ("forecast", lambda m, r: m.forecast(50, r), (model, R[-1])),
-        ("forecast_from_IC", lambda m, u: m.forecast_from_IC(50, u), (model, U[:40])),
+        ("forecast", lambda m, r: m.forecast(50, r), (model, _row(R))),
+        (
+            "forecast_from_IC",
+            lambda m, u: m.forecast_from_IC(50, u),
+            (model, U_NP[:40]),
+        ),
         ("ensemble train", orc.forecaster.train_RCForecaster, (ens, U)),
         ("classifier train", orc.classifier.train_RCClassifier, (cls, seqs, labels)),
-        ("classify", lambda m, s: m.classify(s), (trained_cls, seqs[0])),
+        ("classify", lambda m, s: m.classify(s), (trained_cls, np.asarray(seqs)[0])),
         ("nvar train", orc.forecaster.train_NVARForecaster, (nvar, U)),
-        ("nvar forecast", lambda m, u: m.forecast(50, u), (trained_nvar, windows[-1])),
+        (
+            "nvar forecast",
+            lambda m, u: m.forecast(50, u),
+            (trained_nvar, _row(windows)),
+        ),
     ]
 
 
@@ -133,7 +164,7 @@ def test_device_programs_hold_no_host_callback(backend):
 
 
 def test_checks_still_raise_eagerly_and_under_filter_jit():
-    bad = U.at[7, 1].set(jnp.nan)
+    bad = _with((7, 1), np.nan)
     for call in (
         orc.forecaster.train_RCForecaster,
         eqx.filter_jit(orc.forecaster.train_RCForecaster),
@@ -152,7 +183,7 @@ def test_checks_still_raise_eagerly_and_under_filter_jit():
 
 def test_ridge_warning_points_at_the_callers_line():
     model = orc.forecaster.ESNForecaster(3, 20, seed=0, dtype=jnp.float32)
-    data = jnp.zeros((200, 3), jnp.float32)  # constant states: G is rank 1
+    data = jax.device_put(np.zeros((200, 3), np.float32))  # constant states: rank 1 G
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         orc.forecaster.train_RCForecaster(model, data, beta=0.0)
@@ -162,7 +193,7 @@ def test_ridge_warning_points_at_the_callers_line():
 
 
 def test_capture_errors_returns_the_checks_as_values():
-    bad = U.at[3, 0].set(jnp.inf)
+    bad = _with((3, 0), np.inf)
     train = jax.jit(orc.capture_errors(orc.forecaster.train_RCForecaster))
     (model, R), errors = train(_esn(), bad)
     assert isinstance(errors, orc.Errors)
@@ -185,7 +216,7 @@ def test_capture_errors_returns_the_checks_as_values():
 
 def test_capture_errors_under_vmap_reports_any_member():
     # three data sets, the middle one with a NaN: one error, found once
-    batch = jnp.stack([U, U.at[5, 2].set(jnp.nan), 2 * U])
+    batch = jax.device_put(np.stack([U_NP, _with_np((5, 2), np.nan), 2 * U_NP]))
     train = jax.jit(
         jax.vmap(
             orc.capture_errors(
@@ -194,19 +225,20 @@ def test_capture_errors_under_vmap_reports_any_member():
         )
     )
     wout, errors = train(batch)
-    assert errors.codes.shape[0] == 3
-    assert np.array_equal(np.asarray(errors.codes[:, 0] >= 0), [False, True, False])
+    codes = np.asarray(errors.codes)
+    assert codes.shape[0] == 3
+    assert np.array_equal(codes[:, 0] >= 0, [False, True, False])
     found = errors.found()
     assert "train_seq" in found[0][1]  # the member's ridge checks follow it
-    assert np.array_equal(np.asarray((errors.codes >= 0).any(1)), [False, True, False])
+    assert np.array_equal((codes >= 0).any(1), [False, True, False])
     if ON_CPU:  # the batched fit is the member's fit (see _helpers.ON_CPU)
-        clean = orc.forecaster.train_RCForecaster(_esn(), U)[0].readout.wout
-        np.testing.assert_allclose(wout[0], clean, rtol=1e-10, atol=1e-12)
+        clean = _trained()[0].readout.wout
+        np.testing.assert_allclose(np.asarray(wout)[0], clean, rtol=1e-10, atol=1e-12)
 
 
 def test_warnings_are_data_too():
     model = orc.forecaster.ESNForecaster(3, 20, seed=0, dtype=jnp.float32)
-    data = jnp.zeros((200, 3), jnp.float32)
+    data = jax.device_put(np.zeros((200, 3), np.float32))
     train = jax.jit(
         orc.capture_errors(
             lambda m, u: orc.forecaster.train_RCForecaster(m, u, beta=0.0)
@@ -228,12 +260,12 @@ def test_nested_entry_points_report_once_from_the_outer_program():
     # forecast_from_IC calls force/forecast inside its own program: their
     # checks are handed to the outermost orc program, not threaded twice
     model, _ = _trained()
-    text = _hlo(lambda m, u: m.forecast_from_IC(20, u), model, U[:30])
+    text = _hlo(lambda m, u: m.forecast_from_IC(20, u), model, U_NP[:30])
     assert "callback" not in text
     # the warm-up data is refused by the outer program's own check, named
     # as the caller named it (the nested force's check of its in_seq fires
     # too, but only the first error written is raised)
-    nan_ic = U[:30].at[0, 0].set(jnp.nan)
+    nan_ic = _with((0, 0), np.nan, rows=30)
     with pytest.raises(eqx.EquinoxRuntimeError) as err:
         model.forecast_from_IC(20, nan_ic)
     assert str(err.value) == (
@@ -270,78 +302,11 @@ for i, backend in enumerate(sys.argv[2].split(",")):
     print(backend, hits, misses, float(jnp.sum(fc)), float(jnp.sum(fc2)))
 """
 
-
-def _python(code: str, *argv: str) -> list[str]:
-    """The lines ``code`` printed, run in a fresh Python."""
-    proc = subprocess.run(
-        [sys.executable, "-c", code, *argv],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout.strip().splitlines()
-
-
-def test_second_process_compiles_nothing(tmp_path):
-    # training and both forecasts (and every small program around them) are
-    # written to the persistent cache by the first process and read back by
-    # the second: no "uses host callbacks" refusal, nothing compiled again.
-    # Both processes run every backend (one process start each, not one per
-    # backend); the counts are per backend.
-    first = _python(_CACHE_SCRIPT, str(tmp_path), ",".join(BACKENDS))
-    second = _python(_CACHE_SCRIPT, str(tmp_path), ",".join(BACKENDS))
-    runs = {line.split()[0]: (line.split(), other.split())
-            for line, other in zip(first[-len(BACKENDS):], second[-len(BACKENDS):],
-                                   strict=True)}  # fmt: skip
-    assert sorted(runs) == sorted(BACKENDS), (first, second)
-    for backend, (one, two) in runs.items():
-        assert two[0] == backend, (first, second)
-        hits1, misses1 = int(one[1]), int(one[2])
-        hits2, misses2 = int(two[1]), int(two[2])
-        assert misses1 >= 3 and hits1 == 0, (backend, one)
-        assert misses2 == 0, f"{backend}: second process compiled {misses2} again"
-        assert hits2 == misses1, (backend, one, two)
-        assert one[3:] == two[3:], backend  # same numbers, bit for bit in repr
-
-
-def _export_write(path: str, backend: str) -> None:
-    """Export a forecast and a training in this process (the fresh process
-    reads them back, ``_EXPORT_READ``)."""
-    u = jnp.asarray(np.sin(np.arange(600)[:, None] * [0.05, 0.07, 0.11]))
-    model, R = orc.forecaster.train_RCForecaster(
-        orc.forecaster.ESNForecaster(3, 50, seed=1), u, backend=backend
-    )
-    exp = orc.export(lambda r: model.forecast(100, r), R[-1], backend=backend)
-    with open(path + ".bin", "wb") as f:
-        f.write(exp.serialize())
-    y, errors = exp.call(R[-1])
-    errors.raise_if_any()
-    np.save(path + ".r0.npy", np.asarray(R[-1]))
-    np.save(path + ".y.npy", np.asarray(y))
-    direct = model.forecast(100, R[-1], backend=backend)
-    np.save(path + ".direct.npy", np.asarray(direct))
-    tr = orc.export(
-        lambda u: (
-            orc.forecaster.train_RCForecaster(
-                orc.forecaster.ESNForecaster(3, 50, seed=1), u
-            )[0].readout.wout
-        ),
-        u,
-        backend=backend,
-    )
-    with open(path + ".train.bin", "wb") as f:
-        f.write(tr.serialize())
-    np.save(path + ".u.npy", np.asarray(u))
-
-
+# reads back what _export_write wrote (the paths after the cache script's
+# two arguments; run after its counts are printed, so not counted in them)
 _EXPORT_READ = """
-import sys, jax
-jax.config.update("jax_enable_x64", True)
-import numpy as np, jax.numpy as jnp, equinox as eqx
-import orc  # registers the native kernels and orc.Errors' serialisation
-for path in sys.argv[1:]:
+import equinox as eqx
+for path in sys.argv[3:]:
     exp = jax.export.deserialize(open(path + ".bin", "rb").read())
     y, errors = exp.call(jnp.asarray(np.load(path + ".r0.npy")))
     assert errors.found() == [], errors.found()
@@ -362,17 +327,85 @@ for path in sys.argv[1:]:
 """
 
 
-def test_export_round_trips_into_a_fresh_process(tmp_path):
-    # written here, read back by one fresh process for every backend
+def _python(code: str, *argv: str) -> list[str]:
+    """The lines ``code`` printed, run in a fresh Python."""
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()
+
+
+def _export_write(path: str, backend: str) -> None:
+    """Export a forecast and a training in this process (a fresh process
+    reads them back, ``_EXPORT_READ``)."""
+    # the forecast's model is the file's trained one (its training program
+    # is compiled for the other tests already)
+    model, R = _trained(backend)
+    exp = orc.export(lambda r: model.forecast(100, r), R[-1], backend=backend)
+    with open(path + ".bin", "wb") as f:
+        f.write(exp.serialize())
+    y, errors = exp.call(R[-1])
+    errors.raise_if_any()
+    np.save(path + ".r0.npy", np.asarray(R[-1]))
+    np.save(path + ".y.npy", np.asarray(y))
+    direct = model.forecast(100, R[-1], backend=backend)
+    np.save(path + ".direct.npy", np.asarray(direct))
+    u = jax.device_put(np.sin(np.arange(600)[:, None] * [0.05, 0.07, 0.11]))
+    tr = orc.export(
+        lambda u: (
+            orc.forecaster.train_RCForecaster(
+                orc.forecaster.ESNForecaster(3, 50, seed=1), u
+            )[0].readout.wout
+        ),
+        u,
+        backend=backend,
+    )
+    with open(path + ".train.bin", "wb") as f:
+        f.write(tr.serialize())
+    np.save(path + ".u.npy", np.asarray(u))
+
+
+def test_second_process_compiles_nothing_and_exports_round_trip(tmp_path):
+    # Two checks across processes, sharing their two process starts:
+    # (1) training and both forecasts (and every small program around them)
+    # are written to the persistent cache by the first process and read back
+    # by the second: no "uses host callbacks" refusal, nothing compiled
+    # again. Both processes run every backend; the counts are per backend.
+    # (2) a forecast and a training exported here, for every backend, are
+    # read back and run by the first (fresh) process, after its counts.
+    cache = str(tmp_path / "cache")
     paths = {backend: str(tmp_path / f"fc-{backend}") for backend in BACKENDS}
     for backend, path in paths.items():
         _export_write(path, backend)
-    done = _python(_EXPORT_READ, *paths.values())
-    assert done[-len(paths) :] == [f"ok {path}" for path in paths.values()]
+    first = _python(_CACHE_SCRIPT + _EXPORT_READ, cache, ",".join(BACKENDS),
+                    *paths.values())  # fmt: skip
+    second = _python(_CACHE_SCRIPT, cache, ",".join(BACKENDS))
+    # (2) the exports
+    done = [line for line in first if line.startswith("ok ")]
+    assert done == [f"ok {path}" for path in paths.values()], first
     for backend, path in paths.items():
         direct = np.load(path + ".direct.npy")
         np.testing.assert_array_equal(np.load(path + ".y.npy"), direct, backend)
         np.testing.assert_array_equal(np.load(path + ".y2.npy"), direct, backend)
+    # (1) the cache
+    counts = [[line for line in out if line.split()[0] in BACKENDS]
+              for out in (first, second)]  # fmt: skip
+    runs = {line.split()[0]: (line.split(), other.split())
+            for line, other in zip(*counts, strict=True)}  # fmt: skip
+    assert sorted(runs) == sorted(BACKENDS), (first, second)
+    for backend, (one, two) in runs.items():
+        assert two[0] == backend, (first, second)
+        hits1, misses1 = int(one[1]), int(one[2])
+        hits2, misses2 = int(two[1]), int(two[2])
+        assert misses1 >= 3 and hits1 == 0, (backend, one)
+        assert misses2 == 0, f"{backend}: second process compiled {misses2} again"
+        assert hits2 == misses1, (backend, one, two)
+        assert one[3:] == two[3:], backend  # same numbers, bit for bit in repr
 
 
 def test_errors_is_a_pytree_that_serialises():

@@ -4,7 +4,8 @@ With x64 on, a float32 fit accumulates and solves in float64; with x64 off
 its statistics are kept in QR form (``orc._ridge``). Both are checked against
 a float64 numpy solution of the same float32 features; a float32 Lorenz63
 forecaster with x64 off (a subprocess) must keep >= 90% of the float64
-model's valid prediction time, where float32 normal equations lose most of it.
+model's valid prediction time (the float64 model runs in the test process),
+where float32 normal equations lose most of it.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import orc
-from _helpers import assert_fallback_solution
+from _helpers import assert_fallback_solution, lorenz_rk4
 from orc import _ridge
 
 
@@ -74,11 +74,12 @@ def _fit_with_result(stats, X, Y, beta):
 
 def _qr_stats(f, o, chunks=None):
     lead = () if chunks is None else (chunks,)
-    z = jnp.float32
+    z = np.float32
+    # zeros put on the device from numpy (jnp.zeros compiles a program per shape)
     return _ridge.RidgeStats(
-        jnp.zeros(lead + (f, f), z),
-        jnp.zeros(lead + (f, o), z),
-        jnp.zeros((), z),
+        *jax.device_put(
+            (np.zeros(lead + (f, f), z), np.zeros(lead + (f, o), z), np.zeros((), z))
+        ),
         form="qr",
         weights_dtype=jnp.dtype(z),
     )
@@ -122,11 +123,12 @@ def test_qr_form_matches_the_float64_solution(intercept):
     G = X32.T @ X32 + np.float32(beta) * np.eye(30, dtype=np.float32)
     W32 = np.linalg.solve(G, X32.T @ Y32).T
     assert np.abs(W32 - ref).max() > 1e-2 * np.abs(ref).max()
-    # in blocks, in one call, and as the sum of two halves' statistics
+    # in blocks, in one call, and as the sum of two halves' statistics (equal
+    # halves: one program for both)
     s = _qr_stats(30, 3)
-    blocks = _update(_update(s, X, Y, 0, 150), X, Y, 150, 400)
+    blocks = _update(_update(s, X, Y, 0, 200), X, Y, 200, 400)
     whole = _update(s, X, Y)
-    halves = _add(_update(s, X[:150], Y[:150]), _update(s, X[150:], Y[150:]))
+    halves = _add(_update(s, X[:200], Y[:200]), _update(s, X[200:], Y[200:]))
     assert float(whole.count) == 400 and float(halves.count) == 400
     for stats in (blocks, whole, halves):
         W, result = _solve_with_result(stats, beta, intercept=intercept)
@@ -165,9 +167,10 @@ def test_qr_form_chunks_jit_vmap_grad_and_errors():
     h = 1e-4
     fd = (_ref(X + h * d, Y, beta).sum() - _ref(X - h * d, Y, beta).sum()) / (2 * h)
     np.testing.assert_allclose(float(jvp), fd, rtol=1e-2)
-    # a collinear, unpenalised fit falls back to the minimum-norm solution
-    Xs = np.concatenate([X, X[:, 1:2]], 1)
-    Ws, result = _fit_with_result(_qr_stats(13, 3), Xs, Y, 0.0)
+    # a collinear, unpenalised fit falls back to the minimum-norm solution (the
+    # last column a copy of column 1: 12 columns, the program of the check below)
+    Xs = np.concatenate([X[:, :-1], X[:, 1:2]], 1)
+    Ws, result = _fit_with_result(_qr_stats(12, 3), Xs, Y, 0.0)
     assert result == _ridge.RESULTS.fallback
     ref = np.linalg.lstsq(Xs.astype(np.float64), Y, rcond=None)[0].T
     assert_fallback_solution(Ws, Xs, ref, atol=1e-3)
@@ -180,45 +183,72 @@ def test_qr_form_chunks_jit_vmap_grad_and_errors():
         _ = _qr_stats(12, 3) + _ridge.RidgeStats.zeros(12, 3, None, jnp.float64)
 
 
-_LORENZ = r"""
-import json, sys, warnings
+# The valid prediction times of a Lorenz63 forecaster of ``dtype`` (and its
+# readout's dtype): run by the test process itself for the float64 baseline
+# (x64 on, as the suite runs) and by a subprocess with x64 off for float32.
+_VPTS = r"""
+def vpts(U, dtype):
+    import warnings
+    import numpy as np
+    import jax.numpy as jnp
+    import orc
+    from orc.forecaster import ESNForecaster, train_RCForecaster
+    n_train, warm, hor = 6000, 200, 1200
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = ESNForecaster(3, res_dim=200, seed=0, dtype=dtype)
+        m, _ = train_RCForecaster(m, jnp.asarray(U[:n_train], dtype), spinup=200)
+    scale = float(np.sqrt(np.mean(np.sum(U[n_train:] ** 2, 1))))
+    v = []
+    for w in range(5):
+        s = n_train + warm + w * (warm + hor)
+        p = m.forecast_from_IC(hor, jnp.asarray(U[s - warm:s], dtype))
+        p = np.asarray(p, np.float64)
+        v.append(float(orc.metrics.valid_prediction_time(
+            p, U[s:s + hor], 0.4, 0.01, 0.906, scale=scale)))
+    return v, str(m.readout.wout.dtype)
+"""
+
+_X64_OFF = (
+    r"""
+import json, sys
 import numpy as np
 import jax, jax.numpy as jnp
-x64 = sys.argv[1] == "1"
-jax.config.update("jax_enable_x64", x64)
-import orc
-from orc.forecaster import ESNForecaster, train_RCForecaster
-U = np.load(sys.argv[2]); dtype = jnp.float64 if x64 else jnp.float32
-n_train, warm, hor = 6000, 200, 1200
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    m = ESNForecaster(3, res_dim=200, seed=0, dtype=dtype)
-    m, _ = train_RCForecaster(m, jnp.asarray(U[:n_train], dtype), spinup=200)
-scale = float(np.sqrt(np.mean(np.sum(U[n_train:] ** 2, 1))))
-v = []
-for w in range(5):
-    s = n_train + warm + w * (warm + hor)
-    p = np.asarray(m.forecast_from_IC(hor, jnp.asarray(U[s - warm:s], dtype)), np.float64)
-    v.append(float(orc.metrics.valid_prediction_time(p, U[s:s + hor], 0.4, 0.01, 0.906, scale=scale)))
-print(json.dumps({"vpt": v, "wout": str(m.readout.wout.dtype), "x64": jax.config.jax_enable_x64}))
+jax.config.update("jax_enable_x64", False)
 """
+    + _VPTS
+    + r"""
+v, wout = vpts(np.load(sys.argv[1]), jnp.float32)
+print(json.dumps({"vpt": v, "wout": wout, "x64": jax.config.jax_enable_x64}))
+"""
+)
 
 
 def test_float32_lorenz63_forecaster_with_x64_off_keeps_its_vpt(tmp_path):
-    U = np.asarray(orc.data.lorenz63(tN=150, dt=0.01)[0])[1000:]
+    # Lorenz63 by the tests' RK4 (dt = 0.01, on the attractor)
+    U = lorenz_rk4(14000)
     np.save(tmp_path / "u.npy", U)
     env = dict(os.environ)
     env.pop("JAX_ENABLE_X64", None)
-    out = {}
-    for x64 in ("1", "0"):
-        proc = subprocess.run(
-            [sys.executable, "-c", _LORENZ, x64, str(tmp_path / "u.npy")],
-            capture_output=True,
-            text=True,
-            env=env,
-        )
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        out[x64] = json.loads(proc.stdout.strip().splitlines()[-1])
+    # the float32 model (x64 off) in a subprocess, while this process runs
+    # the float64 baseline
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _X64_OFF, str(tmp_path / "u.npy")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        namespace = {}
+        exec(_VPTS, namespace)
+        v64, wout64 = namespace["vpts"](U, jnp.float64)
+    finally:
+        stdout, stderr = proc.communicate()
+    assert proc.returncode == 0, stderr[-2000:]
+    out = {"1": {"vpt": v64, "wout": wout64}}
+    out["0"] = json.loads(stdout.strip().splitlines()[-1])
+    assert jax.config.jax_enable_x64 and wout64 == "float64"
     assert out["0"]["x64"] is False and out["0"]["wout"] == "float32"
     v64, v32 = np.mean(out["1"]["vpt"]), np.mean(out["0"]["vpt"])
     assert v64 > 3.0, out  # a working float64 baseline

@@ -15,7 +15,6 @@ import warnings
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -27,15 +26,22 @@ pytest.importorskip("jax.experimental.pallas.triton")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import gpu_fused as _fused  # noqa: E402
 
+# the XLA scan as orc runs it: inside a compiled program (one per case; called
+# eagerly, each of its operations outside the loop compiled one of its own)
+_scan = jax.jit(_kernels._forecast_scan, static_argnums=(0, 9))
+
 
 def _arrays(chunks, n, k, o, w, dtype, seed=0):
+    # cast in numpy, then put on the device (jnp.asarray of numpy compiles a
+    # program per shape and dtype; jax.device_put compiles none)
     rng = np.random.default_rng(seed)
-    f = lambda x: jnp.asarray(x, dtype)  # noqa: E731
+    f = lambda x: jax.device_put(np.asarray(x, dtype))  # noqa: E731
+    i32 = lambda x: jax.device_put(np.asarray(x, np.int32))  # noqa: E731
     return (
         f(rng.normal(size=(chunks, n, k)) * 0.9 / np.sqrt(k)),  # values
-        jnp.asarray(rng.integers(0, n, size=(chunks, n, k)), jnp.int32),  # columns
+        i32(rng.integers(0, n, size=(chunks, n, k))),  # columns
         f(rng.uniform(-0.5, 0.5, size=(chunks, n, w))),  # win
-        jnp.asarray(rng.integers(0, chunks * o, size=(chunks, w)), jnp.int32),
+        i32(rng.integers(0, chunks * o, size=(chunks, w))),
         f(0.1),  # bias
         f(rng.normal(size=(chunks, o, n)) * 0.5 / np.sqrt(n)),  # wout
         f(rng.uniform(-0.5, 0.5, size=(chunks, n))),  # r0
@@ -59,7 +65,7 @@ def test_kernel_matches_the_scan(dtype, chunks, n, k, o, w, length, rows):
     if dtype == "float64" and not jax.config.jax_enable_x64:
         pytest.skip("float64 needs x64")
     a = _arrays(chunks, n, k, o, w, dtype)
-    want = _kernels._forecast_scan(_kernels._gather_matvec, *a, length)
+    want = _scan(_kernels._gather_matvec, *a, length)
     got = jax.jit(
         lambda *a: _fused.esn_forecast_fused(*a, length, interpret=True, rows=rows)
     )(*a)
@@ -77,9 +83,11 @@ def test_padded_entries_add_nothing_and_divergence_shows():
     # in the scan, rather than hidden or spread by the padding
     a = list(_arrays(1, 50, 3, 3, 3, "float32"))
     run = jax.jit(lambda *a: _fused.esn_forecast_fused(*a, 6, interpret=True))
-    assert bool(jnp.all(jnp.isfinite(run(*a))))
-    a[6] = a[6].at[0, 7].set(jnp.nan)
-    want = np.isnan(np.asarray(_kernels._forecast_scan(_kernels._gather_matvec, *a, 6)))
+    assert np.all(np.isfinite(np.asarray(run(*a))))
+    r0 = np.array(a[6])
+    r0[0, 7] = np.nan
+    a[6] = jax.device_put(r0)
+    want = np.isnan(np.asarray(_scan(_kernels._gather_matvec, *a, 6)))
     np.testing.assert_array_equal(np.isnan(np.asarray(run(*a))), want)
     assert want[1:].all()
 

@@ -608,7 +608,7 @@ def test_native_forecasts_leave_the_index_check_to_their_kernels():
     a CPU forecast that runs them holds no XLA pass over the indices (~60 us
     of a short forecast at res_dim 2000); the XLA path's program does."""
     m = orc.forecaster.ESNForecaster(3, 50, seed=1)
-    r = jnp.zeros((1, 50), m.dtype)
+    r = np.zeros((1, 50), m.dtype)  # numpy: no eager program
 
     def columns_used_outside_kernels(backend):
         fn = jax.jit(lambda m, s: m._forecast(5, s, backend=backend))

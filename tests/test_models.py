@@ -144,10 +144,31 @@ def test_linear_system_learned_exactly():
     np.testing.assert_allclose(pred, u[100:] @ A.T, atol=1e-6)
 
 
+def _lorenz96_rk4(n, dt=DT, N=8, F=8.0):
+    """Lorenz96 by a fixed-step RK4 in numpy from ``sin(arange(N))`` (as
+    ``orc.data.lorenz96``'s default start; independent of orc.data, and no
+    program of its own to compile)."""
+    ip1, im1, im2 = (np.roll(np.arange(N), shift) for shift in (-1, 1, 2))
+
+    def f(x):
+        return (x[ip1] - x[im2]) * x[im1] - x + F
+
+    x = np.sin(np.arange(N, dtype=float))
+    out = np.empty((n, N))
+    out[0] = x
+    for t in range(1, n):
+        k1 = f(x)
+        k2 = f(x + dt / 2 * k1)
+        k3 = f(x + dt / 2 * k2)
+        k4 = f(x + dt * k3)
+        x = x + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        out[t] = x
+    return out
+
+
 def test_parallel_reservoirs_on_lorenz96():
     """Chunks + locality on Lorenz96 (8 sites, 4 chunks): short-term forecast skill."""
-    U, _ = orc.data.lorenz96(tN=120, dt=0.01, N=8)
-    U = np.asarray(U)[1000:]
+    U = _lorenz96_rk4(12000)[1000:]
     esn = orc.forecaster.ESNForecaster(8, 200, chunks=4, locality=2, seed=0)
     esn, R = orc.forecaster.train_RCForecaster(esn, U[:8000], spinup=100)
     assert R.shape == (8000, 4, 200)
@@ -189,7 +210,8 @@ def test_classifier_accuracy():
 
 
 def test_classifier_mean_feature_is_mean_of_forced_states():
-    seqs, _ = noisy_sinusoids(jax.random.key(0), 1, seq_len=40)
+    # the task's default length: the programs of test_classifier_accuracy's data
+    seqs, _ = noisy_sinusoids(jax.random.key(0), 1)
     seq = np.asarray(seqs)[0]
     clf = orc.classifier.ESNClassifier(3, 3, 50, state_repr="mean")
     R = np.asarray(clf.force(seq, clf.driver.default_state()))

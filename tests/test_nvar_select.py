@@ -3,6 +3,8 @@ validation on held-out data (``orc.forecaster.select_input_noise``)."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -11,8 +13,12 @@ from orc.forecaster import NVARForecaster, select_input_noise, train_NVARForecas
 from orc.forecaster.nvar import AUTO_NOISE_CANDIDATES
 
 
+@functools.cache
 def _lorenz(dt, tN=60.0):
-    return np.asarray(orc.data.lorenz63(tN=tN, dt=dt)[0])
+    """Lorenz63 samples (numpy, read-only: shared by the tests)."""
+    u = np.asarray(orc.data.lorenz63(tN=tN, dt=dt)[0])
+    u.flags.writeable = False
+    return u
 
 
 @pytest.mark.parametrize("dt", [0.025])
@@ -59,9 +65,8 @@ def test_auto_is_the_selected_fraction():
     np.testing.assert_allclose(auto.wout, fixed.wout, rtol=1e-3, atol=1e-6)
     other = max(c for c in AUTO_NOISE_CANDIDATES if c != chosen)
     moved, _ = train_NVARForecaster(model, u, input_noise=other)
-    assert np.max(np.abs(moved.wout - auto.wout)) > 100 * np.max(
-        np.abs(fixed.wout - auto.wout)
-    )
+    w_auto, w_fixed, w_moved = (np.asarray(m.wout) for m in (auto, fixed, moved))
+    assert np.max(np.abs(w_moved - w_auto)) > 100 * np.max(np.abs(w_fixed - w_auto))
 
 
 def _unit(u):
@@ -85,7 +90,7 @@ def test_no_selection_where_it_cannot_validate():
 
 
 def test_bad_arguments_are_named():
-    u = _lorenz(0.02)
+    u = _lorenz(0.02, tN=80.0)
     with pytest.raises(TypeError, match="select_input_noise: model must be an NVAR"):
         select_input_noise(orc.forecaster.ESNForecaster(3, 20), u)
     with pytest.raises(ValueError, match="select_input_noise: candidates must not"):
@@ -111,8 +116,10 @@ def test_auto_selects_only_where_it_is_cheap_and_concrete(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(nvar, "_select", spy)
-    u = _unit(_lorenz(0.02, tN=40.0))
-    small = NVARForecaster(3, s=2)
+    # the data and model of test_auto_is_the_selected_fraction (its "auto"
+    # stride is 1): the selection's and the training's programs are its
+    u = _unit(_lorenz(0.02, tN=80.0))
+    small = NVARForecaster(3, s=1)
     train_NVARForecaster(small, u)
     assert calls == [small.n_features]
     # 32 dimensions, k=2, quadratic: 2145 features > 2000

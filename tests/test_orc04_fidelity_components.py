@@ -155,7 +155,7 @@ def test_wr_stays_a_pytree_of_its_two_leaves(bank, tmp_path):
     expected = np.take_along_axis(m, cols, axis=2)
     np.testing.assert_allclose(grads.wr.values, expected, atol=1e-12)
     # vmap over a stack of drivers
-    two = jax.tree.map(lambda a, b: jnp.stack([a, b]), bank, bank)
+    two = jax.tree.map(lambda a, b: jax.device_put(np.stack([a, b])), bank, bank)
     stacked = eqx.filter_jit(eqx.filter_vmap(lambda d: sparse.BCOO.todense(d.wr)))(two)
     np.testing.assert_array_equal(np.asarray(stacked)[1], _dense_np(wr))
     # saved and loaded bit for bit, and still ours
@@ -181,6 +181,17 @@ def _vectors(n=N, seed=2):
     return jax.device_put((rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)))
 
 
+def _np(f, *xs):
+    """``f`` of the arrays ``xs`` taken in numpy, put on the device (an eager
+    ``x[None]`` or ``jnp.stack`` compiles a program per shape)."""
+    return jax.device_put(f(*(np.asarray(x) for x in xs)))
+
+
+def _one(x):
+    """``x[None]``: a bank of one."""
+    return _np(lambda a: a[None], x)
+
+
 def test_esn_driver_advance_takes_a_bank_of_one():
     d = ESNDriver(N, leak=0.6, bias=1.6, seed=3)
     p, r = _vectors()
@@ -189,12 +200,12 @@ def test_esn_driver_advance_takes_a_bank_of_one():
     expected = 0.6 * np.tanh(
         w @ np.asarray(r) + np.asarray(p) + 1.6
     ) + 0.4 * np.asarray(r)
-    for pp in (p, p[None]):
-        for rr in (r, r[None]):
+    for pp in (p, _one(p)):
+        for rr in (r, _one(r)):
             out = d.advance(pp, rr)
             assert out.shape == (N,)  # ORC's answer: (res_dim,)
             np.testing.assert_allclose(out, expected, atol=1e-12)
-    np.testing.assert_allclose(d(p[None], r[None]), expected, atol=1e-12)
+    np.testing.assert_allclose(d(_one(p), _one(r)), expected, atol=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -210,8 +221,9 @@ def test_single_drivers_bank_of_one_under_transforms(make):
     d = make()
     p, r = _vectors()
     ref = d.advance(p, r)
-    np.testing.assert_array_equal(d.advance(p[None], r[None]), ref)
-    jitted = jax.jit(lambda d, p, r: d.advance(p, r))(d, p[None], r[None])
+    p1, r1 = _one(p), _one(r)
+    np.testing.assert_array_equal(d.advance(p1, r1), ref)
+    jitted = jax.jit(lambda d, p, r: d.advance(p, r))(d, p1, r1)
     assert jitted.shape == (N,)
     np.testing.assert_allclose(jitted, ref, atol=1e-14)
     pn, rn = np.asarray(p), np.asarray(r)
@@ -226,7 +238,7 @@ def test_single_drivers_bank_of_one_under_transforms(make):
     # __call__: (1, N) is one state, (T, 1, N) a batch of them
     np.testing.assert_allclose(d(ps1, rs1), d(ps, rs), atol=1e-14)
     grad = jax.jit(jax.grad(lambda r: jnp.sum(d.advance(p, r) ** 2)))
-    g1 = grad(r[None])
+    g1 = grad(r1)
     g0 = grad(r)
     assert g1.shape == (1, N)
     np.testing.assert_allclose(np.asarray(g1)[0], g0, atol=1e-14)
@@ -237,7 +249,9 @@ def test_esn_advance_seq_takes_a_bank_of_one():
     ps = jax.device_put(np.random.default_rng(6).uniform(-1, 1, (7, N)))
     r = d.default_state()
     ref = d.advance_seq(ps, r)
-    np.testing.assert_array_equal(d.advance_seq(ps[:, None], r[None]), ref)
+    np.testing.assert_array_equal(
+        d.advance_seq(_np(lambda a: a[:, None], ps), _one(r)), ref
+    )
     manual, state = [], np.zeros(N)
     w = _dense_np(d.wr)[0]
     for p in np.asarray(ps):
@@ -252,25 +266,25 @@ def test_only_a_bank_of_one_is_taken():
     with pytest.raises(
         ValueError, match=r"proj_vars must have shape \(24,\) or \(1, 24\)"
     ):
-        d.advance(jnp.stack([p, p]), r)
+        d.advance(_np(lambda a: np.stack([a, a]), p), r)
     with pytest.raises(
         ValueError, match=r"res_state must have shape \(24,\) or \(1, 24\)"
     ):
-        d.advance(p, r[:, None])
+        d.advance(p, _np(lambda a: a[:, None], r))
     # a parallel driver's state keeps its chunk axis, as ORC's
     par = ParallelTaylorDriver(2, N, chunks=1, seed=7)
     with pytest.raises(ValueError, match=r"proj_vars must have shape \(1, 24\), got"):
-        par.advance(p, r[None])
+        par.advance(p, _one(r))
     # a GRU has no bank (ORC's fails on (1, N) too); its error names the shape
     gru = GRUDriver(N, seed=7)
     with pytest.raises(ValueError, match=r"proj_vars must have shape \(24,\), got"):
-        gru.advance(p[None], r[None])
+        gru.advance(_one(p), _one(r))
     # an embedding's input is a data sample, without bank axis (ORC refuses it too)
     emb = LinearEmbedding(3, N, 0.1, seed=7)
     u = jax.device_put(np.array([0.1, -0.2, 0.3]))
     assert emb.embed(u).shape == (N,)
     with pytest.raises(ValueError, match=r"in_state must have shape \(3,\)"):
-        emb.embed(u[None])
+        emb.embed(_one(u))
 
 
 # each readout and numpy's feature map (ORC's periodic list: node j kept when
@@ -300,7 +314,8 @@ def test_single_readouts_take_a_bank_of_one(kind):
     ro = make(out_dim, N).set_wout(jax.device_put(w))
     r, q = _vectors(seed=9)
     expected = w[0] @ phi(np.asarray(r))
-    for x in (r, r[None]):
+    r1 = _one(r)
+    for x in (r, r1):
         np.testing.assert_allclose(ro.readout(x), expected, atol=1e-12)
         out = ro(x)  # (1, N) is one state, as ORC 0.4 reads it
         assert out.shape == (out_dim,)
@@ -315,10 +330,10 @@ def test_single_readouts_take_a_bank_of_one(kind):
         np.testing.assert_allclose(ro(xs), by_row, atol=1e-12)
         np.testing.assert_allclose(ro.batch_readout(xs), by_row, atol=1e-12)
         np.testing.assert_allclose(vreadout(xs), by_row, atol=1e-12)
-    jitted = jax.jit(lambda ro, x: ro.readout(x))(ro, r[None])
+    jitted = jax.jit(lambda ro, x: ro.readout(x))(ro, r1)
     np.testing.assert_allclose(jitted, expected, atol=1e-12)
     grad = jax.jit(jax.grad(lambda x: jnp.sum(ro.readout(x))))
-    g = grad(r[None])
+    g = grad(r1)
     assert g.shape == (1, N)
     np.testing.assert_allclose(np.asarray(g)[0], grad(r))
     with pytest.raises(

@@ -301,9 +301,17 @@ def test_multi_sequence_equals_concatenated_solve():
 
     x, y = rows()
     w_multi = np.asarray(trained.readout.wout)
-    # ORC's solve under jax.jit (one program per row count)
-    solve = jax.jit(_solve_all_ridge_reg)
-    w_concat = np.asarray(solve(*jax.device_put((x, y)), beta))
+    # ORC's solve under jax.jit, of the rows padded with zero rows to one row
+    # count (one program for the three row sets below): a zero row adds
+    # exactly nothing to the normal equations (X^T X, X^T Y)
+    n_rows = len(rows(spinup_each=False)[0])  # the most rows of the three
+    solve_all = jax.jit(_solve_all_ridge_reg)
+
+    def solve(x, y):
+        pad = ((0, n_rows - len(x)), (0, 0), (0, 0))
+        return np.asarray(solve_all(np.pad(x, pad), np.pad(y, pad), beta))
+
+    w_concat = solve(x, y)
     ref, kappa = [], []
     n = x.shape[-1]
     for c in range(x.shape[1]):
@@ -319,7 +327,7 @@ def test_multi_sequence_equals_concatenated_solve():
     assert np.all(_relative(w_concat, ref) < bound)
     assert np.all(_relative(w_multi, w_concat) < bound)
     for wrong in (rows(drop=seg_len - 1 - spinup), rows(spinup_each=False)):
-        w_wrong = solve(*jax.device_put(wrong), beta)
+        w_wrong = solve(*wrong)
         assert np.all(_relative(w_wrong, ref) > bound)
 
 

@@ -60,37 +60,58 @@ def _dots(jaxpr):
             yield from _dots(sub)
 
 
-def _imprecise(fn, *args) -> list[str]:
-    """Where ``fn(*args)`` traces a contraction below full precision."""
+def _traced(fn, *args) -> tuple[list[str], object]:
+    """Where ``fn(*args)`` traces a contraction below full precision, and the
+    shapes of what it returns (a trained model's structure: the traces below
+    need only that, its values never matter, so nothing is compiled or run
+    and each training program is traced once)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with orc.use_backend("xla"):
-            jaxpr = jax.make_jaxpr(fn)(*args).jaxpr
+            closed, shapes = jax.make_jaxpr(fn, return_shape=True)(*args)
     found, bad = 0, []
-    for eqn in _dots(jaxpr):
+    for eqn in _dots(closed.jaxpr):
         found += 1
         p = eqn.params.get("precision")
         p = p if isinstance(p, tuple) else (p, p)
         if not all(x == lax.Precision.HIGHEST for x in p):
             bad.append(f"{_where(eqn)} precision={eqn.params.get('precision')}")
     assert found, "the program has no contraction: the check would be empty"
-    return sorted(set(bad))
+    return sorted(set(bad)), shapes
 
 
-def _trained(train, *args, **kwargs):
-    """What ``train`` returns (model, states), as shapes only: the trained
-    model's structure is all the traces below need, its values never matter,
-    so nothing is compiled or run."""
-    model, states = eqx.filter_eval_shape(train, *args, **kwargs)
-    return model, jax.ShapeDtypeStruct(states.shape[1:], states.dtype)
+def _imprecise(fn, *args) -> list[str]:
+    """Where ``fn(*args)`` traces a contraction below full precision."""
+    return _traced(fn, *args)[0]
+
+
+def _trained(fn, *args):
+    """``_traced`` of a training call that returns ``(model, states)``: its
+    imprecise contractions, the trained model (shapes only) and the shape of
+    one state, the last one, to forecast from."""
+    bad, (model, states) = _traced(fn, *args)
+    return bad, model, jax.ShapeDtypeStruct(states.shape[1:], states.dtype)
+
+
+def _abstract(build):
+    """The model ``build()`` makes, as shapes only (``eqx.filter_eval_shape``):
+    its structure is all a trace needs, and drawing its random matrices
+    eagerly would compile a program per operation."""
+    return eqx.filter_eval_shape(build)
 
 
 def _series(n=240, dim=3, seed=0):
     rng = np.random.default_rng(seed)
-    return jnp.asarray(np.cumsum(0.1 * rng.standard_normal((n, dim)), 0), F32)
+    return np.cumsum(0.1 * rng.standard_normal((n, dim)), 0).astype(np.float32)
 
 
-U = _series()
+_U = _series()
+# on the device from numpy, slices and casts made there: an eager slice or
+# cast of a device array would compile a program of its own
+U, U_IN, U_OUT = jnp.asarray(_U), jnp.asarray(_U[:, :2]), jnp.asarray(_U[:, 2:])
+U30 = jnp.asarray(_U[:30])
+T = jnp.asarray(np.arange(len(_U), dtype=np.float32) * np.float32(0.01))
+T8 = jnp.asarray(np.asarray(T)[:8])
 FORECASTERS = {
     "esn": lambda: F.ESNForecaster(3, 20, dtype=F32, seed=0),
     "parallel": lambda: F.ESNForecaster(3, 20, chunks=3, locality=1, dtype=F32, seed=0),
@@ -102,48 +123,48 @@ FORECASTERS = {
 
 @pytest.mark.parametrize("name", sorted(FORECASTERS))
 def test_forecasters_train_and_forecast_at_full_precision(name):
-    model = FORECASTERS[name]()
+    model = _abstract(FORECASTERS[name])
     train = lambda m, u: F.train_RCForecaster(m, u, spinup=10)  # noqa: E731
-    assert _imprecise(train, model, U) == []
-    trained, last = _trained(F.train_RCForecaster, model, U, spinup=10)
+    bad, trained, last = _trained(train, model, U)
+    assert bad == []
     assert _imprecise(lambda m, r: m.forecast(8, r), trained, last) == []
-    assert _imprecise(lambda m, w: m.forecast_from_IC(8, w), trained, U[:30]) == []
-    assert _imprecise(lambda m, u: m.predict(u), trained, U[:30]) == []
+    assert _imprecise(lambda m, w: m.forecast_from_IC(8, w), trained, U30) == []
+    assert _imprecise(lambda m, u: m.predict(u), trained, U30) == []
 
 
 def test_cesn_and_nvar_at_full_precision():
-    t = jnp.arange(U.shape[0], dtype=F32) * 0.01
-    cesn = F.CESNForecaster(3, 20, dtype=F32, seed=0)
-    assert _imprecise(lambda m: F.train_CESNForecaster(m, U, t, spinup=10), cesn) == []
-    cesn, last = _trained(F.train_CESNForecaster, cesn, U, t, spinup=10)
-    assert _imprecise(lambda m, r: m.forecast(t[:8], r), cesn, last) == []
-    nvar = F.NVARForecaster(3, s=1, dtype=F32)  # traced data: the stride is given
-    assert _imprecise(lambda m, u: F.train_NVARForecaster(m, u), nvar, U) == []
-    nvar, last = _trained(F.train_NVARForecaster, nvar, U)
+    cesn = _abstract(lambda: F.CESNForecaster(3, 20, dtype=F32, seed=0))
+    bad, cesn, last = _trained(
+        lambda m: F.train_CESNForecaster(m, U, T, spinup=10), cesn
+    )
+    assert bad == []
+    assert _imprecise(lambda m, r: m.forecast(T8, r), cesn, last) == []
+    # traced data: the stride is given
+    nvar = _abstract(lambda: F.NVARForecaster(3, s=1, dtype=F32))
+    bad, nvar, last = _trained(lambda m, u: F.train_NVARForecaster(m, u), nvar, U)
+    assert bad == []
     assert _imprecise(lambda m, w: m.forecast(8, w), nvar, last) == []
 
 
 def test_regression_classification_control_at_full_precision():
-    reg = R.ESNRegressor(2, 1, 20, input_passthrough=True, dtype=F32)
+    reg = _abstract(lambda: R.ESNRegressor(2, 1, 20, input_passthrough=True, dtype=F32))
     fit = lambda m, x, y: R.train_RCRegressor(m, x, y)  # noqa: E731
-    assert _imprecise(fit, reg, U[:, :2], U[:, 2:]) == []
-    reg, _ = _trained(R.train_RCRegressor, reg, U[:, :2], U[:, 2:])
-    assert _imprecise(lambda m, x: m.predict(x), reg, U[:, :2]) == []
+    bad, reg, _ = _trained(fit, reg, U_IN, U_OUT)
+    assert bad == []
+    assert _imprecise(lambda m, x: m.predict(x), reg, U_IN) == []
 
-    seqs = jnp.stack([U[:50], U[50:100], U[100:150], U[150:200]])
-    labels = jnp.asarray([0, 1, 0, 1], jnp.int32)
-    clf = C.ESNClassifier(3, 2, 20, dtype=F32, state_repr="mean")
-    assert (
-        _imprecise(lambda m, s, y: C.train_RCClassifier(m, s, y), clf, seqs, labels)
-        == []
-    )
-    clf = eqx.filter_eval_shape(C.train_RCClassifier, clf, seqs, labels)
+    seqs = np.stack([_U[:50], _U[50:100], _U[100:150], _U[150:200]])  # traced args
+    labels = jnp.asarray(np.array([0, 1, 0, 1], np.int32))
+    clf = _abstract(lambda: C.ESNClassifier(3, 2, 20, dtype=F32, state_repr="mean"))
+    bad, clf = _traced(lambda m, s, y: C.train_RCClassifier(m, s, y), clf, seqs, labels)
+    assert bad == []
     assert _imprecise(lambda m, s: m.classify(s), clf, seqs[0]) == []
 
-    ctrl = K.ESNController(2, 1, 20, dtype=F32)
+    ctrl = _abstract(lambda: K.ESNController(2, 1, 20, dtype=F32))
     fit = lambda m, y, u: K.train_RCController(m, y, u)  # noqa: E731
-    assert _imprecise(fit, ctrl, U[:-1, :2], U[1:, 2:]) == []
-    ctrl, last = _trained(K.train_RCController, ctrl, U[:-1, :2], U[1:, 2:])
+    y_in, u_out = jnp.asarray(_U[:-1, :2]), jnp.asarray(_U[1:, 2:])
+    bad, ctrl, last = _trained(fit, ctrl, y_in, u_out)
+    assert bad == []
     cs, ref = jnp.zeros((6, 1), F32), jnp.ones((6, 2), F32)
     assert _imprecise(lambda m, c, r: m.apply_control(c, r), ctrl, cs, last) == []
     penalty = lambda m, c, r: jax.grad(m.compute_penalty)(c, r, ref)  # noqa: E731
@@ -152,7 +173,7 @@ def test_regression_classification_control_at_full_precision():
 
 @pytest.mark.parametrize("method", ["rls", "lms"])
 def test_online_learning_at_full_precision(method):
-    model = F.ESNForecaster(3, 20, dtype=F32, seed=0)
+    model = _abstract(lambda: F.ESNForecaster(3, 20, dtype=F32, seed=0))
     fit = lambda m, u: O.train_online(m, u, method=method, spinup=10)  # noqa: E731
     assert _imprecise(fit, model, U) == []
     assert _imprecise(lambda m, u: O.train_force(m, u, spinup=10), model, U) == []
@@ -161,7 +182,7 @@ def test_online_learning_at_full_precision(method):
 def test_user_default_precision_does_not_reach_orc():
     """A program traced under the user's ``default_matmul_precision`` keeps
     orc's explicit precision (the setting only fills in unset ones)."""
-    model = F.ESNForecaster(3, 20, dtype=F32, seed=0)
+    model = _abstract(lambda: F.ESNForecaster(3, 20, dtype=F32, seed=0))
     with jax.default_matmul_precision("bfloat16"):
         assert _imprecise(lambda m, u: F.train_RCForecaster(m, u), model, U) == []
 
@@ -169,16 +190,18 @@ def test_user_default_precision_does_not_reach_orc():
 def test_gru_driver_and_model_at_full_precision():
     # equinox's GRUCell leaves its products' precision unset: the driver's
     # step and a model built on it still trace at full precision
-    driver = orc.drivers.GRUDriver(20, seed=0, dtype=F32)
-    r = driver.default_state()
-    with jax.default_matmul_precision("bfloat16"):
-        assert _imprecise(lambda d, p, r: d.advance(p, r), driver, r, r) == []
-        model = F.RCForecasterBase(
-            driver=driver,
+    model = _abstract(
+        lambda: F.RCForecasterBase(
+            driver=orc.drivers.GRUDriver(20, seed=0, dtype=F32),
             readout=orc.readouts.LinearReadout(3, 20, dtype=F32),
             embedding=orc.embeddings.LinearEmbedding(3, 20, 0.1, seed=1, dtype=F32),
             dtype=F32,
         )
+    )
+    driver = model.driver
+    r = driver.default_state()
+    with jax.default_matmul_precision("bfloat16"):
+        assert _imprecise(lambda d, p, r: d.advance(p, r), driver, r, r) == []
         assert _imprecise(lambda m, u: F.train_RCForecaster(m, u), model, U) == []
 
 
@@ -188,7 +211,7 @@ def test_ridge_derivatives_at_full_precision():
     # precision too, also when the ridge functions are called directly
     from orc import _ridge
 
-    X, Y = U[:, :2], U[:, 2:]
+    X, Y = U_IN, U_OUT
     gram = _ridge.RidgeStats.zeros(2, 1, None, F32)
     qr = _ridge.RidgeStats(gram.gram, gram.cross, gram.count, form="qr")
     for stats in (gram, qr):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -171,21 +172,33 @@ def test_samplers_draw_in_the_space_reproducibly(optuna, sampler):
 # -- SQLite: resume after kill -9 --------------------------------------------
 
 
-def _env(tmp, name):
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    """A folder for the compilation cache of the first worker process, which
+    the later ones start from (a copy each): they load its programs (the
+    model's construction; the search's own holds a host callback, which
+    JAX does not cache) instead of compiling them again."""
+    return tmp_path_factory.mktemp("programs")
+
+
+def _env(tmp, name, programs=None):
     env = dict(os.environ)
     # a compilation cache per process: two processes never write one entry
-    env["JAX_COMPILATION_CACHE_DIR"] = str(tmp / f"jax-cache-{name}")
+    env["JAX_COMPILATION_CACHE_DIR"] = cache = str(tmp / f"jax-cache-{name}")
+    if programs is not None and any(programs.iterdir()):
+        shutil.copytree(programs, cache)
     env["ORC_PROGRESS"] = "0"
     return env
 
 
-def _start_worker(tmp, name, **config):
+def _start_worker(tmp, name, programs=None, **config):
     path = tmp / f"{name}.json"
     path.write_text(json.dumps(config))
     with open(tmp / f"{name}.err", "w") as err:  # the child keeps its own
         return subprocess.Popen(
             [sys.executable, str(HERE / "_study_worker.py"), str(path)],
-            cwd=HERE, env=_env(tmp, name), stdout=subprocess.DEVNULL, stderr=err,
+            cwd=HERE, env=_env(tmp, name, programs), stdout=subprocess.DEVNULL,
+            stderr=err,
         )  # fmt: skip
 
 
@@ -255,11 +268,13 @@ def _check_every_draw_done_once(optuna, loaded, log, n_trials, killed):
     return complete
 
 
-def test_sqlite_study_resumes_after_kill_9(optuna, tmp_path, monkeypatch):
+def test_sqlite_study_resumes_after_kill_9(optuna, tmp_path, programs):
     db = tmp_path / "study.db"
     url = f"sqlite:///{db}"
     log = str(tmp_path / "evaluations.jsonl")
-    n_trials, batch = 12, 2
+    # batches of 3, as test_trial_values_are_the_best_of_their_candidates's:
+    # the resumed study here runs the program compiled there
+    n_trials, batch = 12, 3
     # the worker hangs in its third batch (after its search): killed there,
     # mid-trial, with two batches told
     a = _start_worker(tmp_path, "a", storage=str(db), study_name="resume",
@@ -272,6 +287,9 @@ def test_sqlite_study_resumes_after_kill_9(optuna, tmp_path, monkeypatch):
     finally:
         if a.poll() is None:
             a.kill()
+    # its programs were written when compiled, in its first batch (it was
+    # killed asleep in its third): the later workers start from them
+    shutil.copytree(tmp_path / "jax-cache-a", programs, dirs_exist_ok=True)
     loaded = optuna.load_study(study_name="resume", storage=url)
     state = optuna.trial.TrialState
     before = {t.number: t for t in loaded.get_trials()}
@@ -321,11 +339,12 @@ def test_sqlite_study_resumes_after_kill_9(optuna, tmp_path, monkeypatch):
 # -- PostgreSQL: two workers, one killed ---------------------------------------
 
 
-def test_postgres_two_workers_one_killed_mid_trial(optuna, postgres_url, tmp_path):
+def test_postgres_two_workers_one_killed_mid_trial(optuna, postgres_url, tmp_path,
+                                                   programs):  # fmt: skip
     log = str(tmp_path / "evaluations.jsonl")
     n_trials, batch = 14, 2
     common = dict(storage=postgres_url, study_name="two", n_trials=n_trials,
-                  batch=batch, log=log)  # fmt: skip
+                  batch=batch, log=log, programs=programs)  # fmt: skip
     # a hangs in its second batch and is killed there; b (slowed to a
     # second a batch, so that a gets its second batch) finishes the study
     a = _start_worker(tmp_path, "a", hang_at=2, **common)
@@ -405,22 +424,53 @@ def test_processes_creating_one_new_sqlite_study_file_at_once(optuna, tmp_path):
     from orc.tune import _study
 
     path = tmp_path / "race.db"
+    go = tmp_path / "go"
+    # each process, once it has imported what making a storage imports (it
+    # makes one of its own first), says so (a file of its own) and waits for
+    # the start time in ``go``: it sleeps until just before it and spins the
+    # last milliseconds. So the three make the tables within milliseconds of
+    # each other: with the library's retry off, one or two of the three
+    # failed in each of six runs. (Six processes that imported for a fixed
+    # 3 s, and imported Optuna and SQLAlchemy after the start, took nearly
+    # twice the CPU time and missed the race in one of three runs: on two
+    # cores some were still importing at the start.)
     code = (
-        "import sys, time; from orc.tune import _study\n"
-        "t = float(sys.argv[2])\n"
+        "import os, sys, time; from orc.tune import _study\n"
+        "_study.create_storage(sys.argv[2] + '.db')\n"
+        "open(sys.argv[2], 'w').close()\n"
+        "while not os.path.exists(sys.argv[3]): time.sleep(0.002)\n"
+        "t = float(open(sys.argv[3]).read())\n"
+        "time.sleep(max(0.0, t - time.time() - 0.01))\n"
         "while time.time() < t: pass\n"
         "_study.create_storage(sys.argv[1])\n"
     )
-    start = time.time() + 3  # the processes have imported by then
+    ready = [tmp_path / f"ready{i}" for i in range(3)]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", code, str(path), str(start)],
+            [sys.executable, "-c", code, str(path), str(r), str(go)],
             stderr=subprocess.PIPE,
             text=True,
         )  # fmt: skip
-        for _ in range(6)
+        for r in ready
     ]
-    errors = [p.communicate(timeout=TIMEOUT)[1] for p in procs]
+    try:
+        _wait_for(
+            lambda: (
+                all(r.exists() for r in ready)
+                or any(p.poll() is not None for p in procs)
+            ),
+            None,
+            "imports",
+        )
+        for p in procs:  # none exited before the start
+            assert p.poll() is None, p.communicate()[1][-3000:]
+        (tmp_path / "go.tmp").write_text(repr(time.time() + 0.2))
+        os.replace(tmp_path / "go.tmp", go)  # whole, at once
+        errors = [p.communicate(timeout=TIMEOUT)[1] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
     assert all(p.returncode == 0 for p in procs), "\n".join(errors)[-3000:]
     _study.create_storage(path)  # made: a later one only opens it
     assert optuna.get_all_study_names(f"sqlite:///{path}") == []
