@@ -67,22 +67,22 @@ def _fit(
     res_seq, target_seq = _checked(name, res_seq, target_seq, chunked)
     if not beta_checked:
         beta = _checked_beta(name, beta, res_seq, target_seq)
-    dtype = jnp.result_type(res_seq.dtype, target_seq.dtype)
     # beta an array: a traced argument of the program, not a constant of it
     # (a Python float would compile the program again for each value)
-    beta = beta if eqx.is_array(beta) else np.asarray(beta, dtype)
-    return _weights(res_seq.astype(dtype), target_seq.astype(dtype), beta, chunked)
+    if not eqx.is_array(beta):
+        beta = np.asarray(beta, jnp.result_type(res_seq.dtype, target_seq.dtype))
+    return _weights(res_seq, target_seq, beta, chunked)
 
 
 @compiled
 def _weights(res_seq, target_seq, beta, chunked: bool) -> Array:
     """The ridge fit of :func:`_fit` as one program per shape (run eagerly,
     its statistics, solve and checks were dozens of small programs)."""
+    dtype = jnp.result_type(res_seq.dtype, target_seq.dtype)
     chunks = res_seq.shape[1] if chunked else None
-    stats = RidgeStats.zeros(
-        res_seq.shape[-1], target_seq.shape[-1], chunks, res_seq.dtype
-    )
-    return solve(stats_update(stats, res_seq, target_seq), beta)
+    stats = RidgeStats.zeros(res_seq.shape[-1], target_seq.shape[-1], chunks, dtype)
+    stats = stats_update(stats, res_seq.astype(dtype), target_seq.astype(dtype))
+    return solve(stats, beta)
 
 
 def ridge_regression(
