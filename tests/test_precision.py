@@ -25,6 +25,7 @@ from jax import lax
 from jax.extend.core import ClosedJaxpr, Jaxpr
 
 import orc
+from _helpers import on_device
 from orc import classifier as C
 from orc import control as K
 from orc import forecaster as F
@@ -108,10 +109,10 @@ def _series(n=240, dim=3, seed=0):
 _U = _series()
 # on the device from numpy, slices and casts made there: an eager slice or
 # cast of a device array would compile a program of its own
-U, U_IN, U_OUT = jnp.asarray(_U), jnp.asarray(_U[:, :2]), jnp.asarray(_U[:, 2:])
-U30 = jnp.asarray(_U[:30])
-T = jnp.asarray(np.arange(len(_U), dtype=np.float32) * np.float32(0.01))
-T8 = jnp.asarray(np.asarray(T)[:8])
+U, U_IN, U_OUT = on_device(_U), on_device(_U[:, :2]), on_device(_U[:, 2:])
+U30 = on_device(_U[:30])
+_T = np.arange(len(_U), dtype=np.float32) * np.float32(0.01)
+T, T8 = on_device(_T), on_device(_T[:8])
 FORECASTERS = {
     "esn": lambda: F.ESNForecaster(3, 20, dtype=F32, seed=0),
     "parallel": lambda: F.ESNForecaster(3, 20, chunks=3, locality=1, dtype=F32, seed=0),
@@ -154,7 +155,7 @@ def test_regression_classification_control_at_full_precision():
     assert _imprecise(lambda m, x: m.predict(x), reg, U_IN) == []
 
     seqs = np.stack([_U[:50], _U[50:100], _U[100:150], _U[150:200]])  # traced args
-    labels = jnp.asarray(np.array([0, 1, 0, 1], np.int32))
+    labels = on_device([0, 1, 0, 1], np.int32)
     clf = _abstract(lambda: C.ESNClassifier(3, 2, 20, dtype=F32, state_repr="mean"))
     bad, clf = _traced(lambda m, s, y: C.train_RCClassifier(m, s, y), clf, seqs, labels)
     assert bad == []
@@ -162,7 +163,7 @@ def test_regression_classification_control_at_full_precision():
 
     ctrl = _abstract(lambda: K.ESNController(2, 1, 20, dtype=F32))
     fit = lambda m, y, u: K.train_RCController(m, y, u)  # noqa: E731
-    y_in, u_out = jnp.asarray(_U[:-1, :2]), jnp.asarray(_U[1:, 2:])
+    y_in, u_out = on_device(_U[:-1, :2]), on_device(_U[1:, 2:])
     bad, ctrl, last = _trained(fit, ctrl, y_in, u_out)
     assert bad == []
     cs, ref = jnp.zeros((6, 1), F32), jnp.ones((6, 2), F32)

@@ -9,10 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 
 import orc
+from _helpers import on_device
 from orc import _progress
 
 _U = np.sin(np.linspace(0, 200, 9000))[:, None] * np.array([1.0, 0.5, -0.3])
-U = jnp.asarray(_U)  # slices below are taken in numpy: no eager programs
+U = on_device(_U)  # slices below are taken in numpy: no eager programs
 
 
 def test_bar_reports_every_block_and_the_total(capsys, monkeypatch):
