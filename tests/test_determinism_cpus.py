@@ -205,6 +205,35 @@ def test_both_state_modes_same_bits(u_long, backend):
 
 
 @NATIVE
+@pytest.mark.parametrize("spinup", [300, 7000])
+def test_a_training_without_states_stores_none(u_long, spinup):
+    # return_states=False: the fused fit keeps the last state only (its rows
+    # pass through a ring of 8 blocks of 256 rows, which these 9000 rows go
+    # round four times; spinup 7000 starts the fit past the ring's first lap)
+    # and is the bits of the training that keeps them
+    model = ESNForecaster(3, 100, seed=4)
+    kept, states = train_ESNForecaster(model, u_long, spinup=spinup)
+    ringed, last = train_ESNForecaster(
+        model, u_long, spinup=spinup, return_states=False
+    )
+    assert np.array_equal(np.asarray(states[-1]), np.asarray(last))
+    assert np.array_equal(
+        np.asarray(kept.readout.wout), np.asarray(ringed.readout.wout)
+    )
+    text = (
+        jax.jit(
+            lambda m, u: train_ESNForecaster(m, u, spinup=spinup, return_states=False)
+        )
+        .lower(model, u_long)
+        .as_text()
+    )
+    calls = [line for line in text.splitlines() if "orc_esn_fit" in line]
+    assert calls, "the training without states did not run the fused fit"
+    # the kernel's first result is its states: one row of (chunks, res_dim)
+    assert all("-> (tensor<1x1x100xf64>" in line for line in calls), calls
+
+
+@NATIVE
 def test_both_state_modes_same_bits_with_computed_features(u_long):
     # a quadratic readout with state noise: the features are computed block
     # by block in both modes (the noise drawn per block), below 64 features

@@ -175,10 +175,15 @@ _TRAIN = textwrap.dedent(
     from orc._kernels import _native_run_stats as _esn_fit_native
     n, f64 = 1000, jax.numpy.float64
     z = lambda *shape: jax.numpy.zeros(shape, f64)
-    _, gram, cross = _esn_fit_native(
+    operands = (
         model.driver.wr.values, model.driver.wr.columns, model.embedding.win,
         U[:3999, None, :], z(), z(1, n), jax.numpy.ones((), f64), z(1, n, n),
-        z(1, n, 3), U[1:4000, None, :], 100, 3999)
+        z(1, n, 3), U[1:4000, None, :])
+    states, gram, cross = _esn_fit_native(*operands, (100, 3999, True))
+    # without the history: the rows pass through the kernel's ring instead
+    last, gram_r, cross_r = _esn_fit_native(*operands, (100, 3999, False))
+    assert np.array_equal(gram, gram_r) and np.array_equal(cross, cross_r)
+    assert last.shape == (1, 1, n) and np.array_equal(states[-1:], last)
     np.save(sys.argv[1] + ".stats.npy", np.concatenate([gram.ravel(), cross.ravel()]))
     """
 )

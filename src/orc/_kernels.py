@@ -302,25 +302,33 @@ def _native_run_linear_jvp(primals, tangents):
     ]
 
 
-def _stats_reference(
-    values, indices, win, windows, bias, r0, leak, gram, cross, targets, start, stop
-):
+def _stats_reference(operands, rows):
+    """The run and the statistics update of ``rows = (start, stop, keep)``."""
+    values, indices, win, windows, bias, r0, leak, gram, cross, targets = operands
+    start, stop, keep = rows
     states = _linear_reference(values, indices, win, windows, bias, r0, leak)
     stats = stats_update(
         RidgeStats(gram, cross, jnp.zeros((), gram.dtype)), states, targets, start, stop
     )
-    return states, stats.gram, stats.cross
+    return _kept(states, keep), stats.gram, stats.cross
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(10, 11))
+def _kept(states, keep: bool):
+    """``states (T, ...)``, or with ``keep=False`` the last one ``(1, ...)``."""
+    return states if keep else states[-1:]
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(10,))
 def _native_run_stats(
-    values, indices, win, windows, bias, r0, leak, gram, cross, targets, start, stop
+    values, indices, win, windows, bias, r0, leak, gram, cross, targets, rows
 ):
+    start, stop, keep = rows
     steps, chunks, n = windows.shape[0], values.shape[0], values.shape[1]
     call = jax.ffi.ffi_call(
         _native.esn_fit_target(values.dtype),
         (
-            jax.ShapeDtypeStruct((steps, chunks, n), values.dtype),
+            # one row: the kernel keeps the last state only (no history)
+            jax.ShapeDtypeStruct((steps if keep else 1, chunks, n), values.dtype),
             jax.ShapeDtypeStruct(gram.shape, gram.dtype),
             jax.ShapeDtypeStruct(cross.shape, cross.dtype),
         ),
@@ -332,10 +340,8 @@ def _native_run_stats(
 
 
 @_native_run_stats.defjvp
-def _native_run_stats_jvp(start, stop, primals, tangents):
-    return jax.jvp(
-        lambda *a: _stats_reference(*a, start, stop), tuple(primals), tuple(tangents)
-    )
+def _native_run_stats_jvp(rows, primals, tangents):
+    return jax.jvp(lambda *a: _stats_reference(a, rows), primals, tangents)
 
 
 def _native_closed_loop(target, shape, reference):
@@ -452,8 +458,8 @@ class NativeCPU(Strategy):
     def run_linear(self, values, indices, win, windows, bias, r0, leak):
         return _native_run_linear(values, indices, win, windows, bias, r0, leak)
 
-    def run_stats(self, *operands, start, stop):
-        return _native_run_stats(*operands, start, stop)
+    def run_stats(self, *operands, start, stop, keep):
+        return _native_run_stats(*operands, (start, stop, keep))
 
     def forecast(self, *operands, length):
         return _native_forecast(*operands, length)
@@ -743,17 +749,20 @@ class Kernels:
         targets,
         start: int,
         stop: int,
+        keep: bool = True,
     ) -> tuple[Array, RidgeStats]:
         """:meth:`run_linear` and the ridge statistics of its states, rows
         ``start:stop`` (static) against ``targets (T, C, O)``, exactly what
-        :func:`orc._ridge.stats_update` adds. Natively one call in which the
-        run and the Gram update overlap on the two cores (one thread runs the
-        reservoir, the other folds finished rows into the statistics);
-        otherwise the run, then the update."""
+        :func:`orc._ridge.stats_update` adds; with ``keep=False`` (static) the
+        last state ``(1, C, n)`` instead of the states. Natively one call in
+        which the run and the Gram update overlap on the two cores (one thread
+        runs the reservoir, the other folds finished rows into the
+        statistics; without ``keep`` the rows pass through a ring of a few
+        blocks, no history is stored); otherwise the run, then the update."""
         dtype = values.dtype
         leak, bias = jnp.asarray(leak, dtype), jnp.asarray(bias, dtype)
         targets = targets.astype(dtype)
-        start, stop = int(start), int(stop)
+        start, stop, keep = int(start), int(stop), bool(keep)
         steps = windows.shape[0]
         if not 0 <= start <= stop <= min(steps, targets.shape[0]):
             raise ValueError(
@@ -764,16 +773,16 @@ class Kernels:
         args = args + (targets,)
         if stats.form == "gram" and self.accelerates("run_stats", *args):
             states, gram, cross = self._guarded(
-                "run_stats", args, start=start, stop=stop
+                "run_stats", args, start=start, stop=stop, keep=keep
             )
             count = stats.count + (stop - start)
             return states, RidgeStats(
                 gram, cross, count, weights_dtype=stats.weights_dtype
             )
         states = self.run(values, indices, linear_drive(win, windows, bias), r0, leak)
-        return states, stats_update(stats, states, targets, start, stop)
+        return _kept(states, keep), stats_update(stats, states, targets, start, stop)
 
-    def _run_stats(self, *operands, start, stop):
+    def _run_stats(self, *operands, start, stop, keep):
         values, indices, win, windows, bias, r0, leak, gram, cross, targets = operands
         states = self._run_linear(values, indices, win, windows, bias, r0, leak)
         stats = stats_update(
@@ -783,7 +792,7 @@ class Kernels:
             start,
             stop,
         )
-        return states, stats.gram, stats.cross
+        return _kept(states, keep), stats.gram, stats.cross
 
     def forecast(self, values, indices, win, window, bias, wout, r0, leak, length):
         """Closed loop of a discrete leaky-tanh ESN with a linear readout of
@@ -880,13 +889,10 @@ def esn_run_linear(values, indices, win, windows, bias, r0, leak):
     return current().run_linear(values, indices, win, windows, bias, r0, leak)
 
 
-def esn_run_stats(
-    values, indices, win, windows, bias, r0, leak, stats, targets, start, stop
-):
-    """:meth:`Kernels.run_stats` of :func:`current`."""
-    return current().run_stats(
-        values, indices, win, windows, bias, r0, leak, stats, targets, start, stop
-    )
+def esn_run_stats(*operands, keep=True):
+    """:meth:`Kernels.run_stats` of :func:`current` (its operands ``values``
+    to ``stop``)."""
+    return current().run_stats(*operands, keep=keep)
 
 
 def esn_forecast(values, indices, win, window, bias, wout, r0, leak, length: int):

@@ -145,12 +145,13 @@ def teacher_forced_stats(
     (used for input pass-through, readout bias and state-noise regularisation);
     it must act row by row.
 
-    ``force_stats(inputs, state, stats, prepared_targets, start, stop) ->
+    ``force_stats(inputs, state, stats, prepared_targets, start, stop, keep) ->
     (states, stats)``, where the model has one, is a fused pass over the whole
-    sequence that returns the states together with ``stats`` plus rows
+    sequence that returns the states (with ``keep=False`` the last one,
+    ``(1, *state)``: no history is stored) together with ``stats`` plus rows
     ``start:stop`` of them (orc._kernels.Kernels.run_stats: the reservoir run and
-    the Gram update overlapped on two cores). It is used when the history is
-    kept, the features are the states themselves, at least
+    the Gram update overlapped on two cores). It is used when the features
+    are the states themselves, at least
     :data:`orc._ridge.GRAM_KERNEL_MIN_FEATURES` of them (below that the fused
     kernel sums in other blocks than :func:`orc._ridge.stats_update`, and
     overlaps nothing) and no progress is shown (it reports nothing between
@@ -300,16 +301,21 @@ def teacher_forced_stats(
         and readout.states_are_features()
     )
     fusable = (
-        keep_states
-        and states_are_features
+        states_are_features
         and not progress
         and f_shape.shape[-1] >= GRAM_KERNEL_MIN_FEATURES
     )
     if fusable and force_stats is not None and spinup < t_out:
-        history, stats = force_stats(
-            inputs, init, stats, readout.prepare_target(targets), spinup, t_out
+        states, stats = force_stats(
+            inputs,
+            init,
+            stats,
+            readout.prepare_target(targets),
+            spinup,
+            t_out,
+            keep_states,
         )
-        return stats, history[-1], history
+        return stats, states[-1], (states if keep_states else None)
 
     carry = (init, stats, history)
     if keep_states:

@@ -623,16 +623,26 @@ class _ESNDriverCore(_SparseReservoirDriver):
         return self._view(kernels.run_linear(*operands))
 
     def _advance_seq_stats(
-        self, kernels: Kernels, win, windows, res_state, stats, targets, start, stop
+        self,
+        kernels: Kernels,
+        win,
+        windows,
+        res_state,
+        stats,
+        targets,
+        start,
+        stop,
+        keep,
     ):
         """:meth:`advance_seq` driven by the linear embedding ``win (C, n, w)``,
         ``windows (T, C, w)``, and the ridge statistics of the states (rows
         ``start:stop`` against ``targets``), in one overlapped pass
         (:meth:`orc._kernels.Kernels.run_stats`), for a driver ``kernels``
         fuses. The states come back in the driver's view, ``(T,
+        *state_shape)``, or with ``keep=False`` the last one, ``(1,
         *state_shape)``."""
         operands = self._linear_operands(win, windows, res_state)
-        states, stats = kernels.run_stats(*operands, stats, targets, start, stop)
+        states, stats = kernels.run_stats(*operands, stats, targets, start, stop, keep)
         return self._view(states), stats
 
 
@@ -709,16 +719,18 @@ def drive_sequence_stats(
     targets: Array,
     start: int,
     stop: int,
+    keep: bool = True,
 ):
     """:func:`drive_sequence` of ``in_seq (T, in_dim)`` that also adds rows
     ``start:stop`` of the states and ``targets`` to the ridge statistics
     ``stats``, in one pass, for components ``kernels`` fuses
     (:meth:`orc._kernels.Kernels.fuses`; the caller asks): the drive is
     computed step by step inside the run, so the states are the only ``(T,
-    *state)`` buffer made."""
+    *state)`` buffer made, and with ``keep=False`` none (the last state
+    comes back, ``(1, *state)``)."""
     win, windows = embedding.linear_factors(in_seq)
     return driver._advance_seq_stats(
-        kernels, win, windows, res_state, stats, targets, start, stop
+        kernels, win, windows, res_state, stats, targets, start, stop, keep
     )
 
 

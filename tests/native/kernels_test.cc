@@ -12,7 +12,9 @@
 // threads (orc's Gram kernel where the CPU uses it, else the BLAS path) against
 // a plain triple loop, repeated for bit-identical results; orc's Gram and
 // cross-product kernels (every vector width this CPU runs, float and double)
-// against a long-double reference, split as the threads split them.
+// against a long-double reference, split as the threads split them; the fit
+// of a run whose states are not kept (FitRing) against the run's history and
+// the same blocks added in order, on one thread and with helpers.
 
 #include <cinttypes>
 #include <cstdio>
@@ -21,6 +23,7 @@
 
 #include "cholesky.h"
 #include "esn.h"
+#include "fit.h"
 #include "gram.h"
 #include "isa.h"
 #include "rows.h"
@@ -757,6 +760,71 @@ void TestRunEsn() {
               cases, interleaved ? "rows and interleaved" : "rows", worst);
 }
 
+// ------------------------------------------------------------------ fit ring
+// The fit that keeps only the last state (FitRing: the run's rows pass
+// through a ring of kRingBlocks blocks that both threads empty) gives the
+// statistics of the whole history added block by block and panel by panel
+// in order, and its last state, bit for bit: on one thread, with a helper,
+// with one that starts after the call and with one that never starts; with
+// the statistics' rows starting before, inside and after the ring's first
+// lap, and rows run after them.
+void TestFitRing() {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> normal;
+  const int64_t chunks = 2, n = 160, k = 10, o = 3, steps = 2700;
+  std::uniform_int_distribution<int32_t> column(0, static_cast<int32_t>(n - 1));
+  std::vector<double> V(chunks * n * k), P(steps * chunks * n), R0(chunks * n),
+      Yt(steps * chunks * o);
+  std::vector<int32_t> I(V.size());
+  for (auto& e : V) e = 0.05 * normal(rng);
+  for (auto& e : I) e = column(rng);
+  for (auto& e : P) e = normal(rng);
+  for (auto& e : R0) e = normal(rng);
+  for (auto& e : Yt) e = normal(rng);
+  const double leak = 0.7;
+  Drive<double> drive;
+  drive.p = P.data();
+  const RunMatrix<double> m(V.data(), I.data(), n, k, chunks);
+  const Blas<double> blas{RefDsyrk, RefDgemm};
+  std::vector<double> X(steps * chunks * n);
+  RunEsn<double>(m, steps, drive, R0.data(), X.data(), leak, Workers());
+  const int64_t f = n, split = SplitForShare(f, 0.5), block = kFitBlockOwn;
+  CHECK(f >= kGramMinFeatures && (2400.0 * f * f * chunks) >= kOverlapWork,
+        "fit ring: the test's fit does not overlap");
+  int cases = 0;
+  for (auto [start, stop] : {std::pair<int64_t, int64_t>{100, 2500}, {2200, 2700}, {0, 1}}) {
+    std::vector<double> G(chunks * f * f, 0.0), C(chunks * f * o, 0.0);
+    GramWork work;
+    for (int64_t a = start; a < stop; a += block) {
+      const int64_t b = std::min(stop, a + block);
+      AddRows(blas, true, G.data(), C.data(), X.data(), Yt.data(), chunks, f, o, a, b, 0, split,
+              work);
+      AddRows(blas, true, G.data(), C.data(), X.data(), Yt.data(), chunks, f, o, a, b, split, f,
+              work);
+    }
+    ThreadScheduler sched;
+    LateScheduler late;
+    for (const Workers& workers :
+         {Workers(), sched.Make(2), sched.Make(4), late.Make(2), DroppingWorkers(2)}) {
+      std::vector<double> G2(G.size(), 0.0), C2(C.size(), 0.0), last(chunks * n);
+      FitRing<double>(blas, workers, m, drive, R0.data(), leak, steps, G2.data(), C2.data(),
+                      Yt.data(), o, start, stop, last.data());
+      late.RunAll();
+      CHECK(std::memcmp(G.data(), G2.data(), G.size() * sizeof(double)) == 0 &&
+                std::memcmp(C.data(), C2.data(), C.size() * sizeof(double)) == 0,
+            "fit ring [%" PRId64 ", %" PRId64 "): case %d's statistics differ", start, stop,
+            cases);
+      CHECK(std::memcmp(last.data(), X.data() + (steps - 1) * chunks * n,
+                        last.size() * sizeof(double)) == 0,
+            "fit ring [%" PRId64 ", %" PRId64 "): case %d's last state differs", start, stop,
+            cases);
+      ++cases;
+    }
+  }
+  std::printf("fit ring: %d schedules, the history's statistics and last state, bit-identical\n",
+              cases);
+}
+
 // ------------------------------------------------------------------ variants
 // The choice from measured times (made-up tables: the logic, not this
 // machine), and the spec parser of calibration.txt / ORC_NATIVE_VARIANTS.
@@ -841,6 +909,7 @@ int main() {
   TestCholesky<double>("double");
   TestCholesky<float>("float");
   TestRunEsn();
+  TestFitRing();
   if (g_failures) {
     std::fprintf(stderr, "%d check(s) failed\n", g_failures);
     return 1;

@@ -124,10 +124,13 @@ class RCForecasterBase(RCModel):
             self.driver, self.embedding
         )
 
-    def _force_stats(self, kernels, in_seq, res_state, stats, targets, start, stop):
+    def _force_stats(
+        self, kernels, in_seq, res_state, stats, targets, start, stop, keep=True
+    ):
         """:meth:`force` plus the ridge statistics of the states (rows
         ``start:stop`` against prepared ``targets``) in one fused pass, for a
-        model :meth:`_fuses_forcing` admits."""
+        model :meth:`_fuses_forcing` admits; with ``keep=False`` the last
+        state only (``(1, *state_shape)``), no history stored."""
         return drive_sequence_stats(
             kernels,
             self.driver,
@@ -138,6 +141,7 @@ class RCForecasterBase(RCModel):
             targets,
             start,
             stop,
+            keep,
         )
 
     @compiled

@@ -104,9 +104,9 @@ class Forecasting(AbstractTeacherForcing):
         if self.force_kwargs or not model._fuses_forcing(kernels):
             return None
 
-        def fused(inputs, state, stats, prepared_targets, start, stop):
+        def fused(inputs, state, stats, prepared_targets, start, stop, keep):
             return model._force_stats(
-                kernels, inputs[0], state, stats, prepared_targets, start, stop
+                kernels, inputs[0], state, stats, prepared_targets, start, stop, keep
             )
 
         return fused
