@@ -21,11 +21,19 @@ namespace orc_native {
 // Gram kernel (one of its blocks of steps, kGramKc).
 constexpr int64_t kFitBlock = 512, kFitBlockOwn = 256;
 
-// Blocks of statistics rows the ring of a last-state-only fit holds.
+// Blocks of statistics rows the ring of a last-state-only fit holds: 8
+// (res_dim 2000: 33 MB), fewer where they would take more than
+// kRingBytes, 2 at least; never more than the fit's rows need.
 constexpr int64_t kRingBlocks = 8;
+constexpr int64_t kRingBytes = int64_t{64} << 20;
+
+inline int64_t RingBlocks(int64_t block_bytes, int64_t blocks_needed) {
+  const int64_t fit = std::max<int64_t>(2, kRingBytes / std::max<int64_t>(block_bytes, 1));
+  return std::max<int64_t>(1, std::min({kRingBlocks, fit, blocks_needed}));
+}
 
 // The fit of a call that keeps only the last state (into `last`, (C, n)):
-// the run writes each step into a ring of kRingBlocks blocks of rows, whose
+// the run writes each step into a ring of RingBlocks blocks of rows, whose
 // blocks are added to the statistics by panels (the same blocks and panels
 // as the history's fit, each panel's blocks in row order, so the same bits)
 // by whichever thread claims them: the helper takes panel 1 first, this
@@ -41,7 +49,9 @@ void FitRing(const Blas<T>& blas, const Workers& workers, const RunMatrix<T>& m,
   const int64_t block = own ? kFitBlockOwn : kFitBlock;
   const int64_t split = SplitForShare(f, 0.5);
   const int64_t nblocks = (stop - start + block - 1) / block;
-  const int64_t ring_rows = kRingBlocks * block;
+  const int64_t block_bytes = block * width * static_cast<int64_t>(sizeof(T));
+  const int64_t slots = RingBlocks(block_bytes, (steps - start + block - 1) / block);
+  const int64_t ring_rows = slots * block;
   std::vector<T> ring(static_cast<size_t>(ring_rows * width));
   auto row = [&](int64_t t) {
     const int64_t r = ((t - start) % ring_rows + ring_rows) % ring_rows;
@@ -82,8 +92,8 @@ void FitRing(const Blas<T>& blas, const Workers& workers, const RunMatrix<T>& m,
     }
   });
   for (int64_t t = 0; t < steps; ++t) {
-    // step t writes over the block kRingBlocks before its own
-    const int64_t over = (t - start) / block - kRingBlocks;
+    // step t writes over the block `slots` before its own
+    const int64_t over = (t - start) / block - slots;
     if (t >= start && over >= 0 && over < nblocks) {
       while (added[0].load(std::memory_order_acquire) <= over ||
              added[1].load(std::memory_order_acquire) <= over) {
