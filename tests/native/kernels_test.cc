@@ -705,6 +705,29 @@ void TestCholesky(const char* type) {
 }
 
 // ------------------------------------------------------------------ ESN run
+// A random reservoir run's operands: values (scale x standard normal) and
+// columns (chunks, n, k), a precomputed drive (steps, chunks, n) and a
+// start state (chunks, n), all drawn from `seed`.
+struct RandomRun {
+  std::vector<double> V, P, R0;
+  std::vector<int32_t> I;
+  Drive<double> drive;
+
+  RandomRun(uint64_t seed, int64_t chunks, int64_t n, int64_t k, int64_t steps, double scale)
+      : V(chunks * n * k), P(steps * chunks * n), R0(chunks * n), I(V.size()) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> normal;
+    std::uniform_int_distribution<int32_t> column(0, static_cast<int32_t>(n - 1));
+    for (auto& e : V) e = scale * normal(rng);
+    for (auto& e : I) e = column(rng);
+    for (auto& e : P) e = normal(rng);
+    for (auto& e : R0) e = normal(rng);
+    drive.p = P.data();
+  }
+  RandomRun(const RandomRun&) = delete;
+  RandomRun& operator=(const RandomRun&) = delete;
+};
+
 // The teacher-forced run shares every step between two threads when the
 // reservoir is large: the states are the same bits alone, with a helper, and
 // with a helper that starts late or never (this thread then runs alone
@@ -712,20 +735,13 @@ void TestCholesky(const char* type) {
 // and with the interleaved copy (whose groups of four the threads' split at
 // row 150 cuts).
 void TestRunEsn() {
-  std::mt19937_64 rng(3);
-  std::normal_distribution<double> normal;
-  std::uniform_int_distribution<int32_t> column(0, 299);
   const int64_t n = 300, k = 60, steps = 60;  // ShareSteps(n k, steps, n)
   CHECK(ShareSteps(n * k, steps, n), "esn run: the test's run is not shared");
-  std::vector<double> V(n * k), P(steps * n), R0(n);
-  std::vector<int32_t> I(n * k);
-  for (auto& e : V) e = 0.02 * normal(rng);
-  for (auto& e : I) e = column(rng);
-  for (auto& e : P) e = normal(rng);
-  for (auto& e : R0) e = normal(rng);
+  const RandomRun run(3, 1, n, k, steps, 0.02);
+  const std::vector<double>&V = run.V, &P = run.P, &R0 = run.R0;
+  const std::vector<int32_t>& I = run.I;
+  const Drive<double>& drive = run.drive;
   const double leak = 0.6;
-  Drive<double> drive;
-  drive.p = P.data();
   int cases = 0;
   double worst = 0;
   const bool interleaved = CpuRuns(Isa::kAvx2);
@@ -769,25 +785,19 @@ void TestRunEsn() {
 // the statistics' rows starting before, inside and after the ring's first
 // lap, and rows run after them.
 void TestFitRing() {
-  std::mt19937_64 rng(5);
-  std::normal_distribution<double> normal;
   const int64_t chunks = 2, n = 160, k = 10, o = 3, steps = 2700;
-  std::uniform_int_distribution<int32_t> column(0, static_cast<int32_t>(n - 1));
-  std::vector<double> V(chunks * n * k), P(steps * chunks * n), R0(chunks * n),
-      Yt(steps * chunks * o);
-  std::vector<int32_t> I(V.size());
-  for (auto& e : V) e = 0.05 * normal(rng);
-  for (auto& e : I) e = column(rng);
-  for (auto& e : P) e = normal(rng);
-  for (auto& e : R0) e = normal(rng);
+  const RandomRun run(5, chunks, n, k, steps, 0.05);
+  std::mt19937_64 rng(6);
+  std::normal_distribution<double> normal;
+  std::vector<double> Yt(steps * chunks * o);
   for (auto& e : Yt) e = normal(rng);
   const double leak = 0.7;
-  Drive<double> drive;
-  drive.p = P.data();
-  const RunMatrix<double> m(V.data(), I.data(), n, k, chunks);
+  const Drive<double>& drive = run.drive;
+  const double* R0 = run.R0.data();
+  const RunMatrix<double> m(run.V.data(), run.I.data(), n, k, chunks);
   const Blas<double> blas{RefDsyrk, RefDgemm};
   std::vector<double> X(steps * chunks * n);
-  RunEsn<double>(m, steps, drive, R0.data(), X.data(), leak, Workers());
+  RunEsn<double>(m, steps, drive, R0, X.data(), leak, Workers());
   const int64_t f = n, split = SplitForShare(f, 0.5), block = kFitBlockOwn;
   CHECK(f >= kGramMinFeatures && (2400.0 * f * f * chunks) >= kOverlapWork,
         "fit ring: the test's fit does not overlap");
@@ -807,7 +817,7 @@ void TestFitRing() {
     for (const Workers& workers :
          {Workers(), sched.Make(2), sched.Make(4), late.Make(2), DroppingWorkers(2)}) {
       std::vector<double> G2(G.size(), 0.0), C2(C.size(), 0.0), last(chunks * n);
-      FitRing<double>(blas, workers, m, drive, R0.data(), leak, steps, G2.data(), C2.data(),
+      FitRing<double>(blas, workers, m, drive, R0, leak, steps, G2.data(), C2.data(),
                       Yt.data(), o, start, stop, last.data());
       late.RunAll();
       CHECK(std::memcmp(G.data(), G2.data(), G.size() * sizeof(double)) == 0 &&
