@@ -13,10 +13,11 @@
 // the VMs we measure on, and the run bimodal: 1.3 or 2.2 s; not done.)
 //
 // An out of one row (1, C, n) asks for the last state only (a training
-// that does not return its states): the rows then go to a ring of
-// kRingBlocks blocks of statistics rows that both threads empty (FitRing),
-// so the call holds a few MiB instead of the (T, C, n) history, and maps
-// and writes no pages for it. The statistics are the same bits either way.
+// that does not return its states): the rows then go to a ring of up to
+// kRingBlocks blocks of statistics rows that both threads empty (fit.h,
+// FitRing), so the call holds at most 64 MiB instead of the (T, C, n)
+// history, and maps and writes no pages for it. The statistics are the
+// same bits either way.
 //
 // The reservoir run is sequential and bound by its loads, the Gram runs at
 // the core's arithmetic peak; run one after the other (each on both cores)
