@@ -38,6 +38,7 @@ import numpy as np
 from jaxtyping import Array
 
 from . import _errors, _progress
+from ._kernels import current
 from ._ridge import (
     _FAILED,
     _FALLBACK,
@@ -356,9 +357,30 @@ class AbstractTeacherForcing(eqx.Module):
         (``None``: the readout's ``prepare_train`` of the states)."""
         return None if noise is None else noise.features(model.readout)
 
+    #: Whether :meth:`force` is the model's pipeline, ``model._drive`` of
+    #: :meth:`pipeline_input` (then a fused pass may run it, :meth:`force_stats`).
+    pipelined: ClassVar[bool] = False
+
+    def pipeline_input(self, model, inputs) -> Array:
+        """What the model's embedding takes for a block of ``inputs`` (from
+        :meth:`forcing`), for a problem that is :attr:`pipelined`."""
+        raise NotImplementedError
+
     def force_stats(self, model):
-        """A fused run-with-statistics pass, or ``None``."""
-        return None
+        """A fused run-with-statistics pass over :meth:`pipeline_input`
+        (:meth:`orc._model.RCModel._force_stats`, where the model and the
+        current kernels fuse it), or ``None``."""
+        kernels = current()
+        if not (self.pipelined and model._fuses_forcing(kernels)):
+            return None
+
+        def fused(inputs, state, stats, prepared_targets, start, stop, keep):
+            seq = self.pipeline_input(model, inputs)
+            return model._force_stats(
+                kernels, seq, state, stats, prepared_targets, start, stop, keep
+            )
+
+        return fused
 
     def solution(self, model, weights):
         """``model`` with the solved ``weights``."""

@@ -23,10 +23,11 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from ._bank import declares
 from ._random import seed_field
 from ._strategy import model_hash
 from ._validation import check_dtype
-from .drivers import DriverBase, drive_sequence
+from .drivers import DriverBase, drive_sequence, drive_sequence_stats
 from .embeddings import EmbedBase
 from .readouts import ReadoutBase
 
@@ -72,6 +73,36 @@ class RCModel(eqx.Module):
         """The states after each row of ``inputs`` (what the embedding takes),
         from ``res_state``: ``(seq_len, *state_shape)``."""
         return drive_sequence(self.driver, self.embedding, inputs, res_state)
+
+    def _fuses_forcing(self, kernels) -> bool:
+        """Whether :meth:`_force_stats` applies: the model class declares that
+        its forcing is :meth:`_drive` of what the embedding takes (capability
+        ``"pipeline_forcing"``, see :mod:`orc._bank`) and ``kernels`` fuse its
+        components (:meth:`orc._kernels.Kernels.fuses`)."""
+        return declares(self, "pipeline_forcing") and kernels.fuses(
+            self.driver, self.embedding
+        )
+
+    def _force_stats(
+        self, kernels, in_seq, res_state, stats, targets, start, stop, keep=True
+    ):
+        """:meth:`_drive` of ``in_seq`` (what the embedding takes) plus the
+        ridge statistics of the states (rows ``start:stop`` against prepared
+        ``targets``) in one fused pass, for a model :meth:`_fuses_forcing`
+        admits; with ``keep=False`` the last state only (``(1,
+        *state_shape)``), no history stored."""
+        return drive_sequence_stats(
+            kernels,
+            self.driver,
+            self.embedding,
+            in_seq.astype(self.dtype),
+            jnp.asarray(res_state, self.dtype),
+            stats,
+            targets,
+            start,
+            stop,
+            keep,
+        )
 
     def set_readout(self, readout: ReadoutBase):
         """A copy of the model with ``readout`` replaced."""

@@ -45,6 +45,8 @@ class ESNController(RCControllerBase):
     def __check_init__(self):
         check_esn_sizes(self)
 
+    capabilities = frozenset({"pipeline_forcing"})
+
     def __init__(
         self,
         data_dim: int,

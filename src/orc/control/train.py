@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 import equinox as eqx
+import jax.numpy as jnp
 from jaxtyping import Array
 
 from .._defaults import ESN
@@ -55,6 +56,12 @@ class Controlling(AbstractTeacherForcing):
 
     def force(self, model, inputs, state):
         return model.force(inputs[0], inputs[1], state)
+
+    pipelined = True
+
+    def pipeline_input(self, model, inputs):
+        seq, control = inputs
+        return jnp.concatenate([seq, control], axis=-1).astype(model.dtype)
 
 
 def train_RCController(

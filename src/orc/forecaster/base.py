@@ -24,7 +24,6 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .. import _errors, _strategy
-from .._bank import declares
 from .._compose import check_model
 from .._divergence import report_divergence, report_overflow
 from .._kernels import current
@@ -48,7 +47,6 @@ from ..drivers import (
     DriverBase,
     check_state,
     closed_loop_linear,
-    drive_sequence_stats,
 )
 from ..embeddings import EmbedBase
 from ..readouts import ReadoutBase
@@ -114,35 +112,6 @@ class RCForecasterBase(RCModel):
 
     def _advance_seq(self, in_seq, res_state):
         return self._drive(in_seq, res_state)
-
-    def _fuses_forcing(self, kernels) -> bool:
-        """Whether :meth:`_force_stats` applies: the model class declares that
-        its forcing is the standard pipeline (capability
-        ``"pipeline_forcing"``, see :mod:`orc._bank`) and ``kernels`` fuse its
-        components (:meth:`orc._kernels.Kernels.fuses`)."""
-        return declares(self, "pipeline_forcing") and kernels.fuses(
-            self.driver, self.embedding
-        )
-
-    def _force_stats(
-        self, kernels, in_seq, res_state, stats, targets, start, stop, keep=True
-    ):
-        """:meth:`force` plus the ridge statistics of the states (rows
-        ``start:stop`` against prepared ``targets``) in one fused pass, for a
-        model :meth:`_fuses_forcing` admits; with ``keep=False`` the last
-        state only (``(1, *state_shape)``), no history stored."""
-        return drive_sequence_stats(
-            kernels,
-            self.driver,
-            self.embedding,
-            in_seq.astype(self.dtype),
-            jnp.asarray(res_state, self.dtype),
-            stats,
-            targets,
-            start,
-            stop,
-            keep,
-        )
 
     @compiled
     def force(

@@ -25,7 +25,6 @@ from .._fit import (
     start_states,
     teacher_forcing_arguments,
 )
-from .._kernels import current
 from .._validation import check_data, first_index
 from .base import RCForecasterBase
 from .models import (
@@ -99,17 +98,12 @@ class Forecasting(AbstractTeacherForcing):
             targets = self.train_seq[..., 1:, :]
         return keep_data_scale(model, targets)
 
-    def force_stats(self, model):
-        kernels = current()
-        if self.force_kwargs or not model._fuses_forcing(kernels):
-            return None
+    @property
+    def pipelined(self) -> bool:
+        return not self.force_kwargs
 
-        def fused(inputs, state, stats, prepared_targets, start, stop, keep):
-            return model._force_stats(
-                kernels, inputs[0], state, stats, prepared_targets, start, stop, keep
-            )
-
-        return fused
+    def pipeline_input(self, model, inputs):
+        return inputs[0]
 
 
 def train_RCForecaster(
