@@ -363,8 +363,8 @@ class AbstractTeacherForcing(eqx.Module):
 
     def pipeline_input(self, model, inputs) -> Array:
         """What the model's embedding takes for a block of ``inputs`` (from
-        :meth:`forcing`), for a problem that is :attr:`pipelined`."""
-        raise NotImplementedError
+        :meth:`forcing`); the problems that are :attr:`pipelined` define it."""
+        raise NotImplementedError(f"{type(self).__name__} is not pipelined")
 
     def force_stats(self, model):
         """A fused run-with-statistics pass over :meth:`pipeline_input`

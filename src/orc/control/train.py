@@ -54,10 +54,11 @@ class Controlling(AbstractTeacherForcing):
         )
         return (seq, extra["control_seq"]), targets
 
+    #: the forcing is the model's pipeline over the outputs and the controls
+    pipelined = True
+
     def force(self, model, inputs, state):
         return model.force(inputs[0], inputs[1], state)
-
-    pipelined = True
 
     def pipeline_input(self, model, inputs):
         seq, control = inputs
