@@ -84,7 +84,7 @@ class RCModel(eqx.Module):
         )
 
     def _force_stats(
-        self, kernels, in_seq, res_state, stats, targets, start, stop, keep=True
+        self, kernels, in_seq, res_state, stats, targets, start, stop, keep
     ):
         """:meth:`_drive` of ``in_seq`` (what the embedding takes) plus the
         ridge statistics of the states (rows ``start:stop`` against prepared

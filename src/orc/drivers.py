@@ -719,7 +719,7 @@ def drive_sequence_stats(
     targets: Array,
     start: int,
     stop: int,
-    keep: bool = True,
+    keep: bool,
 ):
     """:func:`drive_sequence` of ``in_seq (T, in_dim)`` that also adds rows
     ``start:stop`` of the states and ``targets`` to the ridge statistics
