@@ -221,3 +221,18 @@ def test_cli_lists_every_system_orc_data_has():
     }
     assert set(cli.SYSTEMS) == {n for n, p in takes.items() if "tN" in p}
     assert set(cli.SERIES) == {n for n, p in takes.items() if "n_timesteps" in p}
+
+
+def test_orc_data_help_names_every_system_whole():
+    """``orc data --help`` shows the argument as ``SYSTEM`` (not a choice list
+    wrapped mid-name) and names every system once, in its epilog."""
+    from click.testing import CliRunner
+
+    from orc import cli
+
+    runner = CliRunner()
+    out = runner.invoke(cli.cli, ["data", "--help"], prog_name="orc").output
+    assert "Usage: orc data [OPTIONS] SYSTEM\n" in out
+    epilog = " ".join(out[out.index("SYSTEM is one of") :].split())
+    for name in cli.SYSTEMS + cli.SERIES:
+        assert f" {name}," in epilog or f" {name} " in epilog or f" {name}." in epilog

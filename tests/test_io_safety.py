@@ -661,3 +661,39 @@ def test_native_and_xla_paths_refuse_out_of_range_indices():
     lines = proc.stdout.splitlines()
     expected = [f"{b} REFUSED" for b in ("native",) * 6 + ("xla",) * 6]
     assert lines == expected, (proc.stdout, proc.stderr[-1500:])
+
+
+@pytest.mark.skipif(
+    not orc._native.native_available() or jax.default_backend() != "cpu",
+    reason="the native kernels run on CPU (built without them, or another device)",
+)
+@pytest.mark.parametrize("bad", [6, 2**30, -1])
+def test_native_forecasts_refuse_a_window_outside_the_output(bad):
+    """A closed loop feeds the entries ``window`` names of each output row
+    back as the next input; an entry outside the row (``chunks * out_dim``
+    values) is refused by the one-loop and the batched kernel alike, before
+    either reads it (the ESN models always build windows inside the row)."""
+    from orc._kernels import _native_forecast, _native_forecasts
+
+    rng = np.random.default_rng(0)
+    c, n, k, w, o = 2, 8, 3, 2, 3  # output row: c * o = 6 values
+    values = jnp.asarray(rng.uniform(-0.3, 0.3, (c, n, k)), jnp.float32)
+    indices = jnp.asarray(rng.integers(0, n, (c, n, k)), jnp.int32)
+    win = jnp.asarray(rng.uniform(-1, 1, (c, n, w)), jnp.float32)
+    wout = jnp.asarray(rng.uniform(-1, 1, (c, o, n)), jnp.float32)
+    bias, leak = jnp.float32(0.1), jnp.float32(0.6)
+    good = jnp.asarray([[0, 1], [3, 5]], jnp.int32)
+    r0 = jnp.zeros((c, n), jnp.float32)
+    ok = _native_forecast(values, indices, win, good, bias, wout, r0, leak, 4)
+    assert ok.shape == (4, c * o) and bool(jnp.all(jnp.isfinite(ok)))
+    window = good.at[1, 0].set(bad)
+    with pytest.raises(Exception, match="esn_forecast: window index outside"):
+        jax.block_until_ready(
+            _native_forecast(values, indices, win, window, bias, wout, r0, leak, 4)
+        )
+    with pytest.raises(Exception, match="esn_forecast_batch: window index outside"):
+        jax.block_until_ready(
+            _native_forecasts(
+                values, indices, win, window, bias, wout[None], r0[None], leak, 4
+            )
+        )

@@ -2,16 +2,8 @@
 
 ORC 0.4 users call the models and components by position as well as by name,
 so every constructor spells ORC's signature out (names, order, defaults,
-keyword-only markers) and takes each default from here::
-
-    class ESNForecaster(RCForecasterBase):
-        def __init__(
-            self,
-            data_dim: int,
-            res_dim: int,
-            leak_rate: float = ESN.leak_rate,
-            bias: float = ESN.bias,
-            ...
+keyword-only markers) and takes each default from here: ``leak_rate: float =
+ESN.leak_rate`` in :class:`orc.forecaster.ESNForecaster`'s signature.
 
 The ``orc`` command's options (and so its config-file keys), the scikit-learn
 estimators and the API pages (``docs/hooks/griffe_signatures.py``) take them

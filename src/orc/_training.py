@@ -463,13 +463,10 @@ def teacher_forced_statistics(
     targets,
     init,
     *,
-    spinup: int = 0,
     multi_sequence: bool = False,
     keep_states: bool = True,
-    block_size: int | None = None,
-    progress: bool = False,
     features=None,
-    force_stats=None,
+    **run,
 ):
     """The ridge statistics of a teacher-forced run, over one or several
     trajectories.
@@ -478,8 +475,9 @@ def teacher_forced_statistics(
     ``keep_states=False`` the last state. With ``multi_sequence`` every leaf
     of ``inputs``, ``targets`` and ``init`` has a leading trajectory axis and
     the statistics are summed over trajectories (in trajectory order).
-    ``features`` and ``force_stats`` are passed on to
-    :func:`teacher_forced_stats` (the offset ``features`` receives counts
+    ``features`` and the keywords ``run`` (``spinup``, ``block_size``,
+    ``progress``, ``force_stats``) are those of :func:`teacher_forced_stats`,
+    which runs each trajectory (the offset ``features`` receives counts
     steps over all trajectories). The solve is the caller's
     (:func:`orc._fit.fit`).
     """
@@ -491,13 +489,10 @@ def teacher_forced_statistics(
             u,
             y,
             r0,
-            spinup=spinup,
-            block_size=block_size,
             keep_states=keep_states,
-            progress=progress,
             progress_offset=offset,
             features=None if features is None else _shifted(features, offset),
-            force_stats=force_stats,
+            **run,
         )
 
     if not multi_sequence:

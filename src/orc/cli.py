@@ -969,8 +969,11 @@ def demo(res_dim: int, train_steps: int, seed: int, out: str) -> None:
 
 
 # ---------------------------------------------------------------------- data
-@cli.command()
-@click.argument("name", type=click.Choice(SYSTEMS + SERIES))
+@cli.command(
+    epilog=f"SYSTEM is one of the ODEs {', '.join(SYSTEMS)} or the discrete "
+    f"series {', '.join(SERIES)}."
+)
+@click.argument("name", metavar="SYSTEM", type=click.Choice(SYSTEMS + SERIES))
 @click.option("--out", required=True, help="Output file (.csv or .npy).")
 @click.option("--tn", "tN", default=100.0, show_default=True, help="Final time.")
 @_real_option("--dt", "Sampling step [default: 0.01; KS_1D 0.25].")

@@ -89,6 +89,17 @@ inline ffi::Error CheckColumns(const ffi::Buffer<ffi::S32>& indices, int64_t n,
   return IndexError(kernel);
 }
 
+// A forecast's feedback window: each entry an index into the output row
+// of out_dim values, checked once per call.
+inline ffi::Error CheckWindow(const ffi::Buffer<ffi::S32>& window, int64_t out_dim,
+                              const char* kernel) {
+  if (ColumnsInRange(window.typed_data(), window.element_count(), out_dim)) {
+    return ffi::Error::Success();
+  }
+  return ffi::Error::InvalidArgument(std::string("orc ") + kernel +
+                                     ": window index outside the output");
+}
+
 // Whether two dimension lists are equal.
 template <typename A, typename B>
 bool SameDims(const A& a, const B& b) {

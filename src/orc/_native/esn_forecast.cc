@@ -66,12 +66,8 @@ ffi::Error EsnForecast(ffi::ThreadPool pool, ffi::Buffer<DT> values,
     return SizesDiffer("esn_forecast");
   }
   ORC_RETURN_IF_ERROR(CheckColumns(indices, n, "esn_forecast"));
+  ORC_RETURN_IF_ERROR(CheckWindow(window, out_dim, "esn_forecast"));
   const int32_t* window_idx = window.typed_data();
-  for (int64_t e = 0; e < chunks * w; ++e) {
-    if (window_idx[e] < 0 || window_idx[e] >= out_dim) {
-      return ffi::Error::InvalidArgument("orc esn_forecast: window index outside the output");
-    }
-  }
   if (steps == 0) return ffi::Error::Success();
   const T* V = values.typed_data();
   const int32_t* I = indices.typed_data();

@@ -156,13 +156,8 @@ ffi::Error EsnForecastBatch(ffi::ThreadPool pool, ffi::Buffer<DT> values,
     return SizesDiffer("esn_forecast_batch");
   }
   ORC_RETURN_IF_ERROR(CheckColumns(indices, n, "esn_forecast_batch"));
+  ORC_RETURN_IF_ERROR(CheckWindow(window, out_dim, "esn_forecast_batch"));
   const int32_t* window_idx = window.typed_data();
-  for (int64_t q = 0; q < chunks * w; ++q) {
-    if (window_idx[q] < 0 || window_idx[q] >= out_dim) {
-      return ffi::Error::InvalidArgument(
-          "orc esn_forecast_batch: window index outside the output");
-    }
-  }
   if (steps == 0 || cols == 0) return ffi::Error::Success();
   const Batch<T> p{values.typed_data(), indices.typed_data(), win.typed_data(),
                    wout.typed_data(), chunks, n, k, w, o, nb, ns, cols,

@@ -33,9 +33,7 @@ __attribute__((target("avx512f,avx512vl"), always_inline)) inline __m512d EllRow
   return a;
 }
 
-__attribute__((target("avx512f,avx512vl"))) void EllRowsAvx512(
-    const double* __restrict v, const int32_t* __restrict idx, int64_t k,
-    const double* __restrict x, double* __restrict z, int64_t i0, int64_t i1) {
+ORC_ELL_ROWS("avx512f,avx512vl", EllRowsAvx512, double) {
   const int64_t kf = k & ~int64_t{7};
   const __mmask8 tail = static_cast<__mmask8>((1u << (k - kf)) - 1u);
   int64_t i = i0;
@@ -49,9 +47,7 @@ __attribute__((target("avx512f,avx512vl"))) void EllRowsAvx512(
   }
 }
 
-__attribute__((target("avx512f,avx512vl"))) void EllRowsAvx512(
-    const float* __restrict v, const int32_t* __restrict idx, int64_t k,
-    const float* __restrict x, float* __restrict z, int64_t i0, int64_t i1) {
+ORC_ELL_ROWS("avx512f,avx512vl", EllRowsAvx512, float) {
   const int64_t kf = k & ~int64_t{15};
   const __mmask16 tail = static_cast<__mmask16>((1u << (k - kf)) - 1u);
   for (int64_t i = i0; i < i1; ++i) {
@@ -91,9 +87,7 @@ __attribute__((target("avx2,fma"))) inline __m256d Lanes4(const double* x, const
                        x[static_cast<uint32_t>(p0)]);
 }
 
-__attribute__((target("avx2,fma"))) void EllRowsAvx2(
-    const double* __restrict v, const int32_t* __restrict idx, int64_t k,
-    const double* __restrict x, double* __restrict z, int64_t i0, int64_t i1) {
+ORC_ELL_ROWS("avx2,fma", EllRowsAvx2, double) {
   for (int64_t i = i0; i < i1; ++i) {
     const double* vr = v + i * k;
     const int32_t* ir = idx + i * k;
@@ -115,9 +109,7 @@ __attribute__((target("avx2,fma"))) void EllRowsAvx2(
   }
 }
 
-__attribute__((target("avx2,fma"))) void EllRowsAvx2(
-    const float* __restrict v, const int32_t* __restrict idx, int64_t k,
-    const float* __restrict x, float* __restrict z, int64_t i0, int64_t i1) {
+ORC_ELL_ROWS("avx2,fma", EllRowsAvx2, float) {
   for (int64_t i = i0; i < i1; ++i) {
     const float* vr = v + i * k;
     const int32_t* ir = idx + i * k;

@@ -50,20 +50,17 @@ using EllRowsFn = void (*)(const T*, const int32_t*, int64_t, const T*, T*, int6
 #ifdef ORC_X86_DISPATCH
 // The vector loops (rows.cc): AVX-512 gathers, and AVX2 + FMA with the
 // x[column] loaded lane by lane.
-// (The declarations carry the definitions' targets: GCC takes a function
-// declared with other targets for another version of it.)
-__attribute__((target("avx512f,avx512vl"))) void EllRowsAvx512(
-    const double* __restrict v, const int32_t* __restrict idx, int64_t k,
-    const double* __restrict x, double* __restrict z, int64_t i0, int64_t i1);
-__attribute__((target("avx512f,avx512vl"))) void EllRowsAvx512(
-    const float* __restrict v, const int32_t* __restrict idx, int64_t k,
-    const float* __restrict x, float* __restrict z, int64_t i0, int64_t i1);
-__attribute__((target("avx2,fma"))) void EllRowsAvx2(
-    const double* __restrict v, const int32_t* __restrict idx, int64_t k,
-    const double* __restrict x, double* __restrict z, int64_t i0, int64_t i1);
-__attribute__((target("avx2,fma"))) void EllRowsAvx2(
-    const float* __restrict v, const int32_t* __restrict idx, int64_t k,
-    const float* __restrict x, float* __restrict z, int64_t i0, int64_t i1);
+// ORC_ELL_ROWS writes their signature once, for the declarations here and
+// the definitions there; a declaration carries its definition's target (GCC
+// takes a function declared with other targets for another version of it).
+#define ORC_ELL_ROWS(TARGET, NAME, T)                                  \
+  __attribute__((target(TARGET))) void NAME(                           \
+      const T* __restrict v, const int32_t* __restrict idx, int64_t k, \
+      const T* __restrict x, T* __restrict z, int64_t i0, int64_t i1)
+ORC_ELL_ROWS("avx512f,avx512vl", EllRowsAvx512, double);
+ORC_ELL_ROWS("avx512f,avx512vl", EllRowsAvx512, float);
+ORC_ELL_ROWS("avx2,fma", EllRowsAvx2, double);
+ORC_ELL_ROWS("avx2,fma", EllRowsAvx2, float);
 #endif
 
 // The vector variant this CPU runs and the shortest rows it is used for

@@ -68,7 +68,22 @@ def _build(model, given: dict, *, layout: str, mode=ESN.mode):
     model.data_dim = data_dim
 
 
-class ESNForecaster(RCForecasterBase):
+class _DiscreteESNForecaster(RCForecasterBase):
+    """What the discrete ESN forecasters (:class:`ESNForecaster`,
+    :class:`EnsembleESNForecaster`, :class:`DeepESNForecaster`) share: the
+    data size and the checks of a built or loaded model. Abstract: the final
+    classes write ORC's signatures, choose the layout and each declare the
+    fused native training (``capabilities``, read from a class's own body so
+    that a subclass overriding the forcing does not inherit it)."""
+
+    data_dim: int = eqx.field(static=True)
+
+    def __check_init__(self):
+        check_esn_sizes(self)
+        check_driver_mode(self, "discrete")
+
+
+class ESNForecaster(_DiscreteESNForecaster):
     """Echo state network forecaster (ORC 0.4 defaults).
 
     ``r_{t+1} = (1 - a) r_t + a tanh(W r_t + W_in u_t + b)``, ``y = W_out r``
@@ -112,12 +127,6 @@ class ESNForecaster(RCForecasterBase):
     >>> esn, R = train_RCForecaster(esn, U[:2400])
     >>> U_pred = esn.forecast(600, R[-1])        # (600, 3)
     """
-
-    data_dim: int = eqx.field(static=True)
-
-    def __check_init__(self):
-        check_esn_sizes(self)
-        check_driver_mode(self, "discrete")
 
     capabilities = frozenset({"pipeline_forcing"})
 
@@ -240,7 +249,7 @@ class CESNForecaster(CRCForecasterBase):
         self.time_const_per_dt = per_dt
 
 
-class EnsembleESNForecaster(RCForecasterBase):
+class EnsembleESNForecaster(_DiscreteESNForecaster):
     """Ensemble of ``chunks`` ESNs that all see the full input; outputs averaged.
 
     Each member has its own ``W_in``, ``W`` and ``W_out`` (each fitted to the
@@ -248,12 +257,6 @@ class EnsembleESNForecaster(RCForecasterBase):
     States are ``(chunks, res_dim)``. Parameters as :class:`ESNForecaster`
     (``chunks`` = ensemble size, default 1; no locality).
     """
-
-    data_dim: int = eqx.field(static=True)
-
-    def __check_init__(self):
-        check_esn_sizes(self)
-        check_driver_mode(self, "discrete")
 
     capabilities = frozenset({"pipeline_forcing"})
 
@@ -275,7 +278,7 @@ class EnsembleESNForecaster(RCForecasterBase):
         _build(self, arguments(locals()), layout="ensemble")
 
 
-class DeepESNForecaster(RCForecasterBase):
+class DeepESNForecaster(_DiscreteESNForecaster):
     """Deep echo state network forecaster: ``n_layers`` reservoirs in series.
 
     The input drives layer 0; layer ``l`` is driven by the new state of layer
@@ -307,19 +310,16 @@ class DeepESNForecaster(RCForecasterBase):
     >>> esn, R = train_RCForecaster(esn, U_train, spinup=100)   # R: (T, 600)
     """
 
-    data_dim: int = eqx.field(static=True)
+    capabilities = frozenset({"pipeline_forcing"})
+
     n_layers: int = eqx.field(static=True)
 
     def __check_init__(self):
-        check_esn_sizes(self)
-        check_driver_mode(self, "discrete")
         if self.n_layers != len(self.driver.layers):
             raise ValueError(
                 f"DeepESNForecaster: n_layers ({self.n_layers!r}) must equal the "
                 f"driver's {len(self.driver.layers)} layers"
             )
-
-    capabilities = frozenset({"pipeline_forcing"})
 
     def __init__(
         self,
