@@ -859,3 +859,25 @@ def test_checks_under_eager_vmap_are_one_program():
         jax.block_until_ready(jax.vmap(lambda r: model.forecast(7, r))(starts * 0.5))
     assert first["compiles"] <= 4, first
     assert again["compiles"] == 0, again
+
+
+def test_a_batch_of_sequences_is_refused_with_the_way_to_map_it():
+    """An entry point of one sequence given a batch ``(n, seq_len, dim)``
+    names the shape it takes and points to ``jax.vmap``, which does map it
+    (the same rows as one call per sequence)."""
+    rng = np.random.default_rng(0)
+    seqs = rng.normal(size=(4, 30, 3))
+    clf = train_RCClassifier(
+        ESNClassifier(3, 2, 20, seed=0), seqs, np.array([0, 1, 1, 0])
+    )
+    with pytest.raises(ValueError, match=r"in_seq must be 2-D \(seq_len, data_dim\)"):
+        clf.classify(seqs)
+    with pytest.raises(ValueError, match="jax.vmap"):
+        clf.classify(seqs)
+    mapped = jax.vmap(clf.classify)(seqs)
+    one_by_one = jnp.stack([clf.classify(s) for s in seqs])
+    assert float(jnp.std(mapped[:, 0])) > 0  # trained: the scores differ
+    np.testing.assert_allclose(mapped, one_by_one, rtol=1e-10, atol=1e-12)
+    esn = ESNForecaster(3, 20, seed=0)
+    with pytest.raises(ValueError, match="jax.vmap"):
+        esn.force(seqs, esn.driver.default_state())

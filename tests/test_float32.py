@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import orc
 from _helpers import assert_fallback_solution, lorenz_rk4
 from orc import _ridge
 
@@ -253,3 +254,26 @@ def test_float32_lorenz63_forecaster_with_x64_off_keeps_its_vpt(tmp_path):
     v64, v32 = np.mean(out["1"]["vpt"]), np.mean(out["0"]["vpt"])
     assert v64 > 3.0, out  # a working float64 baseline
     assert v32 >= 0.9 * v64, out
+
+
+def test_float64_without_x64_warns_at_the_callers_line():
+    """Asking for float64 with x64 off builds float32 and warns, attributed
+    to the line that built the model or component (not to orc's code),
+    whichever constructor it passes through."""
+    import warnings
+
+    builders = [
+        lambda: orc.forecaster.ESNForecaster(3, 10),
+        lambda: orc.classifier.ESNClassifier(3, 2, 10),
+        lambda: orc.drivers.ESNDriver(10, seed=0),
+        lambda: orc.readouts.LinearReadout(3, 10),
+    ]
+    with jax.enable_x64(False):
+        for build in builders:
+            with warnings.catch_warnings(record=True) as record:
+                warnings.simplefilter("always")
+                built = build()
+            ours = [w for w in record if "jax_enable_x64 is off" in str(w.message)]
+            assert len(ours) == 1, [str(w.message) for w in record]
+            assert ours[0].filename == __file__, ours[0].filename
+            assert built.dtype == jnp.float32

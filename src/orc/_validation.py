@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-import warnings
 import weakref
 
 import equinox as eqx
@@ -76,12 +75,11 @@ def check_dtype(dtype, owner: str):
             f"{owner}: dtype must be jnp.float32 or jnp.float64, got {dtype!r}"
         )
     if resolved == jnp.dtype(jnp.float64) and not jax.config.jax_enable_x64:
-        warnings.warn(
+        _errors.warn_at_caller(
             f"{owner}: dtype float64 was requested but jax_enable_x64 is off, so "
             "float32 is used. Enable it before creating models with "
             "jax.config.update('jax_enable_x64', True).",
             UserWarning,
-            stacklevel=3,
         )
         return jnp.dtype(jnp.float32)
     return resolved
@@ -625,6 +623,12 @@ def check_sequence(
     (``"data_dim"``, ``"control_dim"``); ``why`` says where a ``min_len``
     above one comes from."""
     seq = check_data(name, seq, owner, dtype)
+    if getattr(seq, "ndim", None) == 3:
+        raise ValueError(
+            f"{owner}: {name} must be 2-D (seq_len, {what}), one sequence per "
+            f"call, got shape {tuple(seq.shape)}; for a batch of sequences map "
+            "the call over its first axis with jax.vmap"
+        )
     seq = check_rank(name, seq, 2, owner, f"(seq_len, {what})")
     if seq.shape[1] != width:
         raise ValueError(
