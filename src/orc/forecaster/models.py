@@ -68,7 +68,7 @@ def _build(model, given: dict, *, layout: str, mode=ESN.mode):
     model.data_dim = data_dim
 
 
-class _DiscreteESNForecaster(RCForecasterBase):
+class _ESNForecasterCore(RCForecasterBase):
     """What the discrete ESN forecasters (:class:`ESNForecaster`,
     :class:`EnsembleESNForecaster`, :class:`DeepESNForecaster`) share: the
     data size and the checks of a built or loaded model. Abstract: the final
@@ -83,7 +83,7 @@ class _DiscreteESNForecaster(RCForecasterBase):
         check_driver_mode(self, "discrete")
 
 
-class ESNForecaster(_DiscreteESNForecaster):
+class ESNForecaster(_ESNForecasterCore):
     """Echo state network forecaster (ORC 0.4 defaults).
 
     ``r_{t+1} = (1 - a) r_t + a tanh(W r_t + W_in u_t + b)``, ``y = W_out r``
@@ -249,7 +249,7 @@ class CESNForecaster(CRCForecasterBase):
         self.time_const_per_dt = per_dt
 
 
-class EnsembleESNForecaster(_DiscreteESNForecaster):
+class EnsembleESNForecaster(_ESNForecasterCore):
     """Ensemble of ``chunks`` ESNs that all see the full input; outputs averaged.
 
     Each member has its own ``W_in``, ``W`` and ``W_out`` (each fitted to the
@@ -278,7 +278,7 @@ class EnsembleESNForecaster(_DiscreteESNForecaster):
         _build(self, arguments(locals()), layout="ensemble")
 
 
-class DeepESNForecaster(_DiscreteESNForecaster):
+class DeepESNForecaster(_ESNForecasterCore):
     """Deep echo state network forecaster: ``n_layers`` reservoirs in series.
 
     The input drives layer 0; layer ``l`` is driven by the new state of layer
