@@ -623,7 +623,7 @@ def check_sequence(
     (``"data_dim"``, ``"control_dim"``); ``why`` says where a ``min_len``
     above one comes from."""
     seq = check_data(name, seq, owner, dtype)
-    if getattr(seq, "ndim", None) == 3:
+    if seq.ndim == 3:
         raise ValueError(
             f"{owner}: {name} must be 2-D (seq_len, {what}), one sequence per "
             f"call, got shape {tuple(seq.shape)}; for a batch of sequences map "
