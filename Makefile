@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 # tests start, tests/conftest.py). `make test TEST_WORKERS=8` on more cores.
 TEST_WORKERS ?= 2
 
-.PHONY: demo test docs lint bench bench-science dist check-dist check-native clean
+.PHONY: demo test docs lint bench bench-science orc04-suite dist check-dist check-native clean
 
 # the native kernels are compiled by the install: reinstall when they change
 $(STAMP): pyproject.toml CMakeLists.txt $(wildcard src/orc/_native/*.cc src/orc/_native/*.h)
@@ -54,6 +54,13 @@ $(SCIENCE_PY):
 bench-science: $(STAMP) $(SCIENCE_PY)
 	$(SCIENCE_PY) benchmarks/science/classification.py $(CLASSIFICATION_ARGS)
 	$(PY) benchmarks/science/dysts_panel.py $(DYSTS_ARGS)
+
+# ORC 0.4's own test suite and example notebooks, from its source
+# distribution (PyPI, downloaded once into benchmarks/.cache), run unchanged
+# on orc, the notebooks beside ORC 0.4 itself (benchmarks/.venvs/orc04);
+# writes benchmarks/ORC04_SUITE.md. About 10 minutes on 2 cores.
+orc04-suite: $(STAMP)
+	$(PY) benchmarks/orc04_suite.py $(ORC04_SUITE_ARGS)
 
 # sdist and wheel (the wheel holds the compiled kernels), then the wheel
 # installed into a fresh virtual environment must import with them on

@@ -7,6 +7,7 @@ formatting, ratios, the skill metric and the deterministic data generators.
 import importlib.util
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -28,14 +29,15 @@ from harness.markdown import (  # noqa: E402
 )
 
 
-def _load_run_module():
-    spec = importlib.util.spec_from_file_location("bench_run", BENCH_DIR / "run.py")
+def _load(name, file):
+    """The benchmark script ``file`` (under benchmarks/), imported as ``name``."""
+    spec = importlib.util.spec_from_file_location(name, BENCH_DIR / file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-run = _load_run_module()
+run = _load("bench_run", "run.py")
 
 
 # ---------------------------------------------------------------- ratios, format
@@ -353,9 +355,7 @@ def test_results_md_is_what_the_renderer_writes():
 
 
 def test_gpu_table_renders_only_the_jobs_that_ran():
-    spec = importlib.util.spec_from_file_location("bench_gpu", BENCH_DIR / "gpu.py")
-    gpu = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu)
+    gpu = _load("bench_gpu", "gpu.py")
     fused = [
         {"job": "fused", "n": 2000, "dtype": "float64", "form": "scan"}
         | {"us_per_step": 5.264, "max_diff_vs_scan_50": 0.0},
@@ -377,3 +377,100 @@ def test_gpu_table_renders_only_the_jobs_that_ran():
         .splitlines()[2]
         .startswith("| 8000 | 1.97 | - / - | - / 0.31 |")
     )
+
+
+# ------------------------------------------------- orc04_suite.py (ORC's own suite)
+
+
+def test_orc04_suite_reads_pytest_outcomes_and_judges_them():
+    suite = _load("bench_orc04_suite", "orc04_suite.py")
+    xml = """<testsuites><testsuite>
+      <testcase classname="tests.test_a" name="test_ok" time="0.1"/>
+      <testcase classname="tests.test_a" name="test_bad[3]"><failure message="x"/></testcase>
+      <testcase classname="tests.sub.test_b" name="test_err"><error message="y"/></testcase>
+      <testcase classname="tests.test_a" name="test_skip"><skipped/></testcase>
+    </testsuite></testsuites>"""
+    assert suite.outcomes(xml) == {
+        "tests.test_a::test_ok": "passed",
+        "tests.test_a::test_bad[3]": "failed",
+        "tests.sub.test_b::test_err": "failed",
+        "tests.test_a::test_skip": "skipped",
+    }
+    listed = sorted(suite.DIFFERENCES)
+    results = {
+        listed[0]: "failed",
+        listed[1]: "passed",
+        "tests.test_x::test_new": "failed",
+    }
+    expected, unexpected, stale = suite.judge(results)
+    assert expected == [listed[0]]
+    assert unexpected == ["tests.test_x::test_new"]
+    # a listed test that passed or did not run is named: the list follows the code
+    assert stale == sorted(listed[1:])
+
+
+def test_notebook_cells_run_in_order_and_stop_at_the_first_error(tmp_path):
+    import subprocess
+
+    cells = [
+        "%matplotlib inline\nx = 2\nprint('hello', x)",
+        ["import warnings\n", "warnings.warn('careful')\n",
+         "import matplotlib.pyplot as plt\n", "plt.plot([1, x])"],
+        "raise ValueError('boom')",
+        "print('never')",
+    ]  # fmt: skip
+    notebook = {"cells": [{"cell_type": "markdown", "source": "# title"}]}
+    notebook["cells"] += [{"cell_type": "code", "source": c} for c in cells]
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(notebook))
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH_DIR / "workloads" / "notebook_cells.py"),
+         str(path), str(tmp_path / "figs"), str(report)],
+        capture_output=True, text=True, env=dict(os.environ, MPLBACKEND="Agg"),
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    got = json.loads(report.read_text())["cells"]
+    assert [c["status"] for c in got] == ["ok", "ok", "error", "not run"]
+    assert got[0]["stdout"] == "hello 2\n"
+    assert [w[:2] for w in got[1]["warnings"]] == [["UserWarning", "careful"]]
+    assert got[1]["figures"] == ["cell01_0.png"]
+    assert (tmp_path / "figs" / "cell01_0.png").stat().st_size > 1000
+    assert got[2]["error"].strip().endswith("ValueError: boom")
+    assert got[3]["stdout"] == "" and got[3]["seconds"] == 0.0
+
+
+def test_orc04_suite_report_counts_tests_cells_and_warnings():
+    suite = _load("bench_orc04_suite", "orc04_suite.py")
+    listed = sorted(suite.DIFFERENCES)[0]
+    tests = {
+        "results": {listed: "failed", "tests.t::a": "passed", "tests.t::b": "failed"},
+        "seconds": 12.0,
+        "workers": 2,
+        "orc_file": str(suite.envs.REPO_ROOT / "src" / "orc" / "__init__.py"),
+    }
+
+    def cell(i, status, seconds, warnings=()):
+        error = "Traceback ...\nKeyError: 'x'\n" if status == "error" else None
+        return {"index": i, "status": status, "seconds": seconds,
+                "warnings": [list(w) for w in warnings], "figures": [], "error": error}  # fmt: skip
+
+    notebooks = {
+        "demo": {
+            "ours": {"cells": [cell(0, "ok", 1.5, [("UserWarning", "a | b", "x:1")]),
+                               cell(1, "error", 0.25), cell(2, "not run", 0.0)]},
+            "orc04": {"cells": [cell(0, "ok", 2.0), cell(1, "ok", 1.0),
+                                cell(2, "ok", 1.0)], "crash": None},
+        }
+    }  # fmt: skip
+    info = {"date": "2026-11-29", "cpu": "cpu", "cores": 2, "commit": "abc"}
+    text = suite.markdown(info, tests, notebooks)
+    assert "3 tests: **1 passed**, 2 failed, 0 skipped (12 s, 2 pytest workers)" in text
+    assert "`import orc` being `src/orc/__init__.py`" in text
+    assert f"| `{listed}` | {suite.DIFFERENCES[listed]} |" in text
+    assert "Unexpected failures: `tests.t::b`." in text
+    assert "| `demo.ipynb` | 1/3 | 1.8 | 3/3 | 4.0 | 1 |" in text
+    assert "| all 1 | | 1.8 | | 4.0 | |" in text
+    assert "- `demo` cell 1 under ours: KeyError: 'x'" in text
+    assert "- `demo`, cell 0: UserWarning: a \\| b" in text  # a table-safe line
+    assert suite.regressions(notebooks["demo"]) == [1, 2]
