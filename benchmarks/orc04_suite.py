@@ -14,7 +14,8 @@ it enters this repository), then
    docs/from-orc.md lists, with the reason); any other failure, and any
    listed test that no longer fails, is reported and makes the exit status 1;
 2. runs each notebook's code cells in order, as "Run All" does
-   (``workloads/notebook_cells.py``), in one fresh process per notebook and
+   (``workloads/notebook_cells.py``), and the README's quick start as a
+   notebook of one cell per Python block, in one fresh process per notebook and
    library: under ours and under ORC 0.4 (``benchmarks/.venvs/orc04``,
    created on first use). A cell that fails under ours and not under ORC 0.4
    makes the exit status 1. Each notebook's figures are put side by side,
@@ -33,6 +34,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -159,6 +161,16 @@ def run_tests(root: Path, workers: int) -> dict:
 # -------------------------------------------------------------- the notebooks
 
 
+def readme_notebook(root: Path, path: Path = CACHE / "README.ipynb") -> Path:
+    """ORC's README quick start as the notebook ``path``: one code cell per
+    ```python block of its README.md, in order."""
+    text = (root / "README.md").read_text()
+    blocks = re.findall(r"```python[ \t]*\n(.*?)```", text, flags=re.S)
+    cells = [{"cell_type": "code", "source": block} for block in blocks]
+    path.write_text(json.dumps({"cells": cells}))
+    return path
+
+
 def run_notebook(lib: envs.Library, notebook: Path, timeout: float) -> dict:
     """``workloads/notebook_cells.py``'s report of ``notebook`` under ``lib``,
     with ``wall`` (seconds, process start included)."""
@@ -235,6 +247,11 @@ def _seconds(run: dict) -> str:
     return f"{sum(c['seconds'] for c in run['cells']):.1f}"
 
 
+def _label(name: str) -> str:
+    """A notebook's name in the report (the README's blocks are one)."""
+    return "`README.md`'s Python blocks" if name == "README" else f"`{name}.ipynb`"
+
+
 def _shown(path: str) -> str:
     """``path`` relative to the repository when it is inside it."""
     p = Path(path)
@@ -293,7 +310,7 @@ def markdown(info: dict, tests: dict | None, notebooks: dict[str, dict]) -> str:
         lines.append("")
     if notebooks:
         lines += [
-            "## ORC 0.4's example notebooks",
+            "## ORC 0.4's README and example notebooks",
             "",
             "Cells run (of the code cells), and the seconds the cells took "
             "(compilation included, process start excluded).",
@@ -305,7 +322,7 @@ def markdown(info: dict, tests: dict | None, notebooks: dict[str, dict]) -> str:
             ours, theirs = runs["ours"], runs["orc04"]
             n_warn = sum(len(c["warnings"]) for c in ours["cells"])
             lines.append(
-                f"| `{name}.ipynb` | {_ran(ours)} | {_seconds(ours)} | {_ran(theirs)} "
+                f"| {_label(name)} | {_ran(ours)} | {_seconds(ours)} | {_ran(theirs)} "
                 f"| {_seconds(theirs)} | {n_warn} |"
             )
         total = {
@@ -402,7 +419,7 @@ def main(argv=None) -> int:
         print(f"[setup] {message}")
         if not ok:
             return 1
-        paths = sorted((root / "examples").glob("*.ipynb"))
+        paths = [readme_notebook(root), *sorted((root / "examples").glob("*.ipynb"))]
         if args.notebooks:
             wanted = set(args.notebooks.split(","))
             paths = [p for p in paths if p.stem in wanted]

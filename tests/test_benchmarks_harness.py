@@ -474,3 +474,14 @@ def test_orc04_suite_report_counts_tests_cells_and_warnings():
     assert "- `demo` cell 1 under ours: KeyError: 'x'" in text
     assert "- `demo`, cell 0: UserWarning: a \\| b" in text  # a table-safe line
     assert suite.regressions(notebooks["demo"]) == [1, 2]
+
+
+def test_orc04_suite_reads_the_readme_quick_start_as_cells(tmp_path):
+    suite = _load("bench_orc04_suite", "orc04_suite.py")
+    (tmp_path / "README.md").write_text(
+        "# ORC\n```bash\npip install x\n```\n```python\nimport orc\nx = 1\n```\n"
+        "text\n```python \nprint(x)\n```\n"
+    )
+    path = suite.readme_notebook(tmp_path, tmp_path / "README.ipynb")
+    cells = json.loads(path.read_text())["cells"]
+    assert [c["source"] for c in cells] == ["import orc\nx = 1\n", "print(x)\n"]
