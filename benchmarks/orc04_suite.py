@@ -31,6 +31,7 @@ it enters this repository), then
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime as dt
 import json
 import os
@@ -144,6 +145,7 @@ def run_tests(root: Path, workers: int) -> dict:
         cwd=root, env=env, capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     junit = CACHE / "tests.xml"
+    junit.unlink(missing_ok=True)  # never a previous run's results
     cmd = [str(ours.python), "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider",
            "-o", "addopts=", f"--junitxml={junit}"]  # fmt: skip
     if workers > 1:
@@ -173,12 +175,11 @@ def readme_notebook(root: Path, path: Path = CACHE / "README.ipynb") -> Path:
 
 def run_notebook(lib: envs.Library, notebook: Path, timeout: float) -> dict:
     """``workloads/notebook_cells.py``'s report of ``notebook`` under ``lib``,
-    with ``wall`` (seconds, process start included)."""
+    with ``crash`` (why the process ended otherwise than by a cell, or None)."""
     out = CACHE / lib.key
     out.mkdir(parents=True, exist_ok=True)
     report = out / f"{notebook.stem}.json"
     report.unlink(missing_ok=True)
-    t0 = time.perf_counter()
     try:
         proc = subprocess.run(
             [str(lib.python), str(RUNNER), str(notebook), str(out / notebook.stem),
@@ -189,7 +190,6 @@ def run_notebook(lib: envs.Library, notebook: Path, timeout: float) -> dict:
     except subprocess.TimeoutExpired:
         crash = f"timed out after {timeout:.0f} s"
     result = json.loads(report.read_text()) if report.exists() else {"cells": []}
-    result["wall"] = time.perf_counter() - t0
     result["crash"] = crash
     return result
 
@@ -279,10 +279,7 @@ def markdown(info: dict, tests: dict | None, notebooks: dict[str, dict]) -> str:
     ]
     if tests is not None:
         results = tests["results"]
-        counts = {
-            s: sum(v == s for v in results.values())
-            for s in ("passed", "failed", "skipped")
-        }
+        counts = collections.Counter(results.values())
         expected, unexpected, stale = judge(results)
         lines += [
             "## ORC 0.4's tests",
@@ -400,10 +397,7 @@ def main(argv=None) -> int:
         print(f"[tests] ORC {VERSION}'s tests on orc ...", flush=True)
         tests = run_tests(root, args.workers)
         expected, unexpected, stale = judge(tests["results"])
-        counts = {
-            s: sum(v == s for v in tests["results"].values())
-            for s in ("passed", "failed")
-        }
+        counts = collections.Counter(tests["results"].values())
         print(f"[tests] {counts['passed']} passed, {counts['failed']} failed "
               f"({len(expected)} listed differences) in {tests['seconds']:.0f} s")  # fmt: skip
         for key in unexpected:
