@@ -16,7 +16,8 @@ notebook's figures) and closed.
 
 ``REPORT.json``: ``{"cells": [{"index", "status" ("ok", "error", "not run"),
 "seconds", "stdout" (its end), "warnings" ([category, message, where]),
-"figures", "error"}], "seconds"}``; written also when a cell fails.
+"figures", "error"}]}``; written after every cell, so a process that dies
+keeps what ran. Relative paths are taken from the caller's folder.
 """
 
 from __future__ import annotations
@@ -61,15 +62,15 @@ def run(path: str, figures_dir: str, report_path: str) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    figures_dir, report_path = map(os.path.abspath, (figures_dir, report_path))
     with open(path) as f:
         cells = code_cells(json.load(f))
     os.makedirs(figures_dir, exist_ok=True)
     os.chdir(os.path.dirname(os.path.abspath(path)))
     namespace = {"__name__": "__main__"}
-    report = {"cells": [], "seconds": 0.0}
+    report = {"cells": []}
     n_figures = 0
     failed = False
-    start = time.perf_counter()
     for index, source in enumerate(cells):
         entry = {"index": index, "status": "not run", "seconds": 0.0, "stdout": "",
                  "warnings": [], "figures": [], "error": None}  # fmt: skip
@@ -99,7 +100,6 @@ def run(path: str, figures_dir: str, report_path: str) -> int:
             entry["figures"].append(name)
             n_figures += 1
         plt.close("all")
-        report["seconds"] = round(time.perf_counter() - start, 3)
         _write(report, report_path)  # what ran so far, should the process die
     _write(report, report_path)
     return 1 if failed else 0
