@@ -76,6 +76,11 @@ def _custom_gru(dtype):
     )
 
 
+def _damped_step(u):
+    """A knowledge-based model for the hybrid: a crude damped step."""
+    return 0.9 * u
+
+
 FORECASTERS = {
     "esn": lambda dt: orc.forecaster.ESNForecaster(3, 60, dtype=dt),
     "esn_quadratic": lambda dt: orc.forecaster.ESNForecaster(
@@ -89,6 +94,9 @@ FORECASTERS = {
     ),
     "deep_esn": lambda dt: orc.forecaster.DeepESNForecaster(
         3, 30, n_layers=3, quadratic=True, dtype=dt
+    ),
+    "hybrid": lambda dt: orc.forecaster.HybridESNForecaster(
+        3, 30, _damped_step, dtype=dt
     ),
     "custom_taylor": _custom_taylor,
     "custom_gru": _custom_gru,

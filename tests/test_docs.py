@@ -234,7 +234,12 @@ def test_cli_example_runs(tmp_path):
 
 @pytest.mark.parametrize(
     "page,n_blocks",
-    [("index.md", 1), ("getting-started.md", 5), ("from-reservoirpy.md", 6)],
+    [
+        ("index.md", 1),
+        ("getting-started.md", 5),
+        ("from-reservoirpy.md", 6),
+        ("from-reservoircomputing-jl.md", 3),
+    ],
 )
 def test_page_code_runs(page, n_blocks, runs):
     """The Python blocks of a page run, in order, in one namespace."""

@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for tools that read c
         online,
         readouts,
         regression,
+        topologies,
         tune,
         utils,
     )
@@ -90,6 +91,7 @@ __all__ = [
     "save",
     "readouts",
     "regression",
+    "topologies",
     "tune",
     "utils",
     "use_backend",

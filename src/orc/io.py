@@ -186,6 +186,7 @@ _ORC_MODULES = (
     "orc.forecaster.base",
     "orc.forecaster.models",
     "orc.forecaster.nvar",
+    "orc.forecaster.hybrid",
     "orc.classifier.base",
     "orc.classifier.models",
     "orc.control.base",

@@ -2,6 +2,7 @@
 
 from .._divergence import DivergenceWarning, check_forecast
 from .base import CRCForecasterBase, RCForecasterBase
+from .hybrid import HybridESNForecaster, KnowledgeDriver, KnowledgeEmbedding
 from .models import (
     CESNForecaster,
     DeepESNForecaster,
@@ -30,6 +31,9 @@ __all__ = [
     "CESNForecaster",
     "EnsembleESNForecaster",
     "DeepESNForecaster",
+    "HybridESNForecaster",
+    "KnowledgeEmbedding",
+    "KnowledgeDriver",
     "train_RCForecaster",
     "train_ESNForecaster",
     "train_CESNForecaster",

@@ -1,0 +1,424 @@
+"""Deterministic reservoirs and input layers: rings, delay lines, jumps.
+
+Rodan and Tiňo showed that reservoirs with almost no randomness forecast and
+remember as well as random sparse ones (Rodan & Tiňo 2011, "Minimum
+complexity echo state network", IEEE TNN 22(1); 2012, "Simple deterministically
+constructed cycle reservoirs with regular jumps", Neural Computation 24(7)).
+These builders make their matrices; ReservoirComputing.jl calls them
+``delay_line``, ``delay_line_backward``, ``simple_cycle``, ``cycle_jumps`` and
+``minimal_init`` and uses the same layout, so its users find their matrices
+entry for entry here:
+
+- :func:`delay_line` (DLR): unit ``i`` feeds unit ``i + shift``.
+- :func:`delay_line_backward` (DLRB): a delay line whose units also feed
+  their predecessors.
+- :func:`simple_cycle` (SCR): a delay line closed into a ring, ``N - 1``
+  feeding ``0``.
+- :func:`cycle_jumps` (CRJ): the ring with two-way shortcuts every
+  ``jump_size`` units.
+- :func:`minimal_input`: an input matrix whose entries are all ``weight`` in
+  magnitude, with signs from the decimal digits of pi (or yours).
+- :func:`pi_signs`: those signs, ``+1``/``-1`` per decimal digit of pi.
+
+Matrix entries follow the update ``r' = f(W r + W_in u)``: ``W[i, j]`` is what
+unit ``j`` sends to unit ``i``.
+
+A reservoir comes as an :class:`orc.drivers.ReservoirMatrix` (each row's
+entries; a ring has one per row, so a step costs ``N`` multiply-adds): pass it
+to :meth:`orc.drivers.ESNDriver.from_matrices` (or the parallel driver's),
+which takes it as given, unscaled. A ring of weight ``w`` has spectral radius
+``|w|`` exactly; a delay line has spectral radius 0 (its memory is the length
+of the line), so asking ``from_matrices`` to scale one to a radius is refused.
+
+The weights are data: a number, or one value per connection (signed as you
+like, e.g. ``w * pi_signs(n)``). They may be traced, so a population of rings
+of different weights is ``jax.vmap(lambda w: simple_cycle(500, w))(ws)``; the
+sizes (``res_dim``, ``shift``, ``jump_size``) are static.
+
+Example
+-------
+>>> W = simple_cycle(300, 0.9)
+>>> driver = orc.drivers.ESNDriver.from_matrices(W, leak=1.0, bias=0.0)
+>>> embedding = orc.embeddings.LinearEmbedding.from_matrices(minimal_input(300, 1, 0.5))
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ._matrix import ReservoirMatrix
+from ._validation import check_dtype, check_finite, check_finite_rows, check_int
+
+__all__ = [
+    "delay_line",
+    "delay_line_backward",
+    "simple_cycle",
+    "cycle_jumps",
+    "minimal_input",
+    "pi_signs",
+]
+
+
+# --------------------------------------------------------------------------- #
+# The decimal digits of pi, for the signs
+# --------------------------------------------------------------------------- #
+
+
+def _pi_scaled(digits: int) -> int:
+    """``floor(pi * 10**digits)``, within one unit, by the Chudnovsky series
+    summed with binary splitting (exact integer arithmetic; about 14 digits a
+    term)."""
+    # the series' constants (Chudnovsky & Chudnovsky, 1988)
+    a, b, c3_24 = 13591409, 545140134, 640320**3 // 24
+
+    def split(lo: int, hi: int) -> tuple[int, int, int]:
+        if hi - lo == 1:
+            if lo == 0:
+                p = q = 1
+            else:
+                p = (6 * lo - 5) * (2 * lo - 1) * (6 * lo - 1)
+                q = lo * lo * lo * c3_24
+            t = p * (a + b * lo)
+            return p, q, -t if lo % 2 else t
+        mid = (lo + hi) // 2
+        p1, q1, t1 = split(lo, mid)
+        p2, q2, t2 = split(mid, hi)
+        return p1 * p2, q1 * q2, q2 * t1 + p1 * t2
+
+    guard = 10  # digits computed beyond those returned
+    one = 10 ** (digits + guard)
+    _, q, t = split(0, digits // 14 + 2)
+    root = math.isqrt(10005 * one * one)
+    return (q * 426880 * root // t) // 10**guard
+
+
+@functools.cache
+def _pi_decimals(count: int) -> np.ndarray:
+    """The first ``count`` decimal digits of pi after the point (1, 4, 1, 5, ...)."""
+    # two digits more than asked: the last one computed may be off by one
+    text = _decimal(_pi_scaled(count + 2), count + 3)
+    return (np.frombuffer(text[1 : count + 1].encode(), np.uint8) - ord("0")).astype(
+        int
+    )
+
+
+def _decimal(x: int, width: int) -> str:
+    """``x``'s ``width`` decimal digits (zero-padded), halving the number
+    until each piece is short enough for Python's ``str`` (which refuses
+    more than 4300 digits by default)."""
+    if width <= 1000:
+        return f"{x:0{width}d}"
+    low = width // 2
+    high, rest = divmod(x, 10**low)
+    return _decimal(high, width - low) + _decimal(rest, low)
+
+
+def pi_signs(n: int, start: int = 1, dtype=None) -> Float[Array, " n"]:
+    """Signs from the decimal digits of pi: ``-1`` where a digit is odd.
+
+    Entry ``k`` is the sign of decimal digit ``start + k`` of pi (digits
+    counted from 1 after the point: 1, 4, 1, 5, 9, 2, 6, ...), so the
+    default starts ``-1, +1, -1, -1, -1, +1, +1``. This is ReservoirComputing.jl's
+    ``irrational_sample!`` rule (``irrational=pi``), a deterministic stand-in
+    for random signs (Rodan & Tiňo 2011 read the digits the same way, with
+    another threshold).
+
+    Parameters
+    ----------
+    n : int
+        Number of signs, >= 1.
+    start : int, default 1
+        The digit the first sign comes from, >= 1.
+    dtype : jnp.float32 or jnp.float64, optional
+        Default JAX's default float.
+
+    Returns
+    -------
+    Array of shape ``(n,)``, entries ``+1`` or ``-1``.
+
+    Example
+    -------
+    >>> pi_signs(4)
+    Array([-1.,  1., -1., -1.], dtype=float64)
+    """
+    n = check_int("n", n, "pi_signs", minimum=1)
+    start = check_int("start", start, "pi_signs", minimum=1)
+    digits = _pi_decimals(start - 1 + n)[start - 1 :]
+    return jnp.asarray(1 - 2 * (digits % 2), check_dtype(dtype, "pi_signs"))
+
+
+# --------------------------------------------------------------------------- #
+# Reservoirs
+# --------------------------------------------------------------------------- #
+
+
+def _weights(owner: str, name: str, weight, count: int, dtype) -> Array:
+    """``weight`` (a number or one value per connection) as ``(count,)`` of
+    ``dtype``; non-finite values raise (also under ``jax.jit``)."""
+    w = jnp.asarray(weight)
+    if not (
+        jnp.issubdtype(w.dtype, jnp.floating) or jnp.issubdtype(w.dtype, jnp.integer)
+    ):
+        raise TypeError(f"{owner}: {name} must be real, got dtype {w.dtype}")
+    if w.shape not in ((), (count,)):
+        raise ValueError(
+            f"{owner}: {name} must be a number or one value per connection, "
+            f"shape ({count},), got shape {tuple(w.shape)}"
+        )
+    check_finite_rows(w, name, owner)  # a concrete weight: now
+    w = jnp.broadcast_to(w.astype(dtype), (count,))
+    return check_finite(w, name, owner) if isinstance(w, jax.core.Tracer) else w
+
+
+def _dtype(owner: str, dtype, *weights):
+    """``dtype``, or (None) that of the floating arrays among ``weights``
+    when all are float32, else JAX's default float (as the data builders)."""
+    if dtype is None:
+        floats = [
+            jnp.dtype(w.dtype)
+            for w in weights
+            if hasattr(w, "dtype") and jnp.issubdtype(w.dtype, jnp.floating)
+        ]
+        if floats and all(f == jnp.dtype(jnp.float32) for f in floats):
+            return jnp.dtype(jnp.float32)
+    return check_dtype(dtype, owner)
+
+
+def _size(owner: str, res_dim) -> int:
+    return check_int("res_dim", res_dim, owner, minimum=2)
+
+
+def _ell(rows: list[tuple[np.ndarray, np.ndarray, Array]], n: int, dtype):
+    """The :class:`ReservoirMatrix` of connections given as groups ``(targets,
+    sources, weights)`` (a unit receives at most once per group): one
+    stored entry per group and row, zero where a row gets none of a group."""
+    values = jnp.zeros((n, len(rows)), dtype)
+    columns = np.zeros((n, len(rows)), np.int32)
+    for slot, (targets, sources, weights) in enumerate(rows):
+        values = values.at[targets, slot].set(weights)
+        columns[targets, slot] = sources
+    return ReservoirMatrix(values, jnp.asarray(columns))
+
+
+def delay_line(res_dim: int, weight, *, shift: int = 1, dtype=None) -> ReservoirMatrix:
+    """A delay line reservoir (DLR): ``W[i + shift, i] = weight``.
+
+    Unit ``i`` feeds unit ``i + shift``; the first ``shift`` units receive
+    nothing from the reservoir (only the input). Spectral radius 0.
+
+    Parameters
+    ----------
+    res_dim : int
+        Number of units ``N``, >= 2. Static.
+    weight : float or array ``(N - shift,)``
+        The connections' weight, or one per connection (``weight[i]`` on
+        ``i -> i + shift``). May be traced.
+    shift : int, default 1
+        Distance of each connection, ``1 <= shift < N``. Static.
+    dtype : jnp.float32 or jnp.float64, optional
+        Default float32 if ``weight`` is a float32 array, else JAX's default float.
+
+    Returns
+    -------
+    ReservoirMatrix of shape ``(N, N)``, one stored entry per row.
+
+    Example
+    -------
+    >>> W = delay_line(5, 0.5)
+    >>> W.todense()[1:, :-1]   # 0.5 on the sub-diagonal
+    """
+    owner = "delay_line"
+    n = _size(owner, res_dim)
+    shift = check_int("shift", shift, owner, minimum=1, maximum=n - 1)
+    dtype = _dtype(owner, dtype, weight)
+    src = np.arange(n - shift)
+    w = _weights(owner, "weight", weight, n - shift, dtype)
+    return _ell([(src + shift, src, w)], n, dtype)
+
+
+def delay_line_backward(
+    res_dim: int, weight, feedback_weight, *, dtype=None
+) -> ReservoirMatrix:
+    """A delay line with feedback (DLRB): ``W[i + 1, i] = weight`` and
+    ``W[i, i + 1] = feedback_weight``.
+
+    Parameters
+    ----------
+    res_dim : int
+        Number of units ``N``, >= 2. Static.
+    weight : float or array ``(N - 1,)``
+        Forward connections ``i -> i + 1``, a number or one per connection.
+    feedback_weight : float or array ``(N - 1,)``
+        Backward connections ``i + 1 -> i``, a number or one per connection.
+    dtype : jnp.float32 or jnp.float64, optional
+        As for :func:`delay_line`.
+
+    Returns
+    -------
+    ReservoirMatrix of shape ``(N, N)``, two stored entries per row.
+
+    Example
+    -------
+    >>> W = delay_line_backward(100, 0.5, 0.05)
+    """
+    owner = "delay_line_backward"
+    n = _size(owner, res_dim)
+    dtype = _dtype(owner, dtype, weight, feedback_weight)
+    src = np.arange(n - 1)
+    forward = _weights(owner, "weight", weight, n - 1, dtype)
+    backward = _weights(owner, "feedback_weight", feedback_weight, n - 1, dtype)
+    return _ell([(src + 1, src, forward), (src, src + 1, backward)], n, dtype)
+
+
+def simple_cycle(res_dim: int, weight, *, dtype=None) -> ReservoirMatrix:
+    """A simple cycle reservoir (SCR): ``W[(i + 1) % N, i] = weight``.
+
+    A ring: unit ``i`` feeds unit ``i + 1`` and the last unit feeds the
+    first. With one weight ``w`` the spectral radius is ``|w|``.
+
+    Parameters
+    ----------
+    res_dim : int
+        Number of units ``N``, >= 2. Static.
+    weight : float or array ``(N,)``
+        The ring's weight, or one per connection (``weight[i]`` on
+        ``i -> (i + 1) % N``; signed with :func:`pi_signs`, say).
+    dtype : jnp.float32 or jnp.float64, optional
+        As for :func:`delay_line`.
+
+    Returns
+    -------
+    ReservoirMatrix of shape ``(N, N)``, one stored entry per row.
+
+    Example
+    -------
+    >>> W = simple_cycle(500, 0.9)
+    >>> W_signed = simple_cycle(500, 0.9 * pi_signs(500))
+    """
+    owner = "simple_cycle"
+    n = _size(owner, res_dim)
+    dtype = _dtype(owner, dtype, weight)
+    src = np.arange(n)
+    w = _weights(owner, "weight", weight, n, dtype)
+    return _ell([((src + 1) % n, src, w)], n, dtype)
+
+
+def _jump_path(n: int, jump_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The jumps of a CRJ: units ``0, l, 2l, ...`` joined in turn, and the
+    last back to unit 0 when ``l`` divides ``N`` (Rodan & Tiňo 2012). Each
+    jump joins ``a[k]`` and ``b[k]``; each unit is in ``a`` at most once and
+    in ``b`` at most once."""
+    stops = np.arange(0, n, jump_size)
+    if n % jump_size == 0 and len(stops) > 2:  # the jumps close into a ring
+        return stops, np.roll(stops, -1)
+    return stops[:-1], stops[1:]
+
+
+def cycle_jumps(
+    res_dim: int, cycle_weight, jump_weight, jump_size: int = 3, *, dtype=None
+) -> ReservoirMatrix:
+    """A cycle reservoir with regular jumps (CRJ): :func:`simple_cycle` plus
+    two-way connections of weight ``jump_weight`` between units ``0, l, 2l,
+    ...`` in turn (``l = jump_size``), the last joined back to unit 0 when
+    ``l`` divides ``N``.
+
+    Parameters
+    ----------
+    res_dim : int
+        Number of units ``N``, >= 2. Static.
+    cycle_weight : float or array ``(N,)``
+        The ring's weight, or one per connection, as for :func:`simple_cycle`.
+    jump_weight : float or array ``(J,)``
+        The jumps' weight, or one per jump (both directions of a jump share
+        it); ``J = N // l - 1``, plus one when ``l`` divides ``N`` (and
+        ``N // l > 2``).
+    jump_size : int, default 3
+        Distance ``l`` between jumping units, ``2 <= l <= N // 2``. Static.
+    dtype : jnp.float32 or jnp.float64, optional
+        As for :func:`delay_line`.
+
+    Returns
+    -------
+    ReservoirMatrix of shape ``(N, N)``, three stored entries per row (the
+    ring's and up to two jumps').
+
+    Example
+    -------
+    >>> W = cycle_jumps(300, 0.7, 0.3, jump_size=5)
+    """
+    owner = "cycle_jumps"
+    n = _size(owner, res_dim)
+    if n < 4:
+        raise ValueError(f"{owner}: res_dim must be >= 4 for jumps, got {n}")
+    jump_size = check_int("jump_size", jump_size, owner, minimum=2, maximum=n // 2)
+    dtype = _dtype(owner, dtype, cycle_weight, jump_weight)
+    src = np.arange(n)
+    ring = _weights(owner, "cycle_weight", cycle_weight, n, dtype)
+    a, b = _jump_path(n, jump_size)
+    w = _weights(owner, "jump_weight", jump_weight, len(a), dtype)
+    # a unit is at most once in a and once in b: one stored entry for each
+    groups = [((src + 1) % n, src, ring), (a, b, w), (b, a, w)]
+    return _ell(groups, n, dtype)
+
+
+# --------------------------------------------------------------------------- #
+# Input layer
+# --------------------------------------------------------------------------- #
+
+
+def minimal_input(
+    res_dim: int, in_dim: int, weight, *, signs="pi", dtype=None
+) -> Float[Array, "res_dim in_dim"]:
+    """An input matrix of one magnitude: ``W_in[i, j] = weight * s[i, j]``.
+
+    Rodan & Tiňo's input layer: every unit sees every input with the same
+    weight, and only the signs vary, here deterministic by default.
+
+    Parameters
+    ----------
+    res_dim, in_dim : int
+        The matrix is ``(res_dim, in_dim)``, as
+        :meth:`orc.embeddings.LinearEmbedding.from_matrices` takes it.
+    weight : float
+        The entries' magnitude (their value before the signs). May be traced.
+    signs : "pi" or array ``(res_dim, in_dim)``, default "pi"
+        ``"pi"``: :func:`pi_signs` read down the columns (entry ``(i, j)``
+        takes sign ``j * res_dim + i``, ReservoirComputing.jl's order for
+        ``minimal_init(; sampling_type=:irrational_sample!)``). An array of
+        ``+1``/``-1`` for signs of your own, e.g. random ones from
+        ``jax.random.rademacher(key, (res_dim, in_dim))``.
+    dtype : jnp.float32 or jnp.float64, optional
+        As for :func:`delay_line`.
+
+    Returns
+    -------
+    Array of shape ``(res_dim, in_dim)``.
+
+    Example
+    -------
+    >>> W_in = minimal_input(100, 3, 0.1)
+    >>> embedding = orc.embeddings.LinearEmbedding.from_matrices(W_in)
+    """
+    owner = "minimal_input"
+    n = check_int("res_dim", res_dim, owner, minimum=1)
+    m = check_int("in_dim", in_dim, owner, minimum=1)
+    dtype = _dtype(owner, dtype, weight)
+    if isinstance(signs, str):
+        if signs != "pi":
+            raise ValueError(f"{owner}: signs must be 'pi' or an array, got {signs!r}")
+        s = pi_signs(n * m, dtype=dtype).reshape(m, n).T
+    else:
+        s = jnp.asarray(signs)
+        if s.shape != (n, m):
+            raise ValueError(
+                f"{owner}: signs must have shape ({n}, {m}), got {tuple(s.shape)}"
+            )
+        s = s.astype(dtype)
+    w = _weights(owner, "weight", weight, 1, dtype)[0]
+    return w * s

@@ -1,0 +1,192 @@
+"""orc.topologies: Rodan & Tiňo's deterministic reservoirs and input layer.
+
+Each matrix is checked against a dense numpy matrix written from the papers'
+definitions, entry by entry; the signs against pi's digits computed here by
+another formula (Machin's); a ring's spectral radius against its weight; and
+the point of the construction, its memory: a linear ring with aperiodic
+input signs remembers close to its size (Rodan & Tiňo 2011, Theorem 1), far
+more than a random reservoir of the same size, and nothing much when every
+input weight has one sign.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import orc
+from orc import topologies as T
+from orc.drivers import ESNDriver
+from orc.embeddings import LinearEmbedding
+
+PI_50 = "14159265358979323846264338327950288419716939937510"
+
+
+def _machin_pi_decimals(count: int) -> str:
+    """pi's first ``count`` decimals by Machin's formula, 16 arctan(1/5) -
+    4 arctan(1/239), in integers (an independent reference)."""
+    guard = 10
+    one = 10 ** (count + guard)
+
+    def arctan_inv(x):
+        total, term, k, x2 = 0, one // x, 1, x * x
+        while term:
+            total += term // k if k % 4 == 1 else -(term // k)
+            term //= x2
+            k += 2
+        return total
+
+    pi = (16 * arctan_inv(5) - 4 * arctan_inv(239)) // 10**guard
+    return str(pi)[1:]
+
+
+def test_pi_signs_follow_the_digits():
+    assert _machin_pi_decimals(50) == PI_50
+    digits = np.array([int(c) for c in _machin_pi_decimals(3000)])
+    np.testing.assert_array_equal(T.pi_signs(3000), np.where(digits % 2, -1.0, 1.0))
+    np.testing.assert_array_equal(T.pi_signs(5, start=11), T.pi_signs(15)[10:])
+    assert T.pi_signs(3, dtype=jnp.float32).dtype == jnp.float32
+
+
+def _todense(W):
+    """A :class:`ReservoirMatrix` as a dense numpy matrix (on the host)."""
+    values, columns = np.asarray(W.values), np.asarray(W.columns)
+    dense = np.zeros((values.shape[0],) * 2)
+    np.add.at(dense, (np.arange(len(values))[:, None], columns), values)
+    return dense
+
+
+def _dense(n, edges):
+    """The dense matrix with ``W[target, source] = weight`` for each edge."""
+    W = np.zeros((n, n))
+    for target, source, weight in edges:
+        W[target, source] = weight
+    return W
+
+
+def _crj_jumps(n, jump_size):
+    """The CRJ's jumps as Rodan & Tiňo describe them: from unit 0, each
+    ``jump_size``-th unit is joined to the next one, and the last to unit 0
+    when ``jump_size`` divides ``n``."""
+    units = list(range(0, n, jump_size))
+    pairs = list(zip(units[:-1], units[1:], strict=True))
+    if n % jump_size == 0 and len(units) > 2:
+        pairs.append((units[-1], 0))
+    return pairs
+
+
+def test_matrices_are_the_papers():
+    n = 7
+    w = np.linspace(0.1, 0.7, n)
+    np.testing.assert_array_equal(
+        _todense(T.simple_cycle(n, w)),
+        _dense(n, [((i + 1) % n, i, w[i]) for i in range(n)]),
+    )
+    np.testing.assert_array_equal(
+        _todense(T.delay_line(n, w[: n - 2], shift=2)),
+        _dense(n, [(i + 2, i, w[i]) for i in range(n - 2)]),
+    )
+    np.testing.assert_array_equal(
+        _todense(T.delay_line_backward(n, 0.5, w[: n - 1])),
+        _dense(n, [(i + 1, i, 0.5) for i in range(n - 1)])
+        + _dense(n, [(i, i + 1, w[i]) for i in range(n - 1)]),
+    )
+    for n, jump in [(12, 3), (11, 3), (10, 5)]:
+        jumps = _crj_jumps(n, jump)
+        jw = np.arange(1, len(jumps) + 1) / 10
+        expected = _dense(n, [((i + 1) % n, i, 0.9) for i in range(n)])
+        expected += _dense(n, [(a, b, x) for (a, b), x in zip(jumps, jw, strict=True)])
+        expected += _dense(n, [(b, a, x) for (a, b), x in zip(jumps, jw, strict=True)])
+        got = _todense(T.cycle_jumps(n, 0.9, jw, jump_size=jump))
+        np.testing.assert_array_equal(got, expected, err_msg=f"n={n}, jump={jump}")
+
+
+def test_minimal_input_signs_run_down_the_columns():
+    W_in = np.asarray(T.minimal_input(4, 2, 0.5))
+    signs = np.where(np.array([int(c) for c in PI_50[:8]]) % 2, -1, 1)
+    np.testing.assert_array_equal(W_in, 0.5 * signs.reshape(2, 4).T)
+    own = np.array([[1, -1], [1, 1], [-1, -1], [1, -1]])
+    np.testing.assert_array_equal(T.minimal_input(4, 2, 0.5, signs=own), 0.5 * own)
+
+
+def test_ring_spectral_radius_is_its_weight():
+    for W in (T.simple_cycle(40, -0.8), T.simple_cycle(40, 0.8 * T.pi_signs(40))):
+        rho = np.max(np.abs(np.linalg.eigvals(_todense(W))))
+        assert rho == pytest.approx(0.8, rel=1e-12)
+
+
+def test_weights_are_data():
+    """Weights may be traced: a population of rings under vmap is the loop,
+    and jit gives the eager matrix."""
+    ws = jnp.array([0.3, 0.6, 0.9])
+    bank = jax.vmap(lambda a, b: T.cycle_jumps(9, a, b, jump_size=3))(ws, ws / 2)
+    for k, w in enumerate(ws):
+        one = T.cycle_jumps(9, w, w / 2, jump_size=3)
+        np.testing.assert_array_equal(_todense(bank[k]), _todense(one))
+    jitted = eqx.filter_jit(lambda w: T.delay_line_backward(6, w, 0.1))(0.4)
+    assert eqx.tree_equal(jitted, T.delay_line_backward(6, 0.4, 0.1))
+    assert T.simple_cycle(5, jnp.float32(0.5)).values.dtype == jnp.float32
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: T.simple_cycle(1, 0.5), "res_dim must be >= 2"),
+        (lambda: T.simple_cycle(5, np.ones(4)), r"shape \(5,\)"),
+        (lambda: T.simple_cycle(5, np.ones(5, bool)), "weight must be real"),
+        (lambda: T.delay_line(5, 0.5, shift=5), "shift must be <= 4"),
+        (lambda: T.cycle_jumps(10, 0.5, 0.1, jump_size=6), "jump_size must be <= 5"),
+        (lambda: T.cycle_jumps(10, 0.5, 0.1, jump_size=1), "jump_size must be >= 2"),
+        (lambda: T.minimal_input(4, 2, 0.1, signs="e"), "signs must be 'pi'"),
+        (lambda: T.minimal_input(4, 2, 0.1, signs=np.ones(8)), r"shape \(4, 2\)"),
+        (lambda: T.pi_signs(0), "n must be >= 1"),
+    ],
+)
+def test_bad_arguments_are_named(call, match):
+    with pytest.raises((TypeError, ValueError), match=match):
+        call()
+
+
+def test_non_finite_weights_raise_eager_and_under_jit():
+    bad = np.array([0.5, np.nan, 0.5, 0.5, 0.5])
+    with pytest.raises(eqx.EquinoxRuntimeError, match=r"weight .*\(first at index 1\)"):
+        T.simple_cycle(5, bad)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="feedback_weight"):
+        eqx.filter_jit(lambda w: T.delay_line_backward(4, 0.5, w))(jnp.inf)
+
+
+def _memory(n, W, W_in):
+    reg = orc.regression.ESNRegressor(1, 1, n)
+    reg = eqx.tree_at(
+        lambda m: (m.driver, m.embedding),
+        reg,
+        (
+            ESNDriver.from_matrices(W, leak=1.0, bias=0.0),
+            LinearEmbedding.from_matrices(W_in),
+        ),
+    )
+    u = np.random.default_rng(0).uniform(-0.8, 0.8, 5000)
+    return float(orc.metrics.memory_capacity(reg, 2 * n, series=u, test_size=1000))
+
+
+def test_cycle_with_aperiodic_input_signs_remembers_its_size():
+    """Rodan & Tiňo 2011: a linear ring (here tanh at 1% input, nearly linear)
+    whose input signs are aperiodic has memory capacity close to its size N;
+    with one sign for every input weight it is close to nothing. A random
+    sparse reservoir of the same size and radius falls in between."""
+    n = 20
+    ring = T.simple_cycle(n, 0.9)
+    aperiodic = _memory(n, ring, T.minimal_input(n, 1, 0.01))
+    one_sign = _memory(n, ring, np.full((n, 1), 0.01))
+    reg = orc.regression.ESNRegressor(
+        1, 1, n, leak_rate=1.0, bias=0.0, Wr_spectral_radius=0.9,
+        embedding_scaling=0.01, Wr_density=0.2,
+    )  # fmt: skip
+    u = np.random.default_rng(0).uniform(-0.8, 0.8, 5000)
+    random = float(orc.metrics.memory_capacity(reg, 2 * n, series=u, test_size=1000))
+    assert 0.9 * n < aperiodic <= n + 0.5
+    assert one_sign < 0.1 * n
+    assert one_sign < random < aperiodic
