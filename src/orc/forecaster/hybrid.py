@@ -192,7 +192,9 @@ class HybridESNForecaster(RCForecasterBase):
     ``r_{t+1} = (1 - a) r_t + a tanh(W r_t + W_in [u_t; K(u_t)] + b)`` and
     ``y_{t+1} = W_out [r_{t+1}; K(u_t)]``, ``K`` your model's prediction of
     the next sample (see :mod:`orc.forecaster.hybrid`). States are
-    ``(res_dim + k,)``, ``k`` the length of ``K``'s output, one reservoir.
+    ``(res_dim + k,)``, ``k`` the length of ``K``'s output, one reservoir;
+    the built model's ``res_dim`` is that length (as a deep ESN's counts
+    every layer), ``driver.reservoir.res_dim`` the nodes.
     Train with :func:`train_RCForecaster`; forecast, predict and save as any
     forecaster (to save, register ``knowledge`` with
     :func:`orc.io.register`: a file names it, it does not hold code).
