@@ -158,22 +158,25 @@ def pi_signs(n: int, start: int = 1, dtype=None) -> Float[Array, " n"]:
 # --------------------------------------------------------------------------- #
 
 
-def _weights(owner: str, name: str, weight, count: int, dtype) -> Array:
+def _weights(owner: str, name: str, weight, count: int, dtype):
     """``weight`` (a number or one value per connection) as ``(count,)`` of
-    ``dtype``; non-finite values raise (also under ``jax.jit``)."""
-    w = jnp.asarray(weight)
-    if not (
-        jnp.issubdtype(w.dtype, jnp.floating) or jnp.issubdtype(w.dtype, jnp.integer)
-    ):
+    ``dtype``: a NumPy array for a concrete weight (built on the host, no
+    program compiled per size), a JAX one for a traced weight. Non-finite
+    values raise (also under ``jax.jit``)."""
+    traced = isinstance(weight, jax.core.Tracer)
+    xp = jnp if traced else np
+    w = xp.asarray(weight)
+    if not (np.issubdtype(w.dtype, np.floating) or np.issubdtype(w.dtype, np.integer)):
         raise TypeError(f"{owner}: {name} must be real, got dtype {w.dtype}")
     if w.shape not in ((), (count,)):
         raise ValueError(
             f"{owner}: {name} must be a number or one value per connection, "
             f"shape ({count},), got shape {tuple(w.shape)}"
         )
-    check_finite_rows(w, name, owner)  # a concrete weight: now
-    w = jnp.broadcast_to(w.astype(dtype), (count,))
-    return check_finite(w, name, owner) if isinstance(w, jax.core.Tracer) else w
+    if not traced:
+        check_finite_rows(w, name, owner)
+        return np.broadcast_to(w.astype(dtype), (count,))
+    return check_finite(jnp.broadcast_to(w.astype(dtype), (count,)), name, owner)
 
 
 def _dtype(owner: str, dtype, *weights):
@@ -197,13 +200,20 @@ def _size(owner: str, res_dim) -> int:
 def _ell(rows: list[tuple[np.ndarray, np.ndarray, Array]], n: int, dtype):
     """The :class:`ReservoirMatrix` of connections given as groups ``(targets,
     sources, weights)`` (a unit receives at most once per group): one
-    stored entry per group and row, zero where a row gets none of a group."""
-    values = jnp.zeros((n, len(rows)), dtype)
+    stored entry per group and row, zero where a row gets none of a group.
+    On the host unless a weight is traced."""
     columns = np.zeros((n, len(rows)), np.int32)
-    for slot, (targets, sources, weights) in enumerate(rows):
-        values = values.at[targets, slot].set(weights)
-        columns[targets, slot] = sources
-    return ReservoirMatrix(values, jnp.asarray(columns))
+    if any(isinstance(w, jax.core.Tracer) for *_, w in rows):
+        values = jnp.zeros((n, len(rows)), dtype)
+        for slot, (targets, sources, weights) in enumerate(rows):
+            values = values.at[targets, slot].set(weights)
+            columns[targets, slot] = sources
+    else:
+        values = np.zeros((n, len(rows)), dtype)
+        for slot, (targets, sources, weights) in enumerate(rows):
+            values[targets, slot] = weights
+            columns[targets, slot] = sources
+    return ReservoirMatrix(jnp.asarray(values), jnp.asarray(columns))
 
 
 def delay_line(res_dim: int, weight, *, shift: int = 1, dtype=None) -> ReservoirMatrix:
