@@ -331,6 +331,7 @@ _DRIVERS = {
         2, 40, chunks=2, dtype=dt, seed=0
     ),
     "gru": lambda dt: drivers.GRUDriver(30, seed=0, dtype=dt),
+    "es2n": lambda dt: drivers.ES2NDriver(40, dtype=dt, seed=0),
     "deep_esn": lambda dt: drivers.DeepESNDriver(20, n_layers=2, dtype=dt, seed=0),
 }
 
