@@ -142,6 +142,7 @@ def test_weights_are_data():
         (lambda: T.cycle_jumps(10, 0.5, 0.1, jump_size=1), "jump_size must be >= 2"),
         (lambda: T.minimal_input(4, 2, 0.1, signs="e"), "signs must be 'pi'"),
         (lambda: T.minimal_input(4, 2, 0.1, signs=np.ones(8)), r"shape \(4, 2\)"),
+        (lambda: T.minimal_input(4, 2, np.ones(2)), "weight must be a number"),
         (lambda: T.pi_signs(0), "n must be >= 1"),
     ],
 )

@@ -1239,7 +1239,9 @@ class ES2NDriver(DriverBase):
         ``β`` in (0, 1]; may be traced.
     spectral_radius, density, bias, dtype, seed, use_sparse_eigs, construction
         Of ``W`` and ``b``, as for :class:`ESNDriver` (``W`` scaled to
-        ``spectral_radius``). ``O`` is drawn from ``seed`` too (Haar measure).
+        ``spectral_radius``). ``O`` is drawn from ``seed`` too (Haar
+        measure) and is dense: ``res_dim**2`` stored values and
+        multiply-adds per step (the ESN's ``W`` is sparse).
     """
 
     reservoir: ESNDriver

@@ -126,8 +126,8 @@ def pi_signs(n: int, start: int = 1, dtype=None) -> Float[Array, " n"]:
     counted from 1 after the point: 1, 4, 1, 5, 9, 2, 6, ...), so the
     default starts ``-1, +1, -1, -1, -1, +1, +1``. This is ReservoirComputing.jl's
     ``irrational_sample!`` rule (``irrational=pi``), a deterministic stand-in
-    for random signs (Rodan & Tiňo 2011 read the digits the same way, with
-    another threshold).
+    for random signs (Rodan & Tiňo 2011 took their input signs from pi's
+    digits too).
 
     Parameters
     ----------
@@ -430,5 +430,10 @@ def minimal_input(
                 f"{owner}: signs must have shape ({n}, {m}), got {tuple(s.shape)}"
             )
         s = s.astype(dtype)
-    w = _weights(owner, "weight", weight, 1, dtype)[0]
-    return w * s
+    if np.ndim(weight) != 0:
+        raise ValueError(
+            f"{owner}: weight must be a number (the entries' magnitude), got "
+            f"shape {np.shape(weight)}; for entries of your own, pass the matrix "
+            "to from_matrices directly"
+        )
+    return _weights(owner, "weight", weight, 1, dtype)[0] * s
