@@ -16,7 +16,9 @@ the readout leans on it, where it is wrong the reservoir learns the
 correction: with Lorenz63 equations whose ``rho`` is 5% off, a 100-node
 hybrid stayed valid for 12-13 Lyapunov times, twice as long as a 100-node ESN
 (6.6) and six times as long as the equations alone (1.9), as in the paper's
-Fig. 2 (``tests/test_hybrid.py``).
+Fig. 2 (``tests/test_hybrid.py``); ``benchmarks/science/HYBRID.md`` measures
+50 to 800 nodes (with ``rho`` up to 5% off, a 50-node hybrid lasts as long
+as an 800-node ESN).
 
 ReservoirComputing.jl calls this ``HybridESN`` with a ``KnowledgeModel``.
 
