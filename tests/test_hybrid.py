@@ -259,3 +259,17 @@ def test_bad_layouts_are_named(kwargs, match):
     kwargs = {"knowledge": shifted_decay, **kwargs}
     with pytest.raises(ValueError, match=f"HybridESNForecaster: .*{match}"):
         HybridESNForecaster(4, 10, **kwargs)
+
+
+def test_a_knowledge_embedding_windows_whole_points():
+    """Built by hand, the embedding's windows must hold whole [u_j, K_j]
+    pairs: an odd locality would split them."""
+    odd = orc.embeddings.ParallelLinearEmbedding(
+        8, 5, 0.1, chunks=2, locality=1, seed=0
+    )
+    with pytest.raises(ValueError, match=r"locality \(1\) must count whole points"):
+        orc.forecaster.KnowledgeEmbedding(4, odd, shifted_decay)
+    even = orc.embeddings.ParallelLinearEmbedding(
+        8, 5, 0.1, chunks=2, locality=2, seed=0
+    )
+    assert orc.forecaster.KnowledgeEmbedding(4, even, shifted_decay).res_dim == 7

@@ -159,6 +159,12 @@ class KnowledgeEmbedding(EmbedBase):
             )
         if self.chunks != chunks:
             raise ValueError(f"{owner}: chunks must be the reservoir's, {chunks}")
+        locality = self.reservoir.locality
+        if locality and (chunks == 1 or locality % 2 or not self.reservoir.periodic):
+            raise ValueError(
+                f"{owner}: the reservoir's locality ({locality}) must count whole "
+                "points [u_j, K_j] (even), of a periodic domain, with chunks > 1"
+            )
 
     def embed(self, in_state: Float[Array, " in_dim"]) -> Array:
         """``[W_in,c [u; K(u)]_c; K(u)_c]``, shape ``(chunks, res_dim)``."""
