@@ -41,6 +41,8 @@ def test_proximity_is_checked_and_traced():
     for bad in (0.0, 1.5, np.nan):
         with pytest.raises(ValueError, match="ES2NDriver: proximity must"):
             ES2NDriver(10, proximity=bad, seed=0)
+    with pytest.raises(ValueError, match="ES2NDriver: construction must be 'orc' or"):
+        ES2NDriver(10, seed=0, construction="orc04")
     d = ES2NDriver(10, seed=0)
     steps = jax.vmap(
         lambda beta: eqx.tree_at(lambda m: m.proximity, d, beta).advance(

@@ -1239,7 +1239,7 @@ class ES2NDriver(DriverBase):
         ``β`` in (0, 1]; may be traced.
     spectral_radius, density, bias, dtype, seed, use_sparse_eigs, construction
         Of ``W`` and ``b``, as for :class:`ESNDriver` (``W`` scaled to
-        ``spectral_radius``). ``O`` is drawn from ``seed`` too (Haar
+        ``spectral_radius``; ``construction`` ``"orc"`` or ``"jax"``). ``O`` is drawn from ``seed`` too (Haar
         measure) and is dense: ``res_dim**2`` stored values and
         multiply-adds per step (the ESN's ``W`` is sparse).
     """
@@ -1271,7 +1271,10 @@ class ES2NDriver(DriverBase):
         construction: str = ESN.construction,
     ) -> None:
         name = type(self).__name__
-        check_float("proximity", proximity, name, low=0.0, low_open=True, high=1.0)
+        if construction not in ("orc", "jax"):  # ORC 0.4 has no such driver
+            raise ValueError(
+                f"{name}: construction must be 'orc' or 'jax', got {construction!r}"
+            )
         if construction == "jax":  # keys split in JAX: seed may be traced
             k_reservoir, k_orthogonal = jax.random.split(prng_key(seed, name))
         else:
