@@ -66,7 +66,7 @@ from .base import RCForecasterBase
 __all__ = ["HybridESNForecaster", "KnowledgeEmbedding", "KnowledgeDriver"]
 
 
-def knowledge_dim(knowledge, in_dim: int, dtype, owner: str) -> int:
+def _knowledge_size(knowledge, in_dim: int, dtype, owner: str) -> int:
     """The length of ``knowledge``'s output for one ``(in_dim,)`` sample,
     found by tracing it (nothing runs); a ``TypeError`` naming
     ``knowledge`` when it is not a function of one sample to a vector."""
@@ -134,7 +134,7 @@ class KnowledgeEmbedding(EmbedBase):
         if not isinstance(reservoir, ParallelLinearEmbedding):
             raise TypeError(f"{owner}: reservoir must be a ParallelLinearEmbedding")
         in_dim = check_int("in_dim", in_dim, owner, minimum=1)
-        k = knowledge_dim(knowledge, in_dim, reservoir.dtype, owner)
+        k = _knowledge_size(knowledge, in_dim, reservoir.dtype, owner)
         self.reservoir, self.knowledge, self.knowledge_dim = reservoir, knowledge, k
         init_component(
             self,
@@ -320,7 +320,7 @@ class HybridESNForecaster(RCForecasterBase):
         owner = type(self).__name__
         data_dim = check_int("data_dim", hyper.pop("data_dim"), owner, minimum=1)
         knowledge = hyper.pop("knowledge")
-        k = knowledge_dim(knowledge, data_dim, jnp.dtype(dtype), owner)
+        k = _knowledge_size(knowledge, data_dim, jnp.dtype(dtype), owner)
         chunks = check_int("chunks", chunks, owner, minimum=1)
         locality = check_int("locality", locality, owner, minimum=0)
         if chunks > 1 and k != data_dim:
