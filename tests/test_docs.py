@@ -237,7 +237,7 @@ def test_cli_example_runs(tmp_path):
     [
         ("index.md", 1),
         ("getting-started.md", 5),
-        ("from-reservoirpy.md", 6),
+        ("from-reservoirpy.md", 7),
         ("from-reservoircomputing-jl.md", 3),
     ],
 )
@@ -309,7 +309,7 @@ def test_reservoirpy_scripts_print_what_the_page_quotes(tmp_path):
     title = "reservoirpy 0.4.2"
     scripts = re.findall(rf'```python title="{title}"\n(.*?)```', text, flags=re.S)
     quoted = re.findall(rf'```text title="{title} output"\n(.*?)```', text, flags=re.S)
-    assert len(scripts) == len(quoted) == 5
+    assert len(scripts) == len(quoted) == 6
     data_block = re.findall(r"```python\n(.*?)```", text, flags=re.S)[0]
     for exe, code in [(sys.executable, data_block)] + [
         (RESERVOIRPY, c) for c in scripts

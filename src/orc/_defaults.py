@@ -26,6 +26,7 @@ __all__ = [
     "SCORING",
     "NUMERICS",
     "TUNE",
+    "PLASTICITY",
 ]
 
 
@@ -152,6 +153,22 @@ class TuneDefaults:
     ridge_points: int = 8  # ridge strengths per candidate when beta is not given
 
 
+@dataclass(frozen=True)
+class PlasticityDefaults:
+    """:mod:`orc.plasticity`'s rules (ours; reservoirpy 0.4's ``IPReservoir``
+    and ``LocalPlasticityReservoir`` defaults, but for ``sigma``: see the
+    module doc)."""
+
+    mu: float = 0.0
+    sigma: float = 0.2
+    ip_learning_rate: float = 5e-4
+    epochs: int = 1
+    rule: str = "oja"
+    local_learning_rate: float = 1e-3
+    bcm_theta: float = 0.0
+    normalize_rows: bool = False
+
+
 ESN = ESNDefaults()
 CLASSIFIER = ClassifierDefaults()
 CONTROLLER = ControllerDefaults()
@@ -160,3 +177,4 @@ NVAR = NVARDefaults()
 SCORING = ScoringDefaults()
 NUMERICS = NumericsDefaults()
 TUNE = TuneDefaults()
+PLASTICITY = PlasticityDefaults()

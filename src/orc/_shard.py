@@ -52,7 +52,6 @@ runs the same code across hosts (CPU collectives through gloo, see
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import equinox as eqx
@@ -66,7 +65,13 @@ from jaxtyping import Array
 from . import _errors
 from ._kernels import linear_drive
 from ._strategy import compiled
-from ._validation import check_finite, check_leaf, from_fields, warn_if_untrained
+from ._validation import (
+    check_finite,
+    check_leaf,
+    from_fields,
+    module_fields,
+    warn_if_untrained,
+)
 from .embeddings import EmbedBase, _LinearEmbeddingCore, _take_windows
 
 __all__ = [
@@ -326,10 +331,6 @@ def placement(model) -> tuple[Mesh, str] | None:
 # --------------------------------------------------------------------------- #
 
 
-def _fields(module) -> dict:
-    return {f.name: getattr(module, f.name) for f in dataclasses.fields(module)}
-
-
 def _ensemble(model) -> bool:
     """Whether ``model`` is an ensemble: every member sees the whole input
     and the output is the members' mean (the data are replicated, the
@@ -360,19 +361,21 @@ def local_model(model, axis: str | None, size: int):
     chunks = drv.chunks // size
     if _ensemble(model):
         fields = dict(
-            _fields(model),
-            driver=from_fields(type(drv), dict(_fields(drv), chunks=chunks)),
-            embedding=from_fields(type(emb), dict(_fields(emb), chunks=chunks)),
+            module_fields(model),
+            driver=from_fields(type(drv), dict(module_fields(drv), chunks=chunks)),
+            embedding=from_fields(type(emb), dict(module_fields(emb), chunks=chunks)),
             readout=from_fields(
-                _device_mean(type(out), axis, size), dict(_fields(out), chunks=chunks)
+                _device_mean(type(out), axis, size),
+                dict(module_fields(out), chunks=chunks),
             ),
             chunks=chunks,
         )
         return from_fields(type(model), fields)
     width = chunks * emb.chunk_size
-    driver = from_fields(type(drv), dict(_fields(drv), chunks=chunks))
+    driver = from_fields(type(drv), dict(module_fields(drv), chunks=chunks))
     readout = from_fields(
-        type(out), dict(_fields(out), chunks=chunks, out_dim=width, data_scale=None)
+        type(out),
+        dict(module_fields(out), chunks=chunks, out_dim=width, data_scale=None),
     )
     embedding = from_fields(
         HaloEmbedding,
@@ -389,7 +392,9 @@ def local_model(model, axis: str | None, size: int):
             devices=size,
         ),
     )
-    fields = dict(_fields(model), driver=driver, readout=readout, embedding=embedding)
+    fields = dict(
+        module_fields(model), driver=driver, readout=readout, embedding=embedding
+    )
     fields.update(in_dim=width, out_dim=width, chunks=chunks)
     if "data_dim" in fields:
         fields["data_dim"] = width

@@ -538,6 +538,18 @@ def from_fields(cls, fields: dict):
     return obj
 
 
+def module_fields(module) -> dict:
+    """Every field of the Equinox module ``module``, by name."""
+    return {f.name: getattr(module, f.name) for f in dataclasses.fields(module)}
+
+
+def replace_fields(module, **changes):
+    """A copy of ``module`` with ``changes`` to its fields (static ones and
+    ``None`` either side too, which ``eqx.tree_at`` cannot address), made
+    and checked by :func:`from_fields`."""
+    return from_fields(type(module), {**module_fields(module), **changes})
+
+
 def check_index_bounds(owner: str, name: str, indices, size: int) -> None:
     """Every entry of the integer array ``indices`` lies in ``[0, size)``.
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TypeVar
 
 import equinox as eqx
@@ -25,6 +24,7 @@ from .._validation import (
     check_last_dim,
     check_rank,
     check_spinup,
+    replace_fields,
     warn_zero_beta,
 )
 from .base import PPV_MAX_STATES, PPV_QUANTILES, RCClassifierBase, _split_repr
@@ -337,18 +337,7 @@ def _train(model, train_seqs, labels, beta, spinup, batch_size):
             x, model.readout.prepare_target(one_hot).reshape(x.shape[0], -1), beta
         )
         model = problem.solution(model, weights.reshape(model.readout.wout.shape))
-    return _replace(model, selected_beta=selected)
-
-
-def _replace(model, **changes):
-    """A copy of ``model`` with ``changes`` to its fields, built as
-    :func:`orc.load` builds a module (no ``__init__``): for fields that may
-    be ``None`` either side, which ``eqx.tree_at`` cannot address."""
-    new = object.__new__(type(model))
-    for field in dataclasses.fields(model):
-        value = changes.get(field.name, getattr(model, field.name))
-        object.__setattr__(new, field.name, value)
-    return new
+    return replace_fields(model, selected_beta=selected)
 
 
 _BETA = "a real number or a 1-D sequence of candidate strengths"
