@@ -105,7 +105,19 @@ class RCModel(eqx.Module):
         )
 
     def set_readout(self, readout: ReadoutBase):
-        """A copy of the model with ``readout`` replaced."""
+        """A copy of the model with ``readout`` replaced; the new readout
+        must read the driver's states (a ``ValueError`` says which shapes
+        disagree, rather than training failing deep inside)."""
+        states = tuple(self.driver.state_shape)
+        if isinstance(readout, ReadoutBase) and states not in (
+            tuple(readout.state_shape),
+            tuple(readout.bank_shape),
+        ):
+            raise ValueError(
+                f"{type(self).__name__}.set_readout: {type(readout).__name__} reads "
+                f"states of shape {tuple(readout.state_shape)}, the driver's are "
+                f"{states} (res_dim and chunks must match the driver's)"
+            )
         return eqx.tree_at(lambda m: m.readout, self, readout)
 
     def set_embedding(self, embedding: EmbedBase):

@@ -11,6 +11,10 @@
   readout with ``φ`` squaring the odd-indexed nodes.
 - :class:`EnsembleLinearReadout` — every chunk predicts the whole output and the
   predictions are averaged.
+- :class:`NLATReadout` — ``y = W_out T(r)`` with ``T`` the transformation T2 or
+  T3 of Chattopadhyay et al. (2020), node for node as ReservoirComputing.jl's
+  ``NLAT2`` and ``NLAT3`` (:func:`nlat2`, :func:`nlat3`): products of
+  neighbouring nodes.
 
 All of them are one implementation (features per chunk, a matrix per chunk,
 then concatenate or average) over a bank of readout matrices, ``wout``
@@ -58,6 +62,9 @@ __all__ = [
     "QuadraticReadout",
     "ParallelQuadraticReadout",
     "EnsembleLinearReadout",
+    "NLATReadout",
+    "nlat2",
+    "nlat3",
 ]
 
 
@@ -341,8 +348,14 @@ class _LinearReadoutCore(Bank, ReadoutBase):
 
     def prepare_train(self, res_seq: Array) -> Array:
         """Features ``φ(r)`` of states ``(seq_len, *state_shape)``, in the
-        bank's shape ``(seq_len, chunks, res_dim)``."""
-        return self.nonlinear_transform(self._bank(res_seq))
+        bank's shape ``(seq_len, chunks, res_dim)``. A single readout also
+        takes the states of a bank of one, ``(seq_len, 1, res_dim)``, which
+        a parallel driver of one reservoir produces (as it reads one such
+        state)."""
+        bank = self.bank_shape
+        if not (res_seq.ndim == 1 + len(bank) and res_seq.shape[1:] == bank):
+            res_seq = self._bank(res_seq)
+        return self.nonlinear_transform(res_seq)
 
     def prepare_target(self, target_seq: Array) -> Array:
         """``(seq_len, out_dim)`` -> per-chunk targets ``(seq_len, chunks, n_out)``."""
@@ -478,3 +491,116 @@ class EnsembleLinearReadout(_LinearReadoutCore):
     ):
         chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
         self._init(out_dim, res_dim, chunks, dtype, (), True)
+
+
+# --------------------------------------------------------------------------- #
+# Products of neighbouring nodes (ReservoirComputing.jl's NLAT2 and NLAT3)
+# --------------------------------------------------------------------------- #
+
+
+def nlat2(states: Array) -> Array:
+    """Chattopadhyay et al.'s T2 along the last axis (the nodes): each even
+    node ``i`` (counting from 0) with ``2 <= i <= N - 2`` becomes the
+    product of the two nodes before it, ``r_{i-1} r_{i-2}``; the other nodes
+    are kept. Node for node ReservoirComputing.jl's ``NLAT2`` (its odd nodes
+    counting from 1, the last one excepted).
+
+    Example
+    -------
+    >>> nlat2(jnp.arange(10.0))
+    Array([ 0.,  1.,  0.,  3.,  6.,  5., 20.,  7., 42.,  9.], dtype=float64)
+    """
+    states = jnp.asarray(states)
+    n = states.shape[-1]
+    return states.at[..., 2 : n - 1 : 2].set(
+        states[..., 1 : n - 2 : 2] * states[..., 0 : n - 3 : 2]
+    )
+
+
+def nlat3(states: Array) -> Array:
+    """Chattopadhyay et al.'s T3 along the last axis: each even node ``i``
+    with ``2 <= i <= N - 2`` becomes the product of its two neighbours,
+    ``r_{i-1} r_{i+1}``; the other nodes are kept. Node for node
+    ReservoirComputing.jl's ``NLAT3``.
+
+    Example
+    -------
+    >>> nlat3(jnp.arange(10.0))
+    Array([ 0.,  1.,  3.,  3., 15.,  5., 35.,  7., 63.,  9.], dtype=float64)
+    """
+    states = jnp.asarray(states)
+    n = states.shape[-1]
+    return states.at[..., 2 : n - 1 : 2].set(
+        states[..., 1 : n - 2 : 2] * states[..., 3:n:2]
+    )
+
+
+_NLAT = {"nlat2": nlat2, "nlat3": nlat3}
+
+
+class NLATReadout(_LinearReadoutCore):
+    """``y = W_out T(r)`` with ``T`` :func:`nlat2` or :func:`nlat3` on each
+    reservoir's states (Chattopadhyay et al. 2020; ReservoirComputing.jl's
+    ``NLAT2()`` and ``NLAT3()``), one ``W_out,c`` per reservoir as
+    :class:`ParallelLinearReadout`'s.
+
+    Put it into a model with ``set_readout``: ``ESNForecaster(3, 300)
+    .set_readout(NLATReadout(3, 300, "nlat2"))``, then train as usual. Its
+    features are not the states, so closed loops run the generic
+    (XLA) path rather than the fused kernels.
+
+    Parameters
+    ----------
+    out_dim : int
+        Outputs (of all reservoirs together).
+    res_dim : int
+        Nodes per reservoir.
+    transform : {"nlat2", "nlat3"}
+        The products: of the two nodes before (T2) or of the two neighbours
+        (T3) of every even node but the first and the last.
+    chunks : int
+        Reservoirs; ``1`` reads states ``(res_dim,)`` as the single readouts
+        do, more read ``(chunks, res_dim)``.
+    dtype : dtype
+        ``jnp.float64`` or ``jnp.float32``.
+
+    References
+    ----------
+    Chattopadhyay, A., Hassanzadeh, P. & Subramanian, D. (2020). Data-driven
+    predictions of a multiscale Lorenz 96 chaotic system using
+    machine-learning methods: reservoir computing, artificial neural network,
+    and long short-term memory network. *Nonlin. Processes Geophys.* 27,
+    373-389.
+    """
+
+    transform: str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        out_dim: int,
+        res_dim: int,
+        transform: str,
+        chunks: int = ESN.chunks,
+        dtype=jnp.float64,
+    ):
+        chunks = check_int("chunks", chunks, type(self).__name__, minimum=1)
+        self.transform = transform
+        self._init(out_dim, res_dim, None if chunks == 1 else chunks, dtype, (), False)
+
+    def __check_init__(self):
+        if self.transform not in _NLAT:
+            raise ValueError(
+                f"{type(self).__name__}: transform must be one of {list(_NLAT)}, "
+                f"got {self.transform!r}"
+            )
+
+    def nonlinear_transform(self, res_state: Array) -> Array:
+        """:func:`nlat2` or :func:`nlat3` of each reservoir's states."""
+        return _NLAT[self.transform](res_state)
+
+    def linear_weights(self):
+        """``None``: the features are products of states (see the base class)."""
+        return None
+
+    def states_are_features(self) -> bool:
+        return False
