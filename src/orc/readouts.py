@@ -498,41 +498,30 @@ class EnsembleLinearReadout(_LinearReadoutCore):
 # --------------------------------------------------------------------------- #
 
 
+def _neighbour_products(states, shift: int) -> Array:
+    """Each even node ``i`` (counting from 0) with ``2 <= i <= N - 2``
+    replaced by ``r_{i-1} r_{i+shift}`` along the last axis."""
+    states = jnp.asarray(states)
+    i = np.arange(2, states.shape[-1] - 1, 2)
+    return states.at[..., i].set(states[..., i - 1] * states[..., i + shift])
+
+
 def nlat2(states: Array) -> Array:
     """Chattopadhyay et al.'s T2 along the last axis (the nodes): each even
     node ``i`` (counting from 0) with ``2 <= i <= N - 2`` becomes the
     product of the two nodes before it, ``r_{i-1} r_{i-2}``; the other nodes
     are kept. Node for node ReservoirComputing.jl's ``NLAT2`` (its odd nodes
-    counting from 1, the last one excepted).
-
-    Example
-    -------
-    >>> nlat2(jnp.arange(10.0))
-    Array([ 0.,  1.,  0.,  3.,  6.,  5., 20.,  7., 42.,  9.], dtype=float64)
-    """
-    states = jnp.asarray(states)
-    n = states.shape[-1]
-    return states.at[..., 2 : n - 1 : 2].set(
-        states[..., 1 : n - 2 : 2] * states[..., 0 : n - 3 : 2]
-    )
+    counting from 1, the last one excepted): ``nlat2(jnp.arange(10.0))`` is
+    ``[0, 1, 0, 3, 6, 5, 20, 7, 42, 9]``."""
+    return _neighbour_products(states, -2)
 
 
 def nlat3(states: Array) -> Array:
-    """Chattopadhyay et al.'s T3 along the last axis: each even node ``i``
-    with ``2 <= i <= N - 2`` becomes the product of its two neighbours,
-    ``r_{i-1} r_{i+1}``; the other nodes are kept. Node for node
-    ReservoirComputing.jl's ``NLAT3``.
-
-    Example
-    -------
-    >>> nlat3(jnp.arange(10.0))
-    Array([ 0.,  1.,  3.,  3., 15.,  5., 35.,  7., 63.,  9.], dtype=float64)
-    """
-    states = jnp.asarray(states)
-    n = states.shape[-1]
-    return states.at[..., 2 : n - 1 : 2].set(
-        states[..., 1 : n - 2 : 2] * states[..., 3:n:2]
-    )
+    """Chattopadhyay et al.'s T3: as :func:`nlat2`, with each of those nodes
+    the product of its two neighbours, ``r_{i-1} r_{i+1}``; node for node
+    ReservoirComputing.jl's ``NLAT3``: ``nlat3(jnp.arange(10.0))`` is ``[0,
+    1, 3, 3, 15, 5, 35, 7, 63, 9]``."""
+    return _neighbour_products(states, 1)
 
 
 _NLAT = {"nlat2": nlat2, "nlat3": nlat3}
