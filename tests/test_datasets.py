@@ -27,6 +27,7 @@ PUBLIC = [
     "logistic_map",
     "double_scroll",
     "multiscroll",
+    "rabinovich_fabrikant",
     "mso",
 ]
 
@@ -370,13 +371,10 @@ def test_double_scroll_trajectory_symmetric_and_bounded():
     assert us[:, 0].min() < -1.0 and us[:, 0].max() > 1.0
 
 
-def chen_rk4(u0, T, dt, a=40.0, b=3.0, c=28.0):
-    def f(u):
-        x, y, z = u
-        return np.array([a * (y - x), (c - a) * x - x * z + c * y, x * y - b * z])
-
+def rk4(f, u0, T, dt, every=10):
+    """Classical RK4 of ``u' = f(u)`` with step ``dt`` to time ``T``, the
+    state kept every ``every`` steps (and at 0)."""
     u, out = np.array(u0, float), [np.array(u0, float)]
-    every = 10
     for k in range(round(T / dt)):
         k1 = f(u)
         k2 = f(u + dt / 2 * k1)
@@ -386,6 +384,14 @@ def chen_rk4(u0, T, dt, a=40.0, b=3.0, c=28.0):
         if (k + 1) % every == 0:
             out.append(u)
     return np.array(out)
+
+
+def chen_rk4(u0, T, dt, a=40.0, b=3.0, c=28.0):
+    def f(u):
+        x, y, z = u
+        return np.array([a * (y - x), (c - a) * x - x * z + c * y, x * y - b * z])
+
+    return rk4(f, u0, T, dt)
 
 
 def test_multiscroll_reference_symmetry_and_sensitivity():
@@ -415,6 +421,36 @@ def test_multiscroll_reference_symmetry_and_sensitivity():
     assert growing.sum() > 200  # a long exponential stretch, not a jump
     assert dist[-500:].max() > 1.0
     assert np.abs(np.asarray(us)).max() < 60
+
+
+def test_rabinovich_fabrikant_reference_symmetry_and_attractor():
+    def f(u, alpha=1.1, gamma=0.87):
+        x, y, z = u
+        return np.array(
+            [
+                y * (z - 1 + x**2) + gamma * x,
+                x * (3 * z + 1 - x**2) + gamma * y,
+                -2 * z * (alpha + x * y),
+            ]
+        )
+
+    u0 = np.array([-1.0, 0.0, 0.5])
+    us, ts = ds.rabinovich_fabrikant(200.0, 0.05)
+    assert us.shape == (4000, 3) and ts.shape == (4000,)
+    us = np.asarray(us)
+    ref = rk4(f, u0, 5.0, 1e-3, every=50)  # samples every 0.05
+    # to the adaptive solver's tolerance (rtol 1e-7, amplified along the way)
+    np.testing.assert_allclose(us[: len(ref)], ref, rtol=0, atol=1e-5)
+    flip = np.array([-1.0, -1.0, 1.0])
+    mirrored, _ = ds.rabinovich_fabrikant(200.0, 0.05, u0=u0 * flip)
+    np.testing.assert_allclose(np.asarray(mirrored), us * flip, rtol=0, atol=1e-9)
+    # the chaotic attractor: bounded (|x| < 2, |y| < 2.5, 0 <= z < 1.5), not
+    # a fixed point or a cycle of few points
+    assert np.all(np.abs(us[:, :2]) < [2.0, 2.5]) and np.all(us[:, 2] > -1e-9)
+    assert (
+        us[:, 2].max() < 1.5
+        and np.unique(np.round(us[2000:], 3), axis=0).shape[0] > 1500
+    )
 
 
 # --------------------------------------------------------------------------- #
@@ -460,6 +496,7 @@ BAD = [
     (ValueError, "tN", lambda: ds.double_scroll(-1.0, 0.1)),
     (ValueError, "dt", lambda: ds.multiscroll(1.0, 0.0)),
     (ValueError, "a", lambda: ds.multiscroll(1.0, 0.1, a=np.inf)),
+    (ValueError, "gamma", lambda: ds.rabinovich_fabrikant(1.0, 0.1, gamma=np.nan)),
 ]
 
 

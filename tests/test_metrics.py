@@ -25,6 +25,9 @@ ERR2 = (PRED - TRUTH) ** 2  # 0.25, 0, 0, 1, 1, 0, 0, 4 -> sum 6.25
 def test_rmse_and_every_nrmse_normalisation_by_hand():
     rmse = np.sqrt(6.25 / 8)
     assert float(metrics.rmse(PRED, TRUTH)) == pytest.approx(rmse)
+    assert float(metrics.mse(PRED, TRUTH)) == pytest.approx(6.25 / 8)
+    # |errors| 0.5, 0, 0, 1, 1, 0, 0, 2
+    assert float(metrics.mae(PRED, TRUTH)) == pytest.approx(4.5 / 8)
     flat = TRUTH.ravel()
     expected = {
         "std": rmse / flat.std(),
@@ -45,8 +48,10 @@ def test_rmse_and_every_nrmse_normalisation_by_hand():
     assert got == pytest.approx(np.sqrt((1.25 + 5 / 4) / 8))
     with pytest.raises(ValueError, match="normalization must be one of"):
         metrics.nrmse(PRED, TRUTH, normalization="minmax")
-    with pytest.raises(ValueError, match="same shape"):
+    with pytest.raises(ValueError, match="rmse: pred and truth must have the same"):
         metrics.rmse(PRED, TRUTH[:3])
+    with pytest.raises(ValueError, match="mae: pred and truth must have the same"):
+        metrics.mae(PRED, TRUTH[:3])
 
 
 def test_rsquare_by_hand_and_invariants():

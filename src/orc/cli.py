@@ -92,6 +92,7 @@ SYSTEMS = (
     "KS_1D",
     "double_scroll",
     "multiscroll",
+    "rabinovich_fabrikant",
 )
 # Discrete series: sampled on their own grid, sized by a number of steps.
 SERIES = ("mackey_glass", "narma", "henon_map", "logistic_map", "mso")

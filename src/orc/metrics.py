@@ -25,6 +25,8 @@ from jaxtyping import Array, ArrayLike, Float
 from ._defaults import SCORING
 
 __all__ = [
+    "mse",
+    "mae",
     "rmse",
     "nrmse",
     "rsquare",
@@ -63,10 +65,23 @@ def _pair(pred, truth, owner):
 
 
 @_one_program()
+def mse(pred: ArrayLike, truth: ArrayLike) -> Float[Array, ""]:
+    """Mean squared error over all entries (reservoirpy's ``mse``)."""
+    pred, truth = _pair(pred, truth, "mse")
+    return jnp.mean((pred - truth) ** 2)
+
+
+@_one_program()
+def mae(pred: ArrayLike, truth: ArrayLike) -> Float[Array, ""]:
+    """Mean absolute error over all entries (reservoirpy's ``mae``)."""
+    pred, truth = _pair(pred, truth, "mae")
+    return jnp.mean(jnp.abs(pred - truth))
+
+
+@_one_program()
 def rmse(pred: ArrayLike, truth: ArrayLike) -> Float[Array, ""]:
     """Root mean squared error over all entries."""
-    pred, truth = _pair(pred, truth, "rmse")
-    return jnp.sqrt(jnp.mean((pred - truth) ** 2))
+    return jnp.sqrt(mse(*_pair(pred, truth, "rmse")))
 
 
 @_one_program("normalization")

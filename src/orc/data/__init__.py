@@ -5,7 +5,8 @@ Each function returns ``(us, ts)``, a trajectory ``(Nt, dim)`` and its times
 ``(Nt,)``; see :mod:`orc.data.integrators` for the conventions.
 The reservoirpy-style series of :mod:`orc.data.datasets` (``mackey_glass``,
 ``narma``, ``henon_map``, ``logistic_map``, ``mso``) return plain ``(time, dim)``
-arrays instead; its ODEs (``double_scroll``, ``multiscroll``) return ``(us, ts)``.
+arrays instead; its ODEs (``double_scroll``, ``multiscroll``,
+``rabinovich_fabrikant``) return ``(us, ts)``.
 """
 
 from orc.data import datasets, integrators

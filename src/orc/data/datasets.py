@@ -97,6 +97,7 @@ __all__ = [
     "logistic_map",
     "double_scroll",
     "multiscroll",
+    "rabinovich_fabrikant",
     "mso",
 ]
 
@@ -808,6 +809,18 @@ def _multiscroll_vf(t, u, args):
     return jnp.stack([a * (y - x), (c - a) * x - x * z + c * y, x * y - b * z])
 
 
+def _rabinovich_fabrikant_vf(t, u, args):
+    alpha, gamma = args
+    x, y, z = u
+    return jnp.stack(
+        [
+            y * (z - 1 + x**2) + gamma * x,
+            x * (3 * z + 1 - x**2) + gamma * y,
+            -2 * z * (alpha + x * y),
+        ]
+    )
+
+
 def double_scroll(
     tN: float,
     dt: float,
@@ -938,3 +951,65 @@ def multiscroll(
         _scalar(owner, k, v, dtype) for k, v in (("a", a), ("b", b), ("c", c))
     )
     return _solve(owner, _multiscroll_vf, u0, 3, params, tN, dt, diffeqsolve_kwargs)
+
+
+def rabinovich_fabrikant(
+    tN: float,
+    dt: float,
+    u0: Float[ArrayLike, " 3"] = (-1.0, 0.0, 0.5),
+    alpha: float = 1.1,
+    gamma: float = 0.87,
+    **diffeqsolve_kwargs,
+) -> _Trajectory:
+    """The Rabinovich-Fabrikant system, reservoirpy's ``rabinovich_fabrikant``.
+
+    Equations (M. I. Rabinovich & A. L. Fabrikant, "Stochastic
+    self-modulation of waves in nonequilibrium media", Sov. Phys. JETP 50,
+    311-317, 1979)::
+
+        x' = y (z - 1 + x^2) + gamma x
+        y' = x (3 z + 1 - x^2) + gamma y
+        z' = -2 z (alpha + x y)
+
+    ``alpha`` and ``u0`` are reservoirpy's defaults, which samples the
+    system every 0.05 time units (its ``h``); ``gamma`` is the classic 0.87
+    of the chaotic attractor. reservoirpy's ``gamma=0.89`` leaves it: its own
+    default series grows to ``y ~ 660`` by ``t = 125``, and a solve to this
+    module's tolerances runs out of steps there. The system is symmetric
+    under ``(x, y, z) -> (-x, -y, z)``.
+
+    Parameters
+    ----------
+    tN : float
+        Final time (> 0).
+    dt : float
+        Spacing of the output grid (0 < dt <= tN); also the first step.
+    u0 : array of shape (3,)
+        Initial state.
+    alpha : float
+        Parameter ``alpha``.
+    gamma : float
+        Parameter ``gamma``.
+    **diffeqsolve_kwargs
+        Passed to ``diffrax.diffeqsolve``, replacing the defaults of
+        :mod:`orc.data.integrators`.
+
+    Returns
+    -------
+    us : Array of shape (Nt, 3)
+        States ``(x, y, z)``.
+    ts : Array of shape (Nt,)
+        Times ``arange(0, tN, dt)``.
+
+    Examples
+    --------
+    >>> us, ts = orc.data.rabinovich_fabrikant(tN=125.0, dt=0.05)  # 2500 samples
+    """
+    owner = "rabinovich_fabrikant"
+    dtype = _state_dtype(owner, u0)
+    params = tuple(
+        _scalar(owner, k, v, dtype) for k, v in (("alpha", alpha), ("gamma", gamma))
+    )
+    return _solve(
+        owner, _rabinovich_fabrikant_vf, u0, 3, params, tN, dt, diffeqsolve_kwargs
+    )
