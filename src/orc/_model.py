@@ -108,10 +108,15 @@ class RCModel(eqx.Module):
         """A copy of the model with ``readout`` replaced; the new readout
         must read the driver's states (a ``ValueError`` says which shapes
         disagree, rather than training failing deep inside)."""
-        states = tuple(self.driver.state_shape)
-        if isinstance(readout, ReadoutBase) and states not in (
-            tuple(readout.state_shape),
-            tuple(readout.bank_shape),
+        states = self._readout_reads()
+        if (
+            states is not None
+            and isinstance(readout, ReadoutBase)
+            and states
+            not in (
+                tuple(readout.state_shape),
+                tuple(readout.bank_shape),
+            )
         ):
             raise ValueError(
                 f"{type(self).__name__}.set_readout: {type(readout).__name__} reads "
@@ -119,6 +124,12 @@ class RCModel(eqx.Module):
                 f"{states} (res_dim and chunks must match the driver's)"
             )
         return eqx.tree_at(lambda m: m.readout, self, readout)
+
+    def _readout_reads(self) -> tuple[int, ...] | None:
+        """The shape of one state the readout reads: the driver's (``None``
+        where a family's readout reads something else, which the family
+        checks: a classifier's representation of the states)."""
+        return tuple(self.driver.state_shape)
 
     def set_embedding(self, embedding: EmbedBase):
         """A copy of the model with ``embedding`` replaced."""

@@ -357,6 +357,11 @@ class RCClassifierBase(RCModel):
             )
         check_model(self, self._embed_dim, None, readout_input=(width,))
 
+    def _readout_reads(self) -> None:
+        """The readout reads the representation of the states (its
+        ``feature_dim``), not the driver's states."""
+        return None
+
     def _check_fitted_fields(self, name):
         base, bi = _split_repr(self.state_repr)
         want = {
