@@ -544,9 +544,10 @@ class NLATReadout(_LinearReadoutCore):
         Outputs (of all reservoirs together).
     res_dim : int
         Nodes per reservoir.
-    transform : {"nlat2", "nlat3"}
-        The products: of the two nodes before (T2) or of the two neighbours
-        (T3) of every even node but the first and the last.
+    transform : str
+        ``"nlat2"`` (each even node but the first and the last becomes the
+        product of the two nodes before it) or ``"nlat3"`` (of its two
+        neighbours).
     chunks : int
         Reservoirs; ``1`` reads states ``(res_dim,)`` as the single readouts
         do, more read ``(chunks, res_dim)``.
