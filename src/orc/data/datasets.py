@@ -978,28 +978,9 @@ def rabinovich_fabrikant(
     module's tolerances runs out of steps there. The system is symmetric
     under ``(x, y, z) -> (-x, -y, z)``.
 
-    Parameters
-    ----------
-    tN : float
-        Final time (> 0).
-    dt : float
-        Spacing of the output grid (0 < dt <= tN); also the first step.
-    u0 : array of shape (3,)
-        Initial state.
-    alpha : float
-        Parameter ``alpha``.
-    gamma : float
-        Parameter ``gamma``.
-    **diffeqsolve_kwargs
-        Passed to ``diffrax.diffeqsolve``, replacing the defaults of
-        :mod:`orc.data.integrators`.
-
-    Returns
-    -------
-    us : Array of shape (Nt, 3)
-        States ``(x, y, z)``.
-    ts : Array of shape (Nt,)
-        Times ``arange(0, tN, dt)``.
+    ``tN``, ``dt``, ``u0``, ``**diffeqsolve_kwargs`` and the returned
+    ``(us, ts)`` (states ``(Nt, 3)``, times ``arange(0, tN, dt)``) are as for
+    :func:`multiscroll`; ``alpha`` and ``gamma`` are the system's parameters.
 
     Examples
     --------
