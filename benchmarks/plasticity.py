@@ -21,7 +21,7 @@ Three measurements, written to ``benchmarks/PLASTICITY.md`` and
    orc's default ``ESNForecaster`` and one with leak 1, bias 0, input
    scaling 0.5, sr 0.9 (orc only).
 
-    python benchmarks/plasticity.py            # ~12 min on 2 cores (reservoirpy's Oja at 2000 nodes: 4.5)
+    python benchmarks/plasticity.py            # ~12 min on 2 cores, 4.5 of them reservoirpy's Oja at 2000 nodes
     python benchmarks/plasticity.py --no-reservoirpy
 """
 
