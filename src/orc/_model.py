@@ -109,20 +109,15 @@ class RCModel(eqx.Module):
         must read the driver's states (a ``ValueError`` says which shapes
         disagree, rather than training failing deep inside)."""
         states = self._readout_reads()
-        if (
-            states is not None
-            and isinstance(readout, ReadoutBase)
-            and states
-            not in (
-                tuple(readout.state_shape),
-                tuple(readout.bank_shape),
-            )
-        ):
-            raise ValueError(
-                f"{type(self).__name__}.set_readout: {type(readout).__name__} reads "
-                f"states of shape {tuple(readout.state_shape)}, the driver's are "
-                f"{states} (res_dim and chunks must match the driver's)"
-            )
+        if isinstance(readout, ReadoutBase) and states is not None:
+            reads = {tuple(readout.state_shape), tuple(readout.bank_shape)}
+            if states not in reads:
+                raise ValueError(
+                    f"{type(self).__name__}.set_readout: {type(readout).__name__} "
+                    f"reads states of shape {tuple(readout.state_shape)}, the "
+                    f"driver's are {states} (res_dim and chunks must match the "
+                    f"driver's)"
+                )
         return eqx.tree_at(lambda m: m.readout, self, readout)
 
     def _readout_reads(self) -> tuple[int, ...] | None:
