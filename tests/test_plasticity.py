@@ -9,6 +9,10 @@ is for: the states' distribution reaches the Gaussian target.
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -118,6 +122,56 @@ def test_intrinsic_plasticity_is_the_papers_rule(case):
         expected.append(r.reshape(model.driver.state_shape))
     states = adapted.force(seqs[0], r0s[0])
     np.testing.assert_allclose(states, np.stack(expected), rtol=1e-10, atol=1e-12)
+
+
+RESERVOIRPY = os.environ.get(
+    "ORC_RESERVOIRPY_PYTHON",
+    str(Path(__file__).parents[1] / "benchmarks/.venvs/rpy/bin/python"),
+)
+
+RPY_IP = """
+import sys, numpy as np
+from reservoirpy.nodes import IPReservoir
+d = np.load(sys.argv[1])
+res = IPReservoir(W=d["W"], Win=d["Win"], bias=d["bias"], lr=1.0, mu=0.1,
+                  sigma=0.3, learning_rate=1e-3, epochs=1)
+res.fit(d["u"])
+np.savez(sys.argv[2], a=res.a, b=res.b)
+"""
+
+
+@pytest.mark.skipif(
+    not Path(RESERVOIRPY).is_file(), reason="no reservoirpy 0.4.2 environment"
+)
+def test_intrinsic_plasticity_is_reservoirpys_on_the_same_matrices(tmp_path):
+    """With leak 1 and one epoch, the gains and biases are reservoirpy's
+    ``IPReservoir``'s, given the same ``W``, ``W_in`` and bias (run in the
+    benchmarks' reservoirpy 0.4.2 environment, where one exists)."""
+    model = ESNForecaster(
+        1, 30, seed=3, leak_rate=1.0, bias=0.3, embedding_scaling=0.5,
+        Wr_spectral_radius=0.9, Wr_density=0.2,
+    )  # fmt: skip
+    u = np.asarray(orc.data.narma(400, seed=1)[0])
+    W, win, bias, _ = _parts(model)
+    np.savez(tmp_path / "in.npz", u=u, W=W[0], Win=win[0], bias=bias[0])
+    subprocess.run(
+        [
+            RESERVOIRPY,
+            "-c",
+            RPY_IP,
+            str(tmp_path / "in.npz"),
+            str(tmp_path / "out.npz"),
+        ],
+        check=True,
+        timeout=300,
+    )
+    theirs = np.load(tmp_path / "out.npz")
+    adapted = intrinsic_plasticity(model, u, mu=0.1, sigma=0.3, learning_rate=1e-3)
+    gain = np.asarray(adapted.embedding.win / model.embedding.win)[0, :, 0]
+    offset = np.asarray(adapted.driver.bias)[0] - gain * bias[0]
+    assert np.ptp(theirs["a"]) > 0.05  # the rule moved the gains
+    np.testing.assert_allclose(gain, theirs["a"], rtol=1e-12)
+    np.testing.assert_allclose(offset, theirs["b"], rtol=1e-12, atol=1e-14)
 
 
 def test_intrinsic_plasticity_reaches_the_target_distribution():
