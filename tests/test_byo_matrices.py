@@ -278,6 +278,23 @@ def test_a_models_own_matrices_train_and_forecast_to_the_same_bits(layout, loren
     _same(a.forecast(200, np.asarray(Ra)[-1]), b.forecast(200, np.asarray(Rb)[-1]))
 
 
+def test_a_sparse_input_matrix_set_into_a_forecaster_trains_as_its_bank(lorenz):
+    """The concept map's recipe for reservoirpy's ``input_connectivity``: a
+    single embedding of the user's sparse ``W_in`` set into an ESNForecaster
+    (whose driver is a bank of one) trains to the bits of the same matrix
+    as a bank of one."""
+    rng = np.random.default_rng(0)
+    W_in = rng.choice([-0.1, 0.1], (100, 3)) * (rng.random((100, 3)) < 0.1)
+    model = ESNForecaster(data_dim=3, res_dim=100, seed=7)
+    single = model.set_embedding(LinearEmbedding.from_matrices(W_in))
+    bank = model.set_embedding(ParallelLinearEmbedding.from_matrices(W_in[None]))
+    a, Ra = train_RCForecaster(single, lorenz[:2000], spinup=200)
+    b, Rb = train_RCForecaster(bank, lorenz[:2000], spinup=200)
+    _same(Ra, Rb)
+    _same(a.readout.wout, b.readout.wout)
+    assert not np.array_equal(a.readout.wout, 0 * a.readout.wout)
+
+
 def test_forecast_with_a_per_node_bias_is_the_closed_loop():
     """A per-node bias through a model's closed loop (the one-call forecast
     takes only a scalar bias, so this runs the scan) against NumPy's loop."""
