@@ -11,8 +11,9 @@ return a model of the same class whose readout is then trained as usual:
   approaches a Gaussian of mean ``mu`` and standard deviation ``sigma`` (a
   gradient step on the Kullback-Leibler divergence). Gain and bias fold into
   the matrices: ``W <- diag(a) W``, ``W_in <- diag(a) W_in``, ``bias <- a *
-  bias + b``, so the result is a plain echo state network, which every
-  kernel runs as before (native CPU, GPU, save and load).
+  bias + b``, so the result is a plain echo state network, the same
+  components as ``from_matrices`` builds: the kernels run it and model
+  files store it as they do those.
 - :func:`local_plasticity` changes the existing connections of ``W`` by a
   local rule of the presynaptic state ``r_j`` (before the step) and the
   postsynaptic state ``r'_i`` (after it): Oja's rule, anti-Oja, Hebbian,
