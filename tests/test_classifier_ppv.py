@@ -293,17 +293,21 @@ def test_bad_options_name_the_argument(data):
 
 
 def test_sklearn_estimator_runs_the_recipe(data):
-    """orc.sklearn.ESNClassifier with the recipe's options is the orc model
-    trained directly: spinup None is seq_len // 10, beta None the LOO grid."""
+    """orc.sklearn.ESNClassifier with the recipe's options (its defaults) is
+    the orc model of the same hyperparameters trained directly: spinup None
+    is seq_len // 10, beta None the LOO grid."""
     sk = pytest.importorskip("orc.sklearn")
     (seqs, labels), (test, _) = data
     X, X_test = np.asarray(seqs), np.asarray(test)
-    hyper = dict(res_dim=RES_DIM, embedding_scaling=0.5, state_repr="bi_ppv")
-    clf = sk.ESNClassifier(
-        **hyper, input_differences=True, spinup=None, beta=None, channels_last=True
-    ).fit(X, np.asarray(labels))
+    hyper = dict(res_dim=RES_DIM, embedding_scaling=0.5, state_repr="bi_ppv",
+                 input_differences=True, input_lags=(4, 16), leak_rate=0.1,
+                 Wr_density=0.1, Wr_spectral_radius=0.9)  # fmt: skip
+    clf = sk.ESNClassifier(res_dim=RES_DIM, embedding_scaling=0.5, channels_last=True)
+    assert {k: v for k, v in clf.get_params().items() if k in hyper} == hyper
+    assert clf.get_params()["spinup"] is None and clf.get_params()["beta"] is None
+    clf.fit(X, np.asarray(labels))
     model = train_RCClassifier(
-        ESNClassifier(3, 3, **hyper, input_differences=True),
+        ESNClassifier(3, 3, **hyper),
         seqs,
         labels,
         spinup=X.shape[1] // 10,

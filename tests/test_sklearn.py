@@ -5,6 +5,7 @@ optional import."""
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import subprocess
 import sys
@@ -139,11 +140,15 @@ def test_classifier_is_orc_classifier_trained_directly(repr_args):
     hyper = dict(CLF, seed=3, beta=1e-6, **repr_args)
     clf = ESNClassifier(**hyper).fit(X, y)
 
-    # the same model built and trained with orc itself, labels numbered in
-    # sorted order and series in orc's (n_series, n_timepoints, n_channels)
+    # the same model built (with every hyperparameter the estimator holds,
+    # its own defaults included) and trained with orc itself, labels numbered
+    # in sorted order and series in orc's (n_series, n_timepoints, n_channels)
     names = sorted(set(y))
     labels = jax.device_put(np.array([names.index(label) for label in y], np.int32))
-    spinup, beta = hyper.pop("spinup"), hyper.pop("beta")
+    spinup, beta = hyper["spinup"], hyper["beta"]
+    params = clf.get_params()
+    takes = inspect.signature(orc_classifier.ESNClassifier).parameters
+    hyper = {name: params[name] for name in takes if name in params and name != "dtype"}
     model = orc_classifier.ESNClassifier(data_dim=2, n_classes=2, **hyper)
     model = orc_classifier.train_RCClassifier(
         model, jax.device_put(X.transpose(0, 2, 1)), labels, spinup=spinup, beta=beta
@@ -299,6 +304,39 @@ def test_classifier_learns_sine_versus_square():
     clf = ESNClassifier(**CLF).fit(X, y)
     assert np.mean(y_test == "sine") > 0.3  # both classes are in the test set
     assert clf.score(X_test, y_test) > 0.9  # chance is about 0.5
+
+
+def _early_frequency(seed, n=80, length=100):
+    """Classes told apart by the first half of each series only: a sine of
+    frequency 0.05 or 0.15 (random phase, noise), then white noise; each
+    series standardised on its own."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    half = np.arange(length // 2)
+    freq = np.where(y == 1, 0.15, 0.05)[:, None]
+    X = rng.normal(size=(n, length))
+    wave = np.sin(2 * np.pi * freq * half + rng.uniform(0, 2 * np.pi, (n, 1)))
+    X[:, : length // 2] = 1.4 * wave + 0.3 * rng.normal(size=(n, length // 2))
+    return (X - X.mean(1, keepdims=True)) / X.std(1, keepdims=True), y
+
+
+def test_default_classifier_reads_the_whole_series():
+    """The estimator's own defaults (its declared recipe) against ORC 0.4's,
+    which the orc classifier keeps: ORC's final state of a fading-memory
+    reservoir has forgotten the first half, where the classes differ, and
+    stays near chance; the recipe's state statistics over the series and
+    over its reverse see it."""
+    from orc._defaults import ESN
+
+    X, y = _early_frequency(0)
+    X_test, y_test = _early_frequency(100)
+    assert 0.3 < y_test.mean() < 0.7
+    orc04 = dict(leak_rate=ESN.leak_rate, embedding_scaling=ESN.embedding_scaling,
+                 Wr_density=ESN.Wr_density, Wr_spectral_radius=ESN.Wr_spectral_radius,
+                 state_repr="final", input_differences=False, input_lags=(),
+                 spinup=0, beta=ESN.beta)  # fmt: skip
+    assert ESNClassifier(res_dim=50).fit(X, y).score(X_test, y_test) >= 0.95
+    assert ESNClassifier(res_dim=50, **orc04).fit(X, y).score(X_test, y_test) <= 0.7
 
 
 def test_dtype_follows_jax_and_the_dtype_parameter():

@@ -33,6 +33,11 @@ Protocol
   split.
   "default" is the untuned ORC configuration: ``state_repr="final"``,
   ``embedding_scaling=0.08``, ``beta=8e-8``, no spinup.
+* "orc.sklearn": the scikit-learn estimator ``orc.sklearn.ESNClassifier(
+  res_dim=RES_DIM, seed=S)`` as it comes, untuned: its defaults are the
+  "bi_ppv_lags" recipe with ``leak_rate=0.1``, ``embedding_scaling=0.4``
+  (``orc._defaults.ESTIMATOR_CLASSIFIER``); one ``fit``, compilation
+  included.
 * orc "bi_ppv_lags" (the recipe of ``ESNClassifier``'s docstring) and
   "bi_ppv_diff" (the previous one, without lags):
   ``state_repr="bi_ppv"``, ``input_lags=(4, 16)`` (the series' differences
@@ -322,6 +327,17 @@ def run_orc_default(data, res_dim: int) -> dict:
     return {"accuracy": float(np.mean(pred == yte)), "fit_s": t_fit}
 
 
+def run_estimator(data, res_dim: int) -> dict:
+    from orc.sklearn import ESNClassifier as Estimator
+
+    xtr, ytr, xte, yte, _ = data
+    clf = Estimator(res_dim=res_dim, seed=SEED, channels_last=True)
+    t0 = time.perf_counter()
+    clf.fit(xtr, ytr)
+    t_fit = time.perf_counter() - t0
+    return {"accuracy": float(np.mean(clf.predict(xte) == yte)), "fit_s": t_fit}
+
+
 def run_minirocket(data) -> dict:
     from aeon.classification.convolution_based import MiniRocketClassifier
 
@@ -368,7 +384,8 @@ def markdown(results: dict, methods: list[str], skipped: dict, setup: str) -> st
         "orc: cross-validated selection of `leak_rate`, `embedding_scaling` and "
         "`beta` plus "
         "the final fit, compilation included; MiniRocket: `fit` (its ridge "
-        'cross-validation included); "default": one untuned fit. '
+        'cross-validation included); "default" (ORC 0.4\'s defaults) and '
+        '"orc.sklearn" (the estimator\'s): one untuned fit. '
         "`bi_ppv_diff`: `bi_ppv` + `input_differences=True` + leave-one-out "
         "`beta` (density 0.1, spectral radius 0.9; see the protocol); "
         "`bi_ppv_lags`: the same with `input_lags=(4, 16)`.",
@@ -425,6 +442,7 @@ def main() -> None:
         )
         row = {"note": note, "minirocket": run_minirocket(data)}
         row["default"] = run_orc_default(data, args.res_dim)
+        row["orc.sklearn"] = run_estimator(data, args.res_dim)
         for state_repr in args.reprs:
             if state_repr in RECIPES:
                 row[state_repr] = run_recipe(data, args.res_dim, state_repr)
@@ -435,7 +453,7 @@ def main() -> None:
                 print(f"  {method:15s} acc {r['accuracy']:.3f}  fit {r['fit_s']:.1f}s")
         results[name] = row
     total = time.perf_counter() - start
-    methods = ["minirocket", "default", *args.reprs]
+    methods = ["minirocket", "default", "orc.sklearn", *args.reprs]
     setup = (
         f"ESN res_dim={args.res_dim}; grid leak_rate {list(LEAKS)} x "
         f"embedding_scaling {list(SCALINGS)} x "

@@ -22,6 +22,7 @@ __all__ = [
     "CLASSIFIER",
     "CONTROLLER",
     "REGRESSOR",
+    "ESTIMATOR_CLASSIFIER",
     "NVAR",
     "SCORING",
     "NUMERICS",
@@ -128,6 +129,33 @@ class RegressorDefaults:
 
 
 @dataclass(frozen=True)
+class EstimatorClassifierDefaults:
+    """:class:`orc.sklearn.ESNClassifier`'s (ours), where they are not
+    :class:`orc.classifier.ESNClassifier`'s (which keeps ORC 0.4's).
+
+    A scikit-learn user fits ``ESNClassifier()`` as it comes, so its
+    defaults are the recipe measured strongest on seven UCR/UEA sets
+    (``benchmarks/science/CLASSIFICATION.md``): the mean state with the
+    proportion of steps above each node's training quartiles, of the series
+    and of its reverse (``"bi_ppv"``), fed with the first differences and the
+    differences over 4 and 16 steps, a denser reservoir, the spinup and the
+    ridge chosen from the data, and the leak and input scale the
+    cross-validation chose most. Untuned, on z-normalised series, their mean
+    test accuracy is 0.92 (ORC 0.4's defaults: 0.52; aeon's MiniRocket:
+    0.94), in 19 s for the seven sets on 2 cores, compilation included."""
+
+    leak_rate: float = 0.1
+    embedding_scaling: float = 0.4
+    Wr_density: float = 0.1
+    Wr_spectral_radius: float = 0.9
+    state_repr: str = "bi_ppv"
+    input_differences: bool = True
+    input_lags: tuple[int, ...] = (4, 16)
+    spinup: int | None = None  # a tenth of the training series' length
+    beta: float | None = None  # chosen by leave-one-out among logspace(-3, 3, 10)
+
+
+@dataclass(frozen=True)
 class NVARDefaults:
     """:class:`orc.forecaster.NVARForecaster` and its training (ours)."""
 
@@ -191,6 +219,7 @@ ESN = ESNDefaults()
 CLASSIFIER = ClassifierDefaults()
 CONTROLLER = ControllerDefaults()
 REGRESSOR = RegressorDefaults()
+ESTIMATOR_CLASSIFIER = EstimatorClassifierDefaults()
 NVAR = NVARDefaults()
 SCORING = ScoringDefaults()
 NUMERICS = NumericsDefaults()

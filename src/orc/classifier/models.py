@@ -63,7 +63,10 @@ seed, quadratic, use_sparse_eigs
     (``benchmarks/science/CLASSIFICATION.md``) is ``state_repr="bi_ppv"``,
     ``input_lags=(4, 16)``, ``input_differences=True``, ``Wr_density=0.1``,
     ``Wr_spectral_radius=0.9``, ``spinup = seq_len // 10`` and ``beta``
-    chosen by leave-one-out from a grid (:func:`train_RCClassifier`).
+    chosen by leave-one-out from a grid (:func:`train_RCClassifier`). This
+    class keeps ORC 0.4's defaults; the scikit-learn estimator
+    :class:`orc.sklearn.ESNClassifier` takes the recipe (with
+    ``leak_rate=0.1``, ``embedding_scaling=0.4``) as its defaults.
 
     Example
     -------
