@@ -336,6 +336,45 @@ def test_force_learns_two_sinusoids_in_closed_loop():
     assert fc_err < 0.1, fc_err
 
 
+def _numpy_force(model, target, delta, posterior):
+    """FORCE written out in numpy for a one-input ESN forecaster: the first
+    sample starts the run, then at every step the textbook RLS update on
+    ``(r_k, target[k])`` and the output before (prior) or after (posterior)
+    it fed back as the next input."""
+    d = model.driver
+    W = np.asarray(d.wr.todense())[0]
+    w_in = np.asarray(model.embedding.win)[0, :, 0]
+    leak, bias = float(d.leak), float(d.bias)
+    n = W.shape[0]
+    r, P, w = np.zeros(n), np.eye(n) / delta, np.zeros(n)
+    for k, y in enumerate(target[:, 0]):
+        x = y
+        if k >= 1:
+            prior = w @ r
+            gain = P @ r / (1.0 + r @ P @ r)
+            w = w + (y - prior) * gain
+            P = P - np.outer(gain, r @ P)
+            x = w @ r if posterior else prior
+        r = (1 - leak) * r + leak * np.tanh(W @ r + w_in * x + bias)
+    return w, r
+
+
+@pytest.mark.parametrize("feedback", ["posterior", "prior"])
+def test_force_feedback_is_the_numpy_loop(feedback):
+    t = np.arange(60.0)
+    target = (0.6 * np.sin(2 * np.pi * t / 20))[:, None]
+    esn = ESNForecaster(
+        1, 20, seed=2, bias=0.5, Wr_spectral_radius=1.2, embedding_scaling=0.5,
+        Wr_density=0.2,
+    )  # fmt: skip
+    model, _, r = online.train_force(esn, target, delta=1e-2, feedback=feedback)
+    w, r_ref = _numpy_force(esn, target, 1e-2, feedback == "posterior")
+    np.testing.assert_allclose(
+        np.asarray(model.readout.wout)[0, 0], w, rtol=1e-7, atol=1e-9
+    )
+    np.testing.assert_allclose(np.asarray(r).reshape(-1), r_ref, rtol=1e-7, atol=1e-9)
+
+
 # --------------------------------------------------------------------------
 # jit / vmap
 # --------------------------------------------------------------------------
@@ -508,6 +547,7 @@ def small_esn():
         ),
         (lambda m: online.train_force(m, _U, delta=-1.0), ValueError, "delta"),
         (lambda m: online.train_force(m, _U[:1]), ValueError, "spinup"),
+        (lambda m: online.train_force(m, _U, feedback="after"), ValueError, "feedback"),
         (
             lambda m: online.train_online(CESNForecaster(3, 10), _U),
             TypeError,
