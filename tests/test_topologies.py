@@ -104,6 +104,80 @@ def test_matrices_are_the_papers():
         np.testing.assert_array_equal(got, expected, err_msg=f"n={n}, jump={jump}")
 
 
+#: ReservoirComputing.jl's documented examples (v0.11 docstrings, 5 units):
+#: (builder, arguments, the printed matrix, rows top to bottom).
+RCJL_EXAMPLES = [
+    (T.double_cycle, (5, -0.1, 0.3), {},
+     "0 .3 0 0 .3; -.1 0 .3 0 0; 0 -.1 0 .3 0; 0 0 -.1 0 .3; -.1 0 0 -.1 0"),
+    (T.true_double_cycle, (5, 0.1, 0.3), {},
+     "0 .3 0 0 .1; .1 0 .3 0 0; 0 .1 0 .3 0; 0 0 .1 0 .3; .3 0 0 .1 0"),
+    (T.selfloop_cycle, (5, -0.2, 0.5), {},
+     ".5 0 0 0 -.2; -.2 .5 0 0 0; 0 -.2 .5 0 0; 0 0 -.2 .5 0; 0 0 0 -.2 .5"),
+    (T.selfloop_backward_cycle, (5, 0.1, 0.5, 0.1), {},
+     ".5 .1 0 0 .1; .1 0 0 0 0; 0 .1 .5 .1 0; 0 0 .1 0 0; 0 0 0 .1 .5"),
+    (T.selfloop_delayline_backward, (5, -0.5, 0.3, 0.99), {},
+     ".3 0 .99 0 0; -.5 .3 0 .99 0; 0 -.5 .3 0 .99; 0 0 -.5 .3 0; 0 0 0 -.5 .3"),
+    (T.selfloop_delayline_backward, (5, 0.1, 0.1, 0.1),
+     {"delay_shift": 3, "feedback_shift": 2},
+     ".1 0 .1 0 0; 0 .1 0 .1 0; 0 0 .1 0 .1; .1 0 0 .1 0; 0 .1 0 0 .1"),
+    (T.selfloop_forward_connection, (5, 0.5, 0.99), {},
+     ".99 0 0 0 0; 0 .99 0 0 0; .5 0 .99 0 0; 0 .5 0 .99 0; 0 0 .5 0 .99"),
+    (T.delay_line, (5, 0.99), {"shift": 2},  # RC.jl's forward_connection (TP5)
+     "0 0 0 0 0; 0 0 0 0 0; .99 0 0 0 0; 0 .99 0 0 0; 0 0 .99 0 0"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("build, args, kwargs, printed", RCJL_EXAMPLES)
+def test_reservoircomputing_jl_documented_matrices(build, args, kwargs, printed):
+    expected = np.array([[float(x) for x in row.split()] for row in printed.split(";")])
+    np.testing.assert_array_equal(_todense(build(*args, **kwargs)), expected)
+
+
+def test_ring_variants_follow_their_definitions_per_connection():
+    """One weight per connection lands where each docstring says, checked
+    against matrices written edge by edge."""
+    n = 7
+    w, v = np.linspace(0.1, 0.7, n), -np.linspace(0.2, 0.8, n)
+    ring = [((i + 1) % n, i, w[i]) for i in range(n)]
+    np.testing.assert_array_equal(
+        _todense(T.true_double_cycle(n, w, v)),
+        _dense(n, ring) + _dense(n, [(i, (i + 1) % n, v[i]) for i in range(n)]),
+    )
+    lower = [(i + 1, i, w[i]) for i in range(n - 1)] + [(n - 1, 0, w[-1])]
+    upper = [(i, i + 1, v[i]) for i in range(n - 1)] + [(0, n - 1, v[-1])]
+    np.testing.assert_array_equal(
+        _todense(T.double_cycle(n, w, v)), _dense(n, lower) + _dense(n, upper)
+    )
+    even, odd = range(0, n, 2), range(1, n, 2)
+    np.testing.assert_array_equal(
+        _todense(T.selfloop_backward_cycle(n, w, v[:4], w[:3])),
+        _dense(n, ring)
+        + _dense(n, [(i, i, v[k]) for k, i in enumerate(even)])
+        + _dense(n, [(j - 1, j, w[k]) for k, j in enumerate(odd)]),
+    )
+    np.testing.assert_array_equal(
+        _todense(T.selfloop_delayline_backward(n, w[:5], v, w[:4], delay_shift=2,
+                                               feedback_shift=3)),
+        _dense(n, [(i + 2, i, w[i]) for i in range(5)])
+        + np.diag(v) + _dense(n, [(i, i + 3, w[i]) for i in range(4)]),
+    )  # fmt: skip
+    np.testing.assert_array_equal(
+        _todense(T.selfloop_forward_connection(n, w[:4], v, shift=3)),
+        _dense(n, [(i + 3, i, w[i]) for i in range(4)]) + np.diag(v),
+    )
+
+
+def test_ring_variants_spectra():
+    """A ring with self-loops has eigenvalues ``l + r z`` over the N-th roots
+    of unity ``z`` (radius ``|l| + |r|`` for weights of one sign); two rings
+    of one weight ``w`` both ways, ``w (z + 1/z) = 2 w cos(2πk/N)``."""
+    for W, radius in [(T.selfloop_cycle(30, 0.5, 0.4), 0.9),
+                      (T.true_double_cycle(30, 0.45, 0.45), 0.9),
+                      (T.double_cycle(30, 0.45, 0.45), 0.9)]:  # fmt: skip
+        rho = np.max(np.abs(np.linalg.eigvals(_todense(W))))
+        assert rho == pytest.approx(radius, rel=1e-12)
+
+
 def test_minimal_input_signs_run_down_the_columns():
     W_in = np.asarray(T.minimal_input(4, 2, 0.5))
     signs = np.where(np.array([int(c) for c in PI_50[:8]]) % 2, -1, 1)
@@ -128,6 +202,11 @@ def test_weights_are_data():
         np.testing.assert_array_equal(_todense(bank[k]), _todense(one))
     jitted = eqx.filter_jit(lambda w: T.delay_line_backward(6, w, 0.1))(0.4)
     assert eqx.tree_equal(jitted, T.delay_line_backward(6, 0.4, 0.1))
+    bank = jax.vmap(lambda a, b: T.double_cycle(6, a, b))(ws, -ws)
+    for k, w in enumerate(ws):
+        np.testing.assert_array_equal(
+            _todense(bank[k]), _todense(T.double_cycle(6, float(w), -float(w)))
+        )
     assert T.simple_cycle(5, jnp.float32(0.5)).values.dtype == jnp.float32
 
 
@@ -144,6 +223,17 @@ def test_weights_are_data():
         (lambda: T.minimal_input(4, 2, 0.1, signs=np.ones(8)), r"shape \(4, 2\)"),
         (lambda: T.minimal_input(4, 2, np.ones(2)), "weight must be a number"),
         (lambda: T.pi_signs(0), "n must be >= 1"),
+        (lambda: T.double_cycle(2, 0.5, 0.5), "res_dim must be >= 3 for two rings"),
+        (lambda: T.true_double_cycle(5, 0.5, np.ones(4)), r"second_weight .*\(5,\)"),
+        (lambda: T.selfloop_backward_cycle(5, 0.5, np.ones(2), 0.1), r"\(3,\)"),
+        (
+            lambda: T.selfloop_delayline_backward(5, 0.5, 0.3, 0.1, feedback_shift=5),
+            "feedback_shift must be <= 4",
+        ),
+        (
+            lambda: T.selfloop_forward_connection(5, 0.5, 0.3, shift=0),
+            "shift must be >= 1",
+        ),
     ],
 )
 def test_bad_arguments_are_named(call, match):

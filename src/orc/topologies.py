@@ -5,9 +5,10 @@ remember as well as random sparse ones (Rodan & Tiňo 2011, "Minimum
 complexity echo state network", IEEE TNN 22(1); 2012, "Simple deterministically
 constructed cycle reservoirs with regular jumps", Neural Computation 24(7)).
 These builders make their matrices; ReservoirComputing.jl calls them
-``delay_line``, ``delay_line_backward``, ``simple_cycle``, ``cycle_jumps`` and
+``delay_line``, ``delay_line_backward``, ``simple_cycle``, ``cycle_jumps``,
+``double_cycle``, ``true_doublecycle``, the ``selfloop_*`` builders and
 ``minimal_init`` and uses the same layout, so its users find their matrices
-entry for entry here:
+entry for entry here (for weights given as numbers):
 
 - :func:`delay_line` (DLR): unit ``i`` feeds unit ``i + shift``.
 - :func:`delay_line_backward` (DLRB): a delay line whose units also feed
@@ -16,6 +17,12 @@ entry for entry here:
   feeding ``0``.
 - :func:`cycle_jumps` (CRJ): the ring with two-way shortcuts every
   ``jump_size`` units.
+- :func:`double_cycle`, :func:`true_double_cycle`: rings both ways (after Fu
+  et al. 2023).
+- :func:`selfloop_cycle`, :func:`selfloop_backward_cycle`,
+  :func:`selfloop_delayline_backward`, :func:`selfloop_forward_connection`:
+  Elsarraj et al.'s (2019) TP1-TP4, rings and delay lines with self-loops
+  (TP5 is ``delay_line(N, w, shift=2)``).
 - :func:`minimal_input`: an input matrix whose entries are all ``weight`` in
   magnitude, with signs from the decimal digits of pi (or yours).
 - :func:`pi_signs`: those signs, ``+1``/``-1`` per decimal digit of pi.
@@ -60,6 +67,12 @@ __all__ = [
     "delay_line_backward",
     "simple_cycle",
     "cycle_jumps",
+    "double_cycle",
+    "true_double_cycle",
+    "selfloop_cycle",
+    "selfloop_backward_cycle",
+    "selfloop_delayline_backward",
+    "selfloop_forward_connection",
     "minimal_input",
     "pi_signs",
 ]
@@ -216,6 +229,18 @@ def _ell(rows: list[tuple[np.ndarray, np.ndarray, Array]], n: int, dtype):
     return ReservoirMatrix(jnp.asarray(values), jnp.asarray(columns))
 
 
+def _connections(owner: str, n: int, dtype, groups) -> ReservoirMatrix:
+    """The :class:`ReservoirMatrix` of ``groups`` of connections ``(name,
+    weight, targets, sources)``: ``weight`` (a number or one value per
+    connection, checked under ``name``) on ``sources[k] -> targets[k]``, a
+    unit the target at most once per group. ``dtype`` as the builders take
+    it (``None``: from the weights)."""
+    dtype = _dtype(owner, dtype, *(weight for _, weight, _, _ in groups))
+    rows = [(targets, sources, _weights(owner, name, weight, len(targets), dtype))
+            for name, weight, targets, sources in groups]  # fmt: skip
+    return _ell(rows, n, dtype)
+
+
 def delay_line(res_dim: int, weight, *, shift: int = 1, dtype=None) -> ReservoirMatrix:
     """A delay line reservoir (DLR): ``W[i + shift, i] = weight``.
 
@@ -246,10 +271,8 @@ def delay_line(res_dim: int, weight, *, shift: int = 1, dtype=None) -> Reservoir
     owner = "delay_line"
     n = _size(owner, res_dim)
     shift = check_int("shift", shift, owner, minimum=1, maximum=n - 1)
-    dtype = _dtype(owner, dtype, weight)
     src = np.arange(n - shift)
-    w = _weights(owner, "weight", weight, n - shift, dtype)
-    return _ell([(src + shift, src, w)], n, dtype)
+    return _connections(owner, n, dtype, [("weight", weight, src + shift, src)])
 
 
 def delay_line_backward(
@@ -279,11 +302,10 @@ def delay_line_backward(
     """
     owner = "delay_line_backward"
     n = _size(owner, res_dim)
-    dtype = _dtype(owner, dtype, weight, feedback_weight)
     src = np.arange(n - 1)
-    forward = _weights(owner, "weight", weight, n - 1, dtype)
-    backward = _weights(owner, "feedback_weight", feedback_weight, n - 1, dtype)
-    return _ell([(src + 1, src, forward), (src, src + 1, backward)], n, dtype)
+    groups = [("weight", weight, src + 1, src),
+              ("feedback_weight", feedback_weight, src, src + 1)]  # fmt: skip
+    return _connections(owner, n, dtype, groups)
 
 
 def simple_cycle(res_dim: int, weight, *, dtype=None) -> ReservoirMatrix:
@@ -313,10 +335,8 @@ def simple_cycle(res_dim: int, weight, *, dtype=None) -> ReservoirMatrix:
     """
     owner = "simple_cycle"
     n = _size(owner, res_dim)
-    dtype = _dtype(owner, dtype, weight)
     src = np.arange(n)
-    w = _weights(owner, "weight", weight, n, dtype)
-    return _ell([((src + 1) % n, src, w)], n, dtype)
+    return _connections(owner, n, dtype, [("weight", weight, (src + 1) % n, src)])
 
 
 def _jump_path(n: int, jump_size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -367,14 +387,276 @@ def cycle_jumps(
     if n < 4:
         raise ValueError(f"{owner}: res_dim must be >= 4 for jumps, got {n}")
     jump_size = check_int("jump_size", jump_size, owner, minimum=2, maximum=n // 2)
-    dtype = _dtype(owner, dtype, cycle_weight, jump_weight)
     src = np.arange(n)
-    ring = _weights(owner, "cycle_weight", cycle_weight, n, dtype)
     a, b = _jump_path(n, jump_size)
-    w = _weights(owner, "jump_weight", jump_weight, len(a), dtype)
     # a unit is at most once in a and once in b: one stored entry for each
-    groups = [((src + 1) % n, src, ring), (a, b, w), (b, a, w)]
-    return _ell(groups, n, dtype)
+    groups = [("cycle_weight", cycle_weight, (src + 1) % n, src),
+              ("jump_weight", jump_weight, a, b), ("jump_weight", jump_weight, b, a)]  # fmt: skip
+    return _connections(owner, n, dtype, groups)
+
+
+def _at_least_three(owner: str, res_dim) -> int:
+    """Two rings on the same units need three of them (on two, the rings'
+    connections would be the same entries)."""
+    n = _size(owner, res_dim)
+    if n < 3:
+        raise ValueError(f"{owner}: res_dim must be >= 3 for two rings, got {n}")
+    return n
+
+
+def _shift(owner: str, name: str, shift, n: int) -> int:
+    return check_int(name, shift, owner, minimum=1, maximum=n - 1)
+
+
+def double_cycle(res_dim: int, weight, second_weight, *, dtype=None) -> ReservoirMatrix:
+    """ReservoirComputing.jl's double cycle (after Fu et al. 2023): the band
+    below the diagonal holds ``weight``, the band above ``second_weight``,
+    each with its wrap-around corner.
+
+    ``W[i + 1, i] = weight`` and ``W[N - 1, 0] = weight``; ``W[i, i + 1] =
+    second_weight`` and ``W[0, N - 1] = second_weight``. With one weight
+    for both, a ring in both directions. With two, the units' forward
+    connections carry ``weight`` except that ``N - 1 -> 0`` carries
+    ``second_weight`` (and ``0 -> N - 1`` carries ``weight``): not two rings
+    of their own weights. :func:`true_double_cycle` builds those.
+
+    Parameters
+    ----------
+    res_dim : int
+        Number of units ``N``, >= 3. Static.
+    weight : float or array ``(N,)``
+        The lower band: ``weight[i]`` on ``i -> i + 1`` for ``i < N - 1``,
+        ``weight[N - 1]`` on ``0 -> N - 1``.
+    second_weight : float or array ``(N,)``
+        The upper band: ``second_weight[i]`` on ``i + 1 -> i`` for
+        ``i < N - 1``, ``second_weight[N - 1]`` on ``N - 1 -> 0``.
+    dtype : jnp.float32 or jnp.float64, optional
+        As for :func:`delay_line`.
+
+    Returns
+    -------
+    ReservoirMatrix of shape ``(N, N)``, two stored entries per row.
+
+    Example
+    -------
+    >>> W = double_cycle(300, 0.45, 0.45)   # a two-way ring, spectral radius 0.9
+    """
+    owner = "double_cycle"
+    n = _at_least_three(owner, res_dim)
+    dtype = _dtype(owner, dtype, weight, second_weight)
+    lower = _weights(owner, "weight", weight, n, dtype)
+    upper = _weights(owner, "second_weight", second_weight, n, dtype)
+    src = np.arange(n - 1)
+    groups = [("weight", lower[:-1], src + 1, src),
+              ("weight", lower[-1:], [n - 1], [0]),
+              ("second_weight", upper[:-1], src, src + 1),
+              ("second_weight", upper[-1:], [0], [n - 1])]  # fmt: skip
+    return _connections(owner, n, dtype, groups)
+
+
+def true_double_cycle(
+    res_dim: int, weight, second_weight, *, dtype=None
+) -> ReservoirMatrix:
+    """Two rings on the same units, one each way: ``W[(i + 1) % N, i] =
+    weight`` (the :func:`simple_cycle`) and ``W[i, (i + 1) % N] =
+    second_weight`` (ReservoirComputing.jl's ``true_doublecycle``).
+
+    Parameters
+    ----------
+    res_dim : int
+        Number of units ``N``, >= 3. Static.
+    weight : float or array ``(N,)``
+        The forward ring, ``weight[i]`` on ``i -> (i + 1) % N``.
+    second_weight : float or array ``(N,)``
+        The backward ring, ``second_weight[i]`` on ``(i + 1) % N -> i``.
+        (For one weight per connection ReservoirComputing.jl reads its
+        arrays in another order; numbers give the same matrix.)
+    dtype : jnp.float32 or jnp.float64, optional
+        As for :func:`delay_line`.
+
+    Returns
+    -------
+    ReservoirMatrix of shape ``(N, N)``, two stored entries per row.
+
+    Example
+    -------
+    >>> W = true_double_cycle(300, 0.6, 0.3)
+    """
+    owner = "true_double_cycle"
+    n = _at_least_three(owner, res_dim)
+    src = np.arange(n)
+    groups = [("weight", weight, (src + 1) % n, src),
+              ("second_weight", second_weight, src, (src + 1) % n)]  # fmt: skip
+    return _connections(owner, n, dtype, groups)
+
+
+def selfloop_cycle(
+    res_dim: int, cycle_weight, selfloop_weight, *, dtype=None
+) -> ReservoirMatrix:
+    """A ring with a self-loop on every unit (Elsarraj et al. 2019's TP1):
+    :func:`simple_cycle` plus ``W[i, i] = selfloop_weight``.
+
+    With one weight each, the eigenvalues are ``selfloop_weight +
+    cycle_weight * z`` over the ``N``-th roots of unity ``z``.
+
+    Parameters
+    ----------
+    res_dim : int
+        Number of units ``N``, >= 2. Static.
+    cycle_weight : float or array ``(N,)``
+        As :func:`simple_cycle`'s ``weight``.
+    selfloop_weight : float or array ``(N,)``
+        ``selfloop_weight[i]`` on ``i -> i``.
+    dtype : jnp.float32 or jnp.float64, optional
+        As for :func:`delay_line`.
+
+    Returns
+    -------
+    ReservoirMatrix of shape ``(N, N)``, two stored entries per row.
+
+    Example
+    -------
+    >>> W = selfloop_cycle(300, 0.5, 0.4)    # spectral radius 0.9
+    """
+    owner = "selfloop_cycle"
+    n = _size(owner, res_dim)
+    src = np.arange(n)
+    groups = [("cycle_weight", cycle_weight, (src + 1) % n, src),
+              ("selfloop_weight", selfloop_weight, src, src)]  # fmt: skip
+    return _connections(owner, n, dtype, groups)
+
+
+def selfloop_backward_cycle(
+    res_dim: int, cycle_weight, selfloop_weight, feedback_weight, *, dtype=None
+) -> ReservoirMatrix:
+    """A ring with self-loops on the even units and a feedback connection
+    from each odd unit to the one before it (Elsarraj et al. 2019's TP2;
+    ReservoirComputing.jl's ``selfloop_backward_cycle``; units counted from
+    0, so its odd units are these even ones).
+
+    :func:`simple_cycle`, plus ``W[i, i] = selfloop_weight`` for even ``i``
+    and ``W[j - 1, j] = feedback_weight`` for odd ``j``.
+
+    Parameters
+    ----------
+    res_dim : int
+        Number of units ``N``, >= 2. Static.
+    cycle_weight : float or array ``(N,)``
+        As :func:`simple_cycle`'s ``weight``.
+    selfloop_weight : float or array ``((N + 1) // 2,)``
+        ``selfloop_weight[k]`` on unit ``2 k``'s self-loop.
+    feedback_weight : float or array ``(N // 2,)``
+        ``feedback_weight[k]`` on ``2 k + 1 -> 2 k``.
+    dtype : jnp.float32 or jnp.float64, optional
+        As for :func:`delay_line`.
+
+    Returns
+    -------
+    ReservoirMatrix of shape ``(N, N)``, three stored entries per row (the
+    ring's, and a self-loop or a feedback where a row has one).
+
+    Example
+    -------
+    >>> W = selfloop_backward_cycle(300, 0.5, 0.3, 0.2)
+    """
+    owner = "selfloop_backward_cycle"
+    n = _size(owner, res_dim)
+    src = np.arange(n)
+    even, odd = src[0::2], src[1::2]
+    groups = [("cycle_weight", cycle_weight, (src + 1) % n, src),
+              ("selfloop_weight", selfloop_weight, even, even),
+              ("feedback_weight", feedback_weight, odd - 1, odd)]  # fmt: skip
+    return _connections(owner, n, dtype, groups)
+
+
+def selfloop_delayline_backward(
+    res_dim: int,
+    delay_weight,
+    selfloop_weight,
+    feedback_weight,
+    *,
+    delay_shift: int = 1,
+    feedback_shift: int = 2,
+    dtype=None,
+) -> ReservoirMatrix:
+    """A delay line with self-loops and backward connections (Elsarraj et
+    al. 2019's TP3; ReservoirComputing.jl's ``selfloop_delayline_backward``).
+
+    ``W[i + delay_shift, i] = delay_weight``, ``W[i, i] = selfloop_weight``
+    and ``W[i, i + feedback_shift] = feedback_weight``.
+
+    Parameters
+    ----------
+    res_dim : int
+        Number of units ``N``, >= 2. Static.
+    delay_weight : float or array ``(N - delay_shift,)``
+        ``delay_weight[i]`` on ``i -> i + delay_shift``.
+    selfloop_weight : float or array ``(N,)``
+    feedback_weight : float or array ``(N - feedback_shift,)``
+        ``feedback_weight[i]`` on ``i + feedback_shift -> i``.
+    delay_shift : int, default 1
+        ``1 <= delay_shift < N``. Static.
+    feedback_shift : int, default 2
+        ``1 <= feedback_shift < N``. Static.
+    dtype : jnp.float32 or jnp.float64, optional
+        As for :func:`delay_line`.
+
+    Returns
+    -------
+    ReservoirMatrix of shape ``(N, N)``, three stored entries per row.
+
+    Example
+    -------
+    >>> W = selfloop_delayline_backward(300, 0.5, 0.3, 0.1)
+    """
+    owner = "selfloop_delayline_backward"
+    n = _size(owner, res_dim)
+    d = _shift(owner, "delay_shift", delay_shift, n)
+    f = _shift(owner, "feedback_shift", feedback_shift, n)
+    src = np.arange(n)
+    groups = [("delay_weight", delay_weight, src[: n - d] + d, src[: n - d]),
+              ("selfloop_weight", selfloop_weight, src, src),
+              ("feedback_weight", feedback_weight, src[: n - f], src[: n - f] + f)]  # fmt: skip
+    return _connections(owner, n, dtype, groups)
+
+
+def selfloop_forward_connection(
+    res_dim: int, forward_weight, selfloop_weight, *, shift: int = 2, dtype=None
+) -> ReservoirMatrix:
+    """Self-loops and forward connections over ``shift`` units (Elsarraj et
+    al. 2019's TP4; ReservoirComputing.jl's ``selfloop_forwardconnection``):
+    ``W[i, i] = selfloop_weight``, ``W[i + shift, i] = forward_weight``.
+
+    (TP5, ReservoirComputing.jl's ``forward_connection``, is the forward
+    connections alone: ``delay_line(res_dim, weight, shift=2)``.)
+
+    Parameters
+    ----------
+    res_dim : int
+        Number of units ``N``, >= 2. Static.
+    forward_weight : float or array ``(N - shift,)``
+        ``forward_weight[i]`` on ``i -> i + shift``.
+    selfloop_weight : float or array ``(N,)``
+    shift : int, default 2
+        ``1 <= shift < N``. Static.
+    dtype : jnp.float32 or jnp.float64, optional
+        As for :func:`delay_line`.
+
+    Returns
+    -------
+    ReservoirMatrix of shape ``(N, N)``, two stored entries per row.
+
+    Example
+    -------
+    >>> W = selfloop_forward_connection(300, 0.5, 0.9)
+    """
+    owner = "selfloop_forward_connection"
+    n = _size(owner, res_dim)
+    shift = _shift(owner, "shift", shift, n)
+    src = np.arange(n)
+    groups = [("forward_weight", forward_weight, src[: n - shift] + shift, src[: n - shift]),
+              ("selfloop_weight", selfloop_weight, src, src)]  # fmt: skip
+    return _connections(owner, n, dtype, groups)
 
 
 # --------------------------------------------------------------------------- #
