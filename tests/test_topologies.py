@@ -104,7 +104,7 @@ def test_matrices_are_the_papers():
         np.testing.assert_array_equal(got, expected, err_msg=f"n={n}, jump={jump}")
 
 
-#: ReservoirComputing.jl's documented examples (v0.11 docstrings, 5 units):
+#: ReservoirComputing.jl's documented examples (0.12.35 docstrings, 5 units):
 #: (builder, arguments, the printed matrix, rows top to bottom).
 RCJL_EXAMPLES = [
     (T.double_cycle, (5, -0.1, 0.3), {},
