@@ -43,6 +43,21 @@ CPU_ONLY = pytest.mark.skipif(
 BATCHED = {"rtol": 0, "atol": 1e-10} if ON_CPU else {"rtol": 1e-6, "atol": 1e-8}
 
 
+def assert_batched(actual, desired, cpu=None):
+    """A batched program's result against its member's run alone: on a CPU
+    the same bits (or within the tolerance ``cpu``, a dict of
+    ``assert_allclose``'s arguments, where the two are different
+    computations: a population's score against the public API's); elsewhere
+    within :data:`BATCHED`."""
+    actual, desired = np.asarray(actual), np.asarray(desired)
+    if not ON_CPU:
+        np.testing.assert_allclose(actual, desired, **BATCHED)
+    elif cpu is None:
+        np.testing.assert_array_equal(actual, desired)
+    else:
+        np.testing.assert_allclose(actual, desired, **cpu)
+
+
 def assert_fallback_solution(w, x, ref, atol):
     """A ridge fallback's weights ``w (O, F)`` for features ``x (T, F)``
     against the minimum-norm least-squares weights ``ref``: equal on a CPU,

@@ -121,7 +121,7 @@ def pytest_runtest_teardown(item, nextitem):
 #: most 0.06 s each when imported (transfers, a native probe); build models
 #: and data in fixtures or in a ``functools.cache`` called from the tests.
 COLLECT_COMPILE_LIMIT_S = 0.5
-_collecting: dict = {"file": None, "seconds": {}}
+_collecting: dict = {"file": None, "seconds": {}, "programs": {}}
 
 
 def _compile_listener(event, duration, **kwargs):
@@ -130,6 +130,15 @@ def _compile_listener(event, duration, **kwargs):
         _collecting["seconds"][where] = (
             _collecting["seconds"].get(where, 0.0) + duration
         )
+        name = kwargs.get("fun_name", "?")
+        _collecting["programs"].setdefault(where, []).append((duration, name))
+
+
+# A process's first program on a GPU pays the backend's start (seconds: the
+# CUDA context, the PTX tools), which would be charged to the first test file
+# that compiles anything when imported; it is paid here instead.
+if jax.default_backend() != "cpu":
+    jax.block_until_ready(jax.jit(lambda x: x + 1)(jax.numpy.zeros(())))
 
 
 jax.monitoring.register_event_duration_secs_listener(_compile_listener)
@@ -155,7 +164,11 @@ def pytest_runtest_setup(item):
             f"{where} compiled JAX programs for {seconds:.1f} s when it was "
             f"imported (over COLLECT_COMPILE_LIMIT_S = {COLLECT_COMPILE_LIMIT_S} s, "
             "tests/conftest.py): build its models and data in fixtures or in a "
-            "functools.cache that the tests call",
+            "functools.cache that the tests call. The longest: "
+            + ", ".join(
+                f"{name} {t:.2f} s"
+                for t, name in sorted(_collecting["programs"].get(where, []))[::-1][:6]
+            ),
             pytrace=False,
         )
 

@@ -134,11 +134,14 @@ def test_forecasts_start_their_host_copies_off_cpu(model, monkeypatch):
     )
     r = jnp.zeros((1, 20), model.dtype)
     warm = jnp.ones((8, 3), model.dtype)
-    monkeypatch.setattr(_strategy.jax, "default_backend", lambda: "cpu")
+    # where the arrays live is the one thing patched (the programs stay
+    # those of this machine: a patched default backend would trace a CPU's
+    # program for a GPU's lowering)
+    monkeypatch.setattr(_strategy, "_on_host", lambda a: True)
     model.forecast(5, r)
     model.forecast_from_IC(5, warm)
-    assert copied == []  # CPU: host memory already
-    monkeypatch.setattr(_strategy.jax, "default_backend", lambda: "gpu")
+    assert copied == []  # on CPU devices: host memory already
+    monkeypatch.setattr(_strategy, "_on_host", lambda a: False)
     out = model.forecast(5, r)
     assert (5, 3) in copied and len(copied) == 2  # the forecast and the codes
     copied.clear()
@@ -151,6 +154,12 @@ def test_forecasts_start_their_host_copies_off_cpu(model, monkeypatch):
     # the same values either way
     monkeypatch.undo()
     np.testing.assert_array_equal(np.asarray(out), np.asarray(model.forecast(5, r)))
+    # and the placement itself, unpatched: an array on a CPU device is host
+    # memory, one on an accelerator is not
+    assert _strategy._on_host(jax.device_put(np.ones(2), jax.devices("cpu")[0]))
+    for device in jax.devices():
+        on_host = _strategy._on_host(jax.device_put(np.ones(2), device))
+        assert on_host == (device.platform == "cpu")
 
 
 def test_platform_branches_traced_only_where_they_can_be_lowered():
@@ -181,7 +190,9 @@ def test_platform_branches_traced_only_where_they_can_be_lowered():
     with _strategy.lowering_for("any"):
         np.testing.assert_array_equal(fn(x), [0.0, 2.0, 4.0])
         jaxpr = str(jax.make_jaxpr(lambda x: fn(x))(x))
-    assert set(traced) == {"cpu", "cuda", "default"}
+    # in a CPU process a program of its own; elsewhere the first program
+    # was traced for any platform already, and is used again
+    assert set(traced) == ({"cpu", "cuda", "default"} if want == {"cpu"} else set())
     assert "platform_index" in jaxpr
     traced.clear()
     fn(x)  # back outside the block: the first program again, no new trace
@@ -196,6 +207,9 @@ def test_export_for_a_gpu_holds_no_cpu_kernel():
     on_cpu = orc.export(lambda r: model.forecast(20, r), R[-1], platforms=["cpu"])
     on_gpu = orc.export(lambda r: model.forecast(20, r), R[-1], platforms=["cuda"])
     gpu_calls = set(re.findall(r"custom_call @(\w+)", on_gpu.mlir_module()))
-    assert not {c for c in gpu_calls if c.startswith("orc_")}, gpu_calls
+    # the CPU's targets: every orc target but the GPU forecast's (which an
+    # export made on a machine with a GPU of compute capability 9.0 holds)
+    cpu_kernels = set(_native.target_names()) - set(_native._CLUSTER_TARGETS.values())
+    assert cpu_kernels and not gpu_calls & cpu_kernels, gpu_calls
     if _native.native_available() and _strategy.resolve(None) == "native":
         assert "orc_esn_forecast" in on_cpu.mlir_module()

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import orc
-from _helpers import ON_CPU, RUNTIME_ERRORS, lorenz_rk4, noisy_sinusoids
+from _helpers import ON_CPU, RUNTIME_ERRORS, lorenz_rk4, noisy_sinusoids, on_cpu
 from orc import _errors, _native, _strategy
 
 NATIVE = _native.native_available() and os.environ.get("ORC_NATIVE") != "0"
@@ -341,12 +341,20 @@ def _python(code: str, *argv: str) -> list[str]:
 
 
 def _export_write(path: str, backend: str) -> None:
-    """Export a forecast and a training in this process (a fresh process
-    reads them back, ``_EXPORT_READ``)."""
+    """Export a forecast and a training in this process for the CPU, which
+    the fresh process that reads them back (``_EXPORT_READ``) runs on; in a
+    process whose default device is a GPU, on its CPU device."""
+    with on_cpu():
+        _export_write_on_cpu(path, backend)
+
+
+def _export_write_on_cpu(path: str, backend: str) -> None:
     # the forecast's model is the file's trained one (its training program
     # is compiled for the other tests already)
     model, R = _trained(backend)
-    exp = orc.export(lambda r: model.forecast(100, r), R[-1], backend=backend)
+    exp = orc.export(
+        lambda r: model.forecast(100, r), R[-1], backend=backend, platforms=["cpu"]
+    )
     with open(path + ".bin", "wb") as f:
         f.write(exp.serialize())
     y, errors = exp.call(R[-1])
@@ -364,6 +372,7 @@ def _export_write(path: str, backend: str) -> None:
         ),
         u,
         backend=backend,
+        platforms=["cpu"],
     )
     with open(path + ".train.bin", "wb") as f:
         f.write(tr.serialize())

@@ -390,9 +390,12 @@ def test_native_esn_activation_is_tanh():
     own tanh agrees with numpy's to a few ulp (relative) from 1e-300 to
     beyond saturation, with the sign of its argument."""
     grid = np.concatenate([[0.0, 1e-300, -1e-12, 1e-6], np.linspace(-40, 40, 4001)])
-    drive = grid.reshape(-1, 1) * np.ones((1, 3))
-    zeros, idx = np.zeros((3, 2)), np.zeros((3, 2), np.int32)
-    got = np.asarray(jax.jit(esn_run)(zeros, idx, drive, np.zeros(3), 1.0))[:, 0]
+    # a bank of one reservoir of 3 nodes, in the pass's layout: drive (T, C, n)
+    drive = grid.reshape(-1, 1, 1) * np.ones((1, 1, 3))
+    zeros, idx = np.zeros((1, 3, 2)), np.zeros((1, 3, 2), np.int32)
+    with on_cpu():  # the native kernel's tanh (a GPU would run XLA's)
+        got = jax.jit(esn_run)(zeros, idx, drive, np.zeros((1, 3)), 1.0)
+    got = np.asarray(got)[:, 0, 0]
     np.testing.assert_allclose(got, np.tanh(grid), rtol=1e-15, atol=0)
     assert np.all(np.sign(got) == np.sign(grid))
 

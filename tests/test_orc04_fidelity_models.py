@@ -16,7 +16,7 @@ import matplotlib
 import numpy as np
 import pytest
 
-from _helpers import lorenz_rk4, on_cpu
+from _helpers import assert_batched, lorenz_rk4, on_cpu
 from orc import drivers, embeddings, readouts
 from orc._native import native_config
 from orc.classifier import ESNClassifier
@@ -273,7 +273,7 @@ def test_multi_sequence_equals_concatenated_solve():
     must agree with each other and with an accurate reference (least
     squares on ``[X; sqrt(beta) I]``, whose error grows with ``sqrt(cond)``)
     to that bound, and a wrong row set (one row dropped at a boundary, or
-    spinup removed once instead of per segment) must exceed it."""
+    spinup removed once instead of per segment) must exceed it (in a chunk)."""
     n_seg, seg_len, spinup, beta = 3, 400, 20, 1e-6
     data = np.asarray(LORENZ)
     segments = jax.device_put(
@@ -327,8 +327,12 @@ def test_multi_sequence_equals_concatenated_solve():
     assert np.all(_relative(w_concat, ref) < bound)
     assert np.all(_relative(w_multi, w_concat) < bound)
     for wrong in (rows(drop=seg_len - 1 - spinup), rows(spinup_each=False)):
+        # would fail the checks above: off by twice the bound in some chunk
+        # (not in every one: dropping a boundary row moves chunk 0's exact
+        # solution by 1.256e-5 against its bound of 1.249e-5, which rounding
+        # decides, and a GPU's did: 1.243e-5 on an H200)
         w_wrong = solve(*wrong)
-        assert np.all(_relative(w_wrong, ref) > bound)
+        assert np.any(_relative(w_wrong, ref) > 2 * bound)
 
 
 # --------------------------------------------------------------------------- #
@@ -428,7 +432,7 @@ def test_jit_of_a_bound_method_says_what_to_do():
     np.testing.assert_array_equal(eqx.filter_jit(model.forecast)(10, r0), expected)
     two = jax.device_put(np.stack([np.asarray(r0)] * 2))
     batched = jax.vmap(model.forecast, in_axes=(None, 0))(10, two)
-    np.testing.assert_array_equal(np.asarray(batched)[1], expected)
+    assert_batched(np.asarray(batched)[1], expected)
     right = jax.jit(lambda m, r: m.forecast(10, r))(model, r0)
     np.testing.assert_allclose(right, expected, rtol=1e-12, atol=1e-12)
 
