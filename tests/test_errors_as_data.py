@@ -398,9 +398,16 @@ def test_second_process_compiles_nothing_and_exports_round_trip(tmp_path):
     done = [line for line in first if line.startswith("ok ")]
     assert done == [f"ok {path}" for path in paths.values()], first
     for backend, path in paths.items():
-        direct = np.load(path + ".direct.npy")
-        np.testing.assert_array_equal(np.load(path + ".y.npy"), direct, backend)
-        np.testing.assert_array_equal(np.load(path + ".y2.npy"), direct, backend)
+        direct, y = np.load(path + ".direct.npy"), np.load(path + ".y.npy")
+        # the artifact gives its bits in another process
+        np.testing.assert_array_equal(np.load(path + ".y2.npy"), y, backend)
+        if backend == "native":  # the kernel's bits
+            np.testing.assert_array_equal(y, direct, backend)
+        else:
+            # the artifact holds the weights as constants, which XLA may fold
+            # and fuse otherwise than the model's arrays (jax 0.12: 4e-15
+            # from the direct forecast; jax 0.10: the same bits)
+            np.testing.assert_allclose(y, direct, rtol=1e-12, atol=0, err_msg=backend)
     # (1) the cache
     counts = [[line for line in out if line.split()[0] in BACKENDS]
               for out in (first, second)]  # fmt: skip

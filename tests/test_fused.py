@@ -9,6 +9,7 @@ compiles the Triton module). On an H100 both were compared compiled.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import warnings
@@ -92,11 +93,26 @@ def test_padded_entries_add_nothing_and_divergence_shows():
     assert want[1:].all()
 
 
+def _a_gpu_to_lower_for():
+    """Where no GPU is attached, an abstract H100 to lower the Triton kernel
+    for: jax 0.12 asks Pallas's Triton lowering for the target's kind (a
+    device's, or one an abstract mesh names) instead of assuming one."""
+    if jax.default_backend() == "gpu" or not hasattr(jax.sharding, "AbstractDevice"):
+        return contextlib.nullcontext()
+    device = jax.sharding.AbstractDevice(
+        device_kind="NVIDIA H100", num_cores=None, platform="gpu"
+    )
+    mesh = jax.sharding.AbstractMesh((1,), ("x",), abstract_device=device)
+    return jax.sharding.use_abstract_mesh(mesh)
+
+
 def test_the_kernel_lowers_for_cuda():
     a = _arrays(1, 300, 6, 3, 3, "float32")
     run = jax.jit(lambda *a: _fused.esn_forecast_fused(*a, 40, unroll=4))
-    with warnings.catch_warnings():  # jax 0.11 deprecates Pallas on Triton
-        warnings.simplefilter("ignore", DeprecationWarning)
+    with warnings.catch_warnings(), _a_gpu_to_lower_for():
+        warnings.simplefilter(
+            "ignore", DeprecationWarning
+        )  # jax 0.11: Pallas on Triton
         lowered = run.trace(*a).lower(lowering_platforms=("cuda",)).as_text()
     calls = re.findall(r"custom_call @([\w$.]+)", lowered)
     # a step is the Triton kernel and nothing else (no cuBLAS product)

@@ -49,6 +49,7 @@ for ``fallback``.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable
 
 import equinox as eqx
@@ -87,11 +88,17 @@ DEFAULT_BLOCK = 2048
 #: call (the two state modes of a training fold the same groups,
 #: :func:`orc._training.teacher_forced_stats`). It is the native Gram
 #: kernel's block of steps (``kGramKc`` in ``gram.h``, which groups a
-#: call's rows so itself), and XLA's CPU products (Eigen's contraction) never
-#: split a contraction of at most 320 terms, on one thread or many (measured
-#: with jax 0.10.2: 384 rows already sum in another order on two threads than
-#: on one).
+#: call's rows so itself); XLA's products take a group in parts of
+#: :data:`XLA_PRODUCT_ROWS`.
 STATS_GROUP = 256
+
+#: The most rows one XLA product of the CPU's grouped update contracts: XLA's
+#: CPU products split no contraction this short over threads, so they sum in
+#: the same order on one thread or many. Measured on 1 and 2 CPUs: with jax
+#: 0.10.2 up to 320 rows (384 already split); with jax 0.12.0 (which Python
+#: 3.12 gets) up to 192 rows for 64 to 2003 features, while 256 rows split
+#: from ~100 features on.
+XLA_PRODUCT_ROWS = 128
 
 #: From this many features on, the native statistics update and the fused
 #: training fit (``esn_fit``) use orc's own Gram kernel, which groups the rows
@@ -289,9 +296,10 @@ def _over_groups(update, carry, start: int, stop: int):
 
 def _stats_update_grouped(g, c, x, y, start, stop):
     """The update by XLA on CPU, group by group (see ``STATS_GROUP``): each
-    group's Gram and cross products are one product, the Gram of the rows
-    ``[X | Y]`` (a product with a small output dimension, such as ``X^T Y``
-    alone, is split over the contraction by Eigen's threads)."""
+    group's Gram and cross products are the Gram of the rows ``[X | Y]`` (a
+    product with a small output dimension, such as ``X^T Y`` alone, is split
+    over the contraction by Eigen's threads), in parts of at most
+    ``XLA_PRODUCT_ROWS`` rows."""
     f = x.shape[-1]
 
     def group(gc, offset, size):
@@ -300,7 +308,12 @@ def _stats_update_grouped(g, c, x, y, start, stop):
         z = jnp.concatenate([xs, ys], axis=-1)
         if z.ndim == 3:  # (rows, C, F + O) -> (C, rows, F + O)
             z = jnp.moveaxis(z, 1, 0)
-        d = _gram_xla(z)
+        # the group's parts, summed in order (see XLA_PRODUCT_ROWS)
+        parts = range(0, size, XLA_PRODUCT_ROWS)
+        d = functools.reduce(
+            operator.add,
+            (_gram_xla(z[..., i : i + XLA_PRODUCT_ROWS, :]) for i in parts),
+        )
         return gc[0] + d[..., :f, :f], gc[1] + d[..., :f, f:]
 
     return _over_groups(group, (g, c), start, stop)

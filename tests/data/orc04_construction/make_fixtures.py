@@ -140,14 +140,17 @@ def keep_other_cpu(new_index: dict) -> None:
     ORC 0.4 scales each reservoir by its spectral radius, computed by an
     eigenvalue solver (LAPACK through OpenBLAS, XLA's dots) whose kernels
     depend on the CPU: on another CPU the same seed gives a matrix that
-    differs in its last bits (about 10 ulp). Every digest recorded here is
-    ORC 0.4's own output on some CPU."""
+    differs in its last bits (about 10 ulp), and so it does from one jax
+    release to another. Every digest recorded here is ORC 0.4's own output
+    on some CPU with some jax."""
     old_path, path = HERE / "fixtures.npz", HERE / "other_cpus.json"
     if not old_path.exists():
         return
     old = json.loads(str(np.load(old_path)["index"]))
     other = json.loads(path.read_text()) if path.exists() else {}
     cpu = old.get("cpu", "the first fixtures' CPU (not recorded)")
+    if "jax_version" in old:  # its eigenvalues moved with jax too (0.10 -> 0.12)
+        cpu = f"{cpu}, jax {old['jax_version']}"
     for prefix, entry in old.items():
         if isinstance(entry, dict) and "wr" in entry:
             sha = entry["wr"]["data_sha"]

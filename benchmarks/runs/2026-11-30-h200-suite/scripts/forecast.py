@@ -28,7 +28,9 @@ def med(fn, reps):
 
 
 U, _ = orc.data.lorenz63(tN=60, dt=0.01)
-esn = orc.forecaster.ESNForecaster(data_dim=3, res_dim=int(sys.argv[2]) if len(sys.argv) > 2 else 2000)
+esn = orc.forecaster.ESNForecaster(
+    data_dim=3, res_dim=int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+)
 t0 = time.perf_counter()
 esn, R = orc.forecaster.train_RCForecaster(esn, U[:5000])
 jax.block_until_ready(R)
