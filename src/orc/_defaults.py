@@ -77,6 +77,9 @@ class ESNDefaults:
     # forecast Lorenz63 for under a Lyapunov time; at 0.5 memory ~7 and
     # Lorenz63 ~7 Lyapunov times (ESN 7-9)
     proximity: float = 0.5
+    # ours: the multiple-activation driver's functions (orc.drivers.MRNNDriver),
+    # ReservoirComputing.jl's MRNN default
+    activations: tuple[str, ...] = ("tanh", "sigmoid")
     # ridge strength of training (train_RCForecaster, train_RCClassifier, ...)
     beta: float = 8e-8
     # ours: the models require res_dim; the front ends that offer a default
