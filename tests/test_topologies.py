@@ -124,7 +124,31 @@ RCJL_EXAMPLES = [
      ".99 0 0 0 0; 0 .99 0 0 0; .5 0 .99 0 0; 0 .5 0 .99 0; 0 0 .5 0 .99"),
     (T.delay_line, (5, 0.99), {"shift": 2},  # RC.jl's forward_connection (TP5)
      "0 0 0 0 0; 0 0 0 0 0; .99 0 0 0 0; 0 .99 0 0 0; 0 0 .99 0 0"),
+    # block_diagonal's two documented 4-unit examples
+    (T.block_diagonal, (4, 1.0), {"block_size": 2},
+     "1 1 0 0; 1 1 0 0; 0 0 1 1; 0 0 1 1"),
+    (T.block_diagonal, (4, [0.5, 2.0]), {"block_size": 2},
+     ".5 .5 0 0; .5 .5 0 0; 0 0 2 2; 0 0 2 2"),
 ]  # fmt: skip
+
+
+def test_block_diagonal_blocks_and_spectrum():
+    """``W[i, j] = w[i // s]`` where ``i // s == j // s`` (the last block
+    shorter when ``s`` does not divide ``N``); a block of ``m`` units and
+    value ``w`` has the eigenvalue ``m w`` (and ``m - 1`` zeros)."""
+    for n, s in [(10, 3), (12, 4), (7, 7), (6, 1)]:
+        w = np.arange(1, -(-n // s) + 1) / 10
+        expected = np.array(
+            [
+                [w[i // s] if i // s == j // s else 0.0 for j in range(n)]
+                for i in range(n)
+            ]
+        )
+        got = _todense(T.block_diagonal(n, w, block_size=s))
+        np.testing.assert_array_equal(got, expected, err_msg=f"n={n}, s={s}")
+        sizes = [min(s, n - b * s) for b in range(len(w))]
+        rho = max(m * x for m, x in zip(sizes, w, strict=True))
+        assert np.abs(np.linalg.eigvals(got)).max() == pytest.approx(rho, rel=1e-12)
 
 
 @pytest.mark.parametrize("build, args, kwargs, printed", RCJL_EXAMPLES)
@@ -202,6 +226,14 @@ def test_weights_are_data():
         np.testing.assert_array_equal(_todense(bank[k]), _todense(one))
     jitted = eqx.filter_jit(lambda w: T.delay_line_backward(6, w, 0.1))(0.4)
     assert eqx.tree_equal(jitted, T.delay_line_backward(6, 0.4, 0.1))
+    blocks = jax.vmap(lambda w: T.block_diagonal(7, w, block_size=3))(
+        jnp.stack([ws, -ws])
+    )
+    for k, w in enumerate([ws, -ws]):
+        np.testing.assert_array_equal(
+            _todense(blocks[k]),
+            _todense(T.block_diagonal(7, np.asarray(w), block_size=3)),
+        )
     bank = jax.vmap(lambda a, b: T.double_cycle(6, a, b))(ws, -ws)
     for k, w in enumerate(ws):
         np.testing.assert_array_equal(
@@ -223,6 +255,12 @@ def test_weights_are_data():
         (lambda: T.minimal_input(4, 2, 0.1, signs=np.ones(8)), r"shape \(4, 2\)"),
         (lambda: T.minimal_input(4, 2, np.ones(2)), "weight must be a number"),
         (lambda: T.pi_signs(0), "n must be >= 1"),
+        (lambda: T.block_diagonal(6, 0.1, block_size=7), "block_size must be <= 6"),
+        (lambda: T.block_diagonal(6, 0.1, block_size=0), "block_size must be >= 1"),
+        (
+            lambda: T.block_diagonal(6, np.ones(3), block_size=3),
+            r"one value per block, shape \(2,\)",
+        ),
         (lambda: T.double_cycle(2, 0.5, 0.5), "res_dim must be >= 3 for two rings"),
         (lambda: T.true_double_cycle(5, 0.5, np.ones(4)), r"second_weight .*\(5,\)"),
         (lambda: T.selfloop_backward_cycle(5, 0.5, np.ones(2), 0.1), r"\(3,\)"),

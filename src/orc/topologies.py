@@ -6,8 +6,8 @@ complexity echo state network", IEEE TNN 22(1); 2012, "Simple deterministically
 constructed cycle reservoirs with regular jumps", Neural Computation 24(7)).
 These builders make their matrices; ReservoirComputing.jl calls them
 ``delay_line``, ``delay_line_backward``, ``simple_cycle``, ``cycle_jumps``,
-``double_cycle``, ``true_doublecycle``, the ``selfloop_*`` builders and
-``minimal_init`` and uses the same layout, so its users find their matrices
+``double_cycle``, ``true_doublecycle``, the ``selfloop_*`` builders,
+``block_diagonal`` and ``minimal_init`` and uses the same layout, so its users find their matrices
 entry for entry here (for weights given as numbers):
 
 - :func:`delay_line` (DLR): unit ``i`` feeds unit ``i + shift``.
@@ -23,6 +23,8 @@ entry for entry here (for weights given as numbers):
   :func:`selfloop_delayline_backward`, :func:`selfloop_forward_connection`:
   Elsarraj et al.'s (2019) TP1-TP4, rings and delay lines with self-loops
   (TP5 is ``delay_line(N, w, shift=2)``).
+- :func:`block_diagonal`: constant square blocks on the diagonal (Ma et al.
+  2023), small all-to-all reservoirs side by side.
 - :func:`minimal_input`: an input matrix whose entries are all ``weight`` in
   magnitude, with signs from the decimal digits of pi (or yours).
 - :func:`pi_signs`: those signs, ``+1``/``-1`` per decimal digit of pi.
@@ -73,6 +75,7 @@ __all__ = [
     "selfloop_backward_cycle",
     "selfloop_delayline_backward",
     "selfloop_forward_connection",
+    "block_diagonal",
     "minimal_input",
     "pi_signs",
 ]
@@ -171,8 +174,8 @@ def pi_signs(n: int, start: int = 1, dtype=None) -> Float[Array, " n"]:
 # --------------------------------------------------------------------------- #
 
 
-def _weights(owner: str, name: str, weight, count: int, dtype):
-    """``weight`` (a number or one value per connection) as ``(count,)`` of
+def _weights(owner: str, name: str, weight, count: int, dtype, per="connection"):
+    """``weight`` (a number or one value per ``per``) as ``(count,)`` of
     ``dtype``: a NumPy array for a concrete weight (built on the host, no
     program compiled per size), a JAX one for a traced weight. Non-finite
     values raise (also under ``jax.jit``)."""
@@ -183,7 +186,7 @@ def _weights(owner: str, name: str, weight, count: int, dtype):
         raise TypeError(f"{owner}: {name} must be real, got dtype {w.dtype}")
     if w.shape not in ((), (count,)):
         raise ValueError(
-            f"{owner}: {name} must be a number or one value per connection, "
+            f"{owner}: {name} must be a number or one value per {per}, "
             f"shape ({count},), got shape {tuple(w.shape)}"
         )
     if not traced:
@@ -656,6 +659,56 @@ def selfloop_forward_connection(
     src = np.arange(n)
     groups = [("forward_weight", forward_weight, src[: n - shift] + shift, src[: n - shift]),
               ("selfloop_weight", selfloop_weight, src, src)]  # fmt: skip
+    return _connections(owner, n, dtype, groups)
+
+
+def block_diagonal(
+    res_dim: int, weight, *, block_size: int = 1, dtype=None
+) -> ReservoirMatrix:
+    """Square blocks of one value each on the diagonal (Ma et al. 2023,
+    "Efficient forecasting of chaotic systems with block-diagonal and binary
+    reservoir computing", Chaos 33; ReservoirComputing.jl's
+    ``block_diagonal``): ``W[i, j] = weight[b]`` where units ``i`` and ``j``
+    both lie in block ``b`` (units ``b s`` to ``b s + s - 1`` for
+    ``s = block_size``), else 0.
+
+    Each block is a small all-to-all reservoir of its own, uncoupled from the
+    others. A block of ``m`` units and value ``w`` has spectral radius
+    ``m |w|``, so the matrix's is the largest of those. When ``block_size``
+    does not divide ``N`` the last block is smaller (``N mod s`` units).
+
+    Parameters
+    ----------
+    res_dim : int
+        Number of units ``N``, >= 2. Static.
+    weight : float or array ``(ceil(N / block_size),)``
+        One value for every block, or one per block.
+    block_size : int, default 1
+        ``1 <= block_size <= N``; 1 gives the diagonal matrix of the weights.
+        Static.
+    dtype : jnp.float32 or jnp.float64, optional
+        As for :func:`delay_line`.
+
+    Returns
+    -------
+    ReservoirMatrix of shape ``(N, N)``, ``block_size`` stored entries per row.
+
+    Example
+    -------
+    >>> W = block_diagonal(300, 0.09, block_size=10)   # spectral radius 0.9
+    """
+    owner = "block_diagonal"
+    n = _size(owner, res_dim)
+    s = check_int("block_size", block_size, owner, minimum=1, maximum=n)
+    blocks = -(-n // s)
+    dtype = _dtype(owner, dtype, weight)
+    per_block = _weights(owner, "weight", weight, blocks, dtype, per="block")
+    units = np.arange(n)
+    start = units // s * s
+    groups = []
+    for k in range(s):  # the k-th unit of each block feeds its whole block
+        targets = units[start + k < n]
+        groups.append(("weight", per_block[targets // s], targets, start[targets] + k))
     return _connections(owner, n, dtype, groups)
 
 
