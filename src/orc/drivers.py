@@ -1394,15 +1394,19 @@ class MRNNDriver(DriverBase):
         )  # fmt: skip
         super().__init__(res_dim, self.reservoir.dtype)
         self.activations = activations
-        self.leak = jnp.asarray(leak, self.dtype)
-        if scaling is None:
-            scaling = jnp.full((len(activations),), self.leak)
+        self.leak = _scalar(leak, self.dtype)
+        if scaling is None:  # the leak for each (made on the host from a number)
+            d = len(activations)
+            host = not isinstance(leak, jax.Array)
+            scaling = np.full(d, leak) if host else jnp.full((d,), self.leak)
+        elif isinstance(scaling, (list, tuple)):
+            scaling = np.asarray(scaling)
         if np.shape(scaling) != (len(activations),):
             raise ValueError(
                 f"{name}: scaling must hold one weight per activation, shape "
                 f"({len(activations)},), got shape {np.shape(scaling)}"
             )
-        self.scaling = jnp.asarray(scaling, self.dtype)
+        self.scaling = device_array(scaling, self.dtype)
 
     def advance(
         self, proj_vars: Float[Array, " res_dim"], res_state: Float[Array, " res_dim"]
