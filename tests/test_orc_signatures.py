@@ -268,6 +268,7 @@ OTHER_QUANTITIES = {
     ("metrics.py", "test_size"): "memory capacity's held-out fraction, 0.2",
     ("data/datasets.py", "a"): "a parameter of a dynamical system, 0.2",
     ("data/datasets.py", "x0"): "the logistic map's initial value, 0.5",
+    ("data/datasets.py", "a1"): "NARMA's first coefficient, 0.3",
     ("online.py", "delta"): "RLS's initial regularisation 1e-6 (reservoirpy's)",
     ("control/base.py", "rtol"): "the control optimiser's tolerance, 1e-7",
     ("control/base.py", "atol"): "the control optimiser's tolerance, 1e-7",

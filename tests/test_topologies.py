@@ -319,3 +319,84 @@ def test_cycle_with_aperiodic_input_signs_remembers_its_size():
     assert 0.9 * n < aperiodic <= n + 0.5
     assert one_sign < 0.1 * n
     assert one_sign < random < aperiodic
+
+
+# --------------------------------------------------------------------------- #
+# Input layers from maps, and blocks
+# --------------------------------------------------------------------------- #
+
+
+def _sine_row(amplitude, divisor, count, phases):
+    return amplitude * np.sin(np.asarray(phases) * np.pi / (divisor * count))
+
+
+def test_chebyshev_input_iterates_the_map():
+    a, d, p = 0.9, 1.5, 2.5
+    W = np.asarray(T.chebyshev_input(7, 4, amplitude=a, sine_divisor=d,
+                                     chebyshev_parameter=p))  # fmt: skip
+    expected = [_sine_row(a, d, 4, [1, 2, 3, 4])]
+    for _ in range(6):
+        expected.append(np.cos(p * np.arccos(expected[-1])))
+    np.testing.assert_allclose(W, np.array(expected), rtol=0, atol=1e-14)
+    # ReservoirComputing.jl's documented example: (10, 3), entries in [-1, 1]
+    plain = np.asarray(T.chebyshev_input(10, 3))
+    assert plain.shape == (10, 3) and np.all(np.abs(plain) <= 1)
+    np.testing.assert_allclose(plain, np.broadcast_to(plain[0], (10, 3)), atol=1e-15)
+    with pytest.raises(ValueError, match="amplitude must lie in"):
+        T.chebyshev_input(3, 2, amplitude=1.5)
+
+
+def test_logistic_input_iterates_the_map():
+    W = np.asarray(T.logistic_input(30, 3))
+    rows = [_sine_row(0.3, 5.9, 3, [1, 2, 3])]
+    for _ in range(29):
+        rows.append(3.7 * rows[-1] * (1 - rows[-1]))
+    # chaotic: the two recurrences part by rounding alone, a few bits a step
+    np.testing.assert_allclose(W[:10], np.array(rows[:10]), rtol=1e-12)
+    assert np.all((W >= 0) & (W <= 1))  # RC.jl's documented example's property
+    single = np.asarray(T.logistic_input(30, 3, dtype=jnp.float32))
+    assert single.dtype == np.float32
+    # each row is the map of the row above as stored (float32), taken in float64
+    prev = single[:-1].astype(np.float64)
+    np.testing.assert_array_equal(
+        single[1:], (3.7 * prev * (1 - prev)).astype(np.float32)
+    )
+    with pytest.raises(ValueError, match="left the real numbers"):
+        T.logistic_input(
+            200, 2, amplitude=1.0, sine_divisor=1.0, logistic_parameter=9.0
+        )
+
+
+def test_modified_logistic_input_chains():
+    # ReservoirComputing.jl's documented examples: input 0's chain is zero
+    W = np.asarray(T.modified_logistic_input(20, 10))
+    assert W.shape == (20, 10) and np.count_nonzero(W) == 18
+    assert np.count_nonzero(np.asarray(T.modified_logistic_input(12, 4))) == 9
+    W = np.asarray(T.modified_logistic_input(12, 3, logistic_parameter=3.2))
+    for j in range(3):
+        chain = [_sine_row(0.3, 5.9, 12, j)]
+        for _ in range(3):
+            chain.append(3.2 * chain[-1] * (1 - chain[-1]))
+        np.testing.assert_allclose(W[4 * j : 4 * j + 4, j], chain, rtol=1e-14)
+    assert np.count_nonzero(W[:4, 1:]) == np.count_nonzero(W[4:8, [0, 2]]) == 0
+    with pytest.raises(ValueError, match="multiple of in_dim"):
+        T.modified_logistic_input(10, 3)
+
+
+def test_weighted_minimal_input_blocks():
+    # ReservoirComputing.jl's documented example: 9 x 3, three 0.99s a column
+    W = np.asarray(T.weighted_minimal_input(9, 3, 0.99))
+    np.testing.assert_array_equal(W, 0.99 * np.kron(np.eye(3), np.ones((3, 1))))
+    signed = np.asarray(T.weighted_minimal_input(9, 3, 0.5, signs="pi"))
+    np.testing.assert_array_equal(
+        signed, np.asarray(T.minimal_input(9, 3, 0.5)) * (W != 0)
+    )
+    with pytest.raises(ValueError, match="6 or 9 would do"):
+        T.weighted_minimal_input(8, 3, 0.1)
+    many = jax.vmap(lambda w: T.weighted_minimal_input(6, 2, w))(jnp.array([0.1, 0.2]))
+    np.testing.assert_allclose(many[1], 2 * many[0])
+
+
+def test_map_input_layers_are_built_on_the_host():
+    with pytest.raises(TypeError, match="amplitude must be a concrete number"):
+        jax.jit(lambda a: T.logistic_input(5, 2, amplitude=a))(0.3)

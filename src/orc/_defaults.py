@@ -28,6 +28,7 @@ __all__ = [
     "NUMERICS",
     "TUNE",
     "PLASTICITY",
+    "MATRICES",
 ]
 
 
@@ -218,6 +219,27 @@ class PlasticityDefaults:
     normalize_rows: bool = False
 
 
+@dataclass(frozen=True)
+class MatrixDefaults:
+    """The reservoirs and input layers of :mod:`orc.initializers` and
+    :mod:`orc.topologies`: ReservoirComputing.jl's defaults for them (its
+    ``sparsity`` restated as a density where each function says so)."""
+
+    density: float = 0.1  # pseudo_svd, the banded ones, dale_sparse
+    input_scaling: float = 0.1  # weighted_input, informed_input (RC.jl: scaling)
+    permutation_weight: float = 0.1
+    extra_edge_probability: float = 0.1  # chaotic
+    excitatory_fraction: float = 0.8  # dale_sparse
+    std_diag: float = 0.5  # wigner
+    gamma: float = 0.5  # informed_input: the share of units that see the data
+    poincare_dim: int = 2  # hyperbolic
+    disk_radius: float = 0.99  # hyperbolic
+    sine_amplitude: float = 0.3  # the logistic-map input layers' first row
+    sine_divisor: float = 5.9
+    logistic_parameter: float = 3.7  # logistic_input
+    chain_logistic_parameter: float = 2.35  # modified_logistic_input
+
+
 ESN = ESNDefaults()
 CLASSIFIER = ClassifierDefaults()
 CONTROLLER = ControllerDefaults()
@@ -228,3 +250,4 @@ SCORING = ScoringDefaults()
 NUMERICS = NumericsDefaults()
 TUNE = TuneDefaults()
 PLASTICITY = PlasticityDefaults()
+MATRICES = MatrixDefaults()

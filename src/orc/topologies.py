@@ -7,8 +7,11 @@ constructed cycle reservoirs with regular jumps", Neural Computation 24(7)).
 These builders make their matrices; ReservoirComputing.jl calls them
 ``delay_line``, ``delay_line_backward``, ``simple_cycle``, ``cycle_jumps``,
 ``double_cycle``, ``true_doublecycle``, the ``selfloop_*`` builders,
-``block_diagonal`` and ``minimal_init`` and uses the same layout, so its users find their matrices
-entry for entry here (for weights given as numbers):
+``block_diagonal``, ``minimal_init``, ``weighted_minimal``,
+``chebyshev_mapping``, ``logistic_mapping`` and ``modified_lm`` and uses the
+same layout, so its users find their matrices entry for entry here (for
+weights given as numbers). Its random initializers are
+:mod:`orc.initializers`.
 
 - :func:`delay_line` (DLR): unit ``i`` feeds unit ``i + shift``.
 - :func:`delay_line_backward` (DLRB): a delay line whose units also feed
@@ -27,6 +30,11 @@ entry for entry here (for weights given as numbers):
   2023), small all-to-all reservoirs side by side.
 - :func:`minimal_input`: an input matrix whose entries are all ``weight`` in
   magnitude, with signs from the decimal digits of pi (or yours).
+- :func:`weighted_minimal_input`: each input feeding its own block of units
+  with one weight (Lu et al. 2017).
+- :func:`chebyshev_input`, :func:`logistic_input`,
+  :func:`modified_logistic_input`: input weights from iterated chaotic maps
+  (Xie et al. 2024; Wang et al. 2022; Viehweg et al. 2025).
 - :func:`pi_signs`: those signs, ``+1``/``-1`` per decimal digit of pi.
 
 Matrix entries follow the update ``r' = f(W r + W_in u)``: ``W[i, j]`` is what
@@ -61,8 +69,16 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._defaults import MATRICES
 from ._matrix import ReservoirMatrix
-from ._validation import check_dtype, check_finite, check_finite_rows, check_int
+from ._validation import (
+    check_dtype,
+    check_finite,
+    check_finite_rows,
+    check_float,
+    check_int,
+    device_array,
+)
 
 __all__ = [
     "delay_line",
@@ -77,6 +93,10 @@ __all__ = [
     "selfloop_forward_connection",
     "block_diagonal",
     "minimal_input",
+    "weighted_minimal_input",
+    "chebyshev_input",
+    "logistic_input",
+    "modified_logistic_input",
     "pi_signs",
 ]
 
@@ -717,6 +737,53 @@ def block_diagonal(
 # --------------------------------------------------------------------------- #
 
 
+def _input_size(owner: str, res_dim, in_dim) -> tuple[int, int]:
+    return (
+        check_int("res_dim", res_dim, owner, minimum=1),
+        check_int("in_dim", in_dim, owner, minimum=1),
+    )
+
+
+def input_blocks(owner: str, res_dim, in_dim) -> tuple[int, int, int]:
+    """``(res_dim, in_dim, q)`` of an input layer in which each input feeds
+    its own block of ``q = res_dim // in_dim`` units (``res_dim`` must be a
+    multiple of ``in_dim``)."""
+    n, m = _input_size(owner, res_dim, in_dim)
+    if n % m:
+        low = n - n % m
+        raise ValueError(
+            f"{owner}: res_dim must be a multiple of in_dim (each input feeds "
+            f"res_dim // in_dim units), got res_dim={n}, in_dim={m}; "
+            f"{f'{low} or ' if low else ''}{low + m} would do"
+        )
+    return n, m, n // m
+
+
+def _signs(owner: str, signs, n: int, m: int, dtype):
+    """The ``(n, m)`` signs of an input layer: ``"pi"`` (:func:`pi_signs`
+    read down the columns) or the given array of ``+1``/``-1``."""
+    if isinstance(signs, str):
+        if signs != "pi":
+            raise ValueError(f"{owner}: signs must be 'pi' or an array, got {signs!r}")
+        return pi_signs(n * m, dtype=dtype).reshape(m, n).T
+    s = jnp.asarray(signs)
+    if s.shape != (n, m):
+        raise ValueError(
+            f"{owner}: signs must have shape ({n}, {m}), got {tuple(s.shape)}"
+        )
+    return s.astype(dtype)
+
+
+def _magnitude(owner: str, weight, dtype):
+    if np.ndim(weight) != 0:
+        raise ValueError(
+            f"{owner}: weight must be a number (the entries' magnitude), got "
+            f"shape {np.shape(weight)}; for entries of your own, pass the matrix "
+            "to from_matrices directly"
+        )
+    return _weights(owner, "weight", weight, 1, dtype)[0]
+
+
 def minimal_input(
     res_dim: int, in_dim: int, weight, *, signs="pi", dtype=None
 ) -> Float[Array, "res_dim in_dim"]:
@@ -751,24 +818,217 @@ def minimal_input(
     >>> embedding = orc.embeddings.LinearEmbedding.from_matrices(W_in)
     """
     owner = "minimal_input"
-    n = check_int("res_dim", res_dim, owner, minimum=1)
-    m = check_int("in_dim", in_dim, owner, minimum=1)
+    n, m = _input_size(owner, res_dim, in_dim)
     dtype = _dtype(owner, dtype, weight)
-    if isinstance(signs, str):
-        if signs != "pi":
-            raise ValueError(f"{owner}: signs must be 'pi' or an array, got {signs!r}")
-        s = pi_signs(n * m, dtype=dtype).reshape(m, n).T
-    else:
-        s = jnp.asarray(signs)
-        if s.shape != (n, m):
-            raise ValueError(
-                f"{owner}: signs must have shape ({n}, {m}), got {tuple(s.shape)}"
-            )
-        s = s.astype(dtype)
-    if np.ndim(weight) != 0:
-        raise ValueError(
-            f"{owner}: weight must be a number (the entries' magnitude), got "
-            f"shape {np.shape(weight)}; for entries of your own, pass the matrix "
-            "to from_matrices directly"
+    return _magnitude(owner, weight, dtype) * _signs(owner, signs, n, m, dtype)
+
+
+def weighted_minimal_input(
+    res_dim: int, in_dim: int, weight, *, signs=None, dtype=None
+) -> Float[Array, "res_dim in_dim"]:
+    """Each input feeds its own block of units, all with one weight (Lu et al. 2017).
+
+    Input ``j`` feeds units ``j * q`` to ``(j + 1) * q - 1``, ``q = res_dim
+    // in_dim``: ``W_in[i, i // q] = weight`` (times its sign), every other
+    entry zero. ReservoirComputing.jl's ``weighted_minimal``; random
+    weights in the same layout are :func:`orc.initializers.weighted_input`.
+
+    Parameters
+    ----------
+    res_dim, in_dim : int
+        ``res_dim`` a multiple of ``in_dim`` (RC.jl rounds ``res_dim`` down
+        to one with a warning; here a model's size is yours, so another is
+        refused).
+    weight : float
+        The entries' magnitude. May be traced.
+    signs : None, "pi" or array ``(res_dim, in_dim)``, default None
+        ``None``: all positive (RC.jl's default ``:no_sample``); ``"pi"``
+        and arrays as for :func:`minimal_input` (RC.jl's
+        ``:irrational_sample!`` signs every entry of the matrix, zeros
+        included, in the same order).
+    dtype : jnp.float32 or jnp.float64, optional
+        As for :func:`delay_line`.
+
+    Returns
+    -------
+    Array of shape ``(res_dim, in_dim)``.
+    """
+    owner = "weighted_minimal_input"
+    n, m, q = input_blocks(owner, res_dim, in_dim)
+    dtype = _dtype(owner, dtype, weight)
+    units = np.arange(n)
+    block = np.zeros((n, m), dtype)
+    block[units, units // q] = 1
+    if signs is not None:
+        block = block * _signs(owner, signs, n, m, dtype)
+    return _magnitude(owner, weight, dtype) * block
+
+
+def _host_float(owner: str, name: str, value, **bounds) -> float:
+    """A concrete real number (the map input layers are built on the host)."""
+    if isinstance(value, jax.core.Tracer):
+        raise TypeError(
+            f"{owner}: {name} must be a concrete number, got a traced value: "
+            "this input layer is built on the host (NumPy), so build it outside "
+            "jax.jit/vmap"
         )
-    return _weights(owner, "weight", weight, 1, dtype)[0] * s
+    return check_float(name, value, owner, **bounds)
+
+
+def _sine_row(owner: str, amplitude, sine_divisor, count: int, phases) -> np.ndarray:
+    """``amplitude * sin(phases * pi / (sine_divisor * count))``, the first
+    row (or chain element) of the map input layers."""
+    a = _host_float(owner, "amplitude", amplitude)
+    d = _host_float(owner, "sine_divisor", sine_divisor)
+    if d == 0:
+        raise ValueError(f"{owner}: sine_divisor must not be 0")
+    return a * np.sin(phases * np.pi / (d * count))
+
+
+def _mapped(owner: str, first, step, rows: int, dtype) -> np.ndarray:
+    """``rows`` rows, the first ``first``, each next one ``step`` of the one
+    before: computed in float64 from the previous row as stored in
+    ``dtype``, as RC.jl fills its matrix. On the host."""
+    out = np.empty((rows, first.size), dtype)
+    out[0] = first
+    with np.errstate(over="ignore", invalid="ignore"):  # raised on just below
+        for i in range(1, rows):
+            out[i] = step(out[i - 1].astype(np.float64))
+    if not np.isfinite(out).all():
+        raise ValueError(
+            f"{owner}: the map left the real numbers (NaN or inf entries); keep "
+            "the first row and the map's parameter where the map stays bounded"
+        )
+    return out
+
+
+def chebyshev_input(
+    res_dim: int,
+    in_dim: int,
+    *,
+    amplitude: float = 1.0,
+    sine_divisor: float = 1.0,
+    chebyshev_parameter: float = 1.0,
+    dtype=None,
+) -> Float[Array, "res_dim in_dim"]:
+    """An input layer from the Chebyshev map (Xie et al. 2024).
+
+    The first row is ``amplitude * sin(j pi / (sine_divisor * in_dim))`` for
+    ``j = 1, ..., in_dim``; each next row is the map of the one above,
+    ``x -> cos(chebyshev_parameter * arccos(x))``, entry by entry. Dense and
+    deterministic; ReservoirComputing.jl's ``chebyshev_mapping``, computed as
+    it computes it (each row in float64 from the row above as stored). With
+    the default ``chebyshev_parameter=1`` every row is the first.
+
+    Parameters
+    ----------
+    res_dim, in_dim : int
+    amplitude : float in [-1, 1]
+    sine_divisor : float
+    chebyshev_parameter : float, default 1.0
+    dtype : jnp.float32 or jnp.float64, optional
+        Default: JAX's default float.
+
+    Returns
+    -------
+    Array of shape ``(res_dim, in_dim)``, entries in ``[-1, 1]``. Built on
+    the host (the parameters may not be traced).
+    """
+    owner = "chebyshev_input"
+    n, m = _input_size(owner, res_dim, in_dim)
+    dtype = check_dtype(dtype, owner)
+    _host_float(owner, "amplitude", amplitude, low=-1.0, high=1.0)
+    first = _sine_row(owner, amplitude, sine_divisor, m, np.arange(1, m + 1))
+    p = _host_float(owner, "chebyshev_parameter", chebyshev_parameter)
+    # clipped: a float32 row may round to just outside [-1, 1]
+    W = _mapped(owner, first, lambda x: np.cos(p * np.arccos(np.clip(x, -1, 1))),
+                n, dtype)  # fmt: skip
+    return device_array(W, dtype)
+
+
+def logistic_input(
+    res_dim: int,
+    in_dim: int,
+    *,
+    amplitude: float = MATRICES.sine_amplitude,
+    sine_divisor: float = MATRICES.sine_divisor,
+    logistic_parameter: float = MATRICES.logistic_parameter,
+    dtype=None,
+) -> Float[Array, "res_dim in_dim"]:
+    """An input layer from the logistic map (Wang et al. 2022).
+
+    The first row is ``amplitude * sin(j pi / (sine_divisor * in_dim))`` for
+    ``j = 1, ..., in_dim``; each next row is the map of the one above,
+    ``x -> logistic_parameter * x * (1 - x)``. Dense and deterministic;
+    ReservoirComputing.jl's ``logistic_mapping``, computed as it computes it
+    (each row in float64 from the row above as stored: the map is chaotic at
+    the default 3.7, so float32 and float64 rows part after a few dozen).
+
+    Parameters
+    ----------
+    res_dim, in_dim : int
+    amplitude : float
+    sine_divisor : float
+    logistic_parameter : float
+        In ``[0, 4]`` with the first row in ``[0, 1]`` the entries stay in
+        ``[0, 1]``; a map that leaves the real numbers raises.
+    dtype : as for :func:`chebyshev_input`
+
+    Returns
+    -------
+    Array of shape ``(res_dim, in_dim)``. Built on the host.
+    """
+    owner = "logistic_input"
+    n, m = _input_size(owner, res_dim, in_dim)
+    dtype = check_dtype(dtype, owner)
+    first = _sine_row(owner, amplitude, sine_divisor, m, np.arange(1, m + 1))
+    r = _host_float(owner, "logistic_parameter", logistic_parameter)
+    return device_array(
+        _mapped(owner, first, lambda x: r * x * (1 - x), n, dtype), dtype
+    )
+
+
+def modified_logistic_input(
+    res_dim: int,
+    in_dim: int,
+    *,
+    amplitude: float = MATRICES.sine_amplitude,
+    sine_divisor: float = MATRICES.sine_divisor,
+    logistic_parameter: float = MATRICES.chain_logistic_parameter,
+    dtype=None,
+) -> Float[Array, "res_dim in_dim"]:
+    """Each input feeds its own chain of units, weighted by the logistic map
+    (Viehweg et al. 2025).
+
+    Input ``j`` (``j = 0, ..., in_dim - 1``) feeds the ``q = res_dim //
+    in_dim`` units ``j * q`` to ``(j + 1) * q - 1``; the first with weight
+    ``amplitude * sin(j pi / (q * in_dim * sine_divisor))``, each next with
+    the logistic map of the one before, ``x -> logistic_parameter * x * (1 -
+    x)``; every other entry is zero. ReservoirComputing.jl's ``modified_lm``
+    with ``factor = q``, computed as it computes it; as there, input 0's
+    chain starts at ``sin(0) = 0`` and stays zero.
+
+    Parameters
+    ----------
+    res_dim, in_dim : int
+        ``res_dim`` a multiple of ``in_dim`` (RC.jl resizes to ``factor *
+        in_dim`` rows with a warning).
+    amplitude : float
+    sine_divisor : float
+    logistic_parameter : float
+    dtype : as for :func:`chebyshev_input`
+
+    Returns
+    -------
+    Array of shape ``(res_dim, in_dim)``. Built on the host.
+    """
+    owner = "modified_logistic_input"
+    n, m, q = input_blocks(owner, res_dim, in_dim)
+    dtype = check_dtype(dtype, owner)
+    first = _sine_row(owner, amplitude, sine_divisor, q * m, np.arange(m))
+    r = _host_float(owner, "logistic_parameter", logistic_parameter)
+    chains = _mapped(owner, first, lambda x: r * x * (1 - x), q, dtype)
+    W = np.zeros((n, m), dtype)
+    units = np.arange(n)
+    W[units, units // q] = chains[units % q, units // q]
+    return device_array(W, dtype)
