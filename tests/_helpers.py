@@ -159,6 +159,23 @@ def noisy_sinusoids(key, n_per_class, n_classes=3, seq_len=100, dim=3, noise=0.1
     return jnp.stack(seqs), jnp.array(labels, dtype=jnp.int32)
 
 
+def driver_memory(driver, n: int) -> float:
+    """The memory capacity (delays up to ``2 n``) of a regressor around
+    ``driver`` with a ``(1 -> n)`` input layer of scaling 0.1, on 5000
+    samples of ``U(-0.8, 0.8)`` noise (1000 held out)."""
+    import orc
+    from orc.embeddings import LinearEmbedding
+
+    reg = orc.regression.ESNRegressor(1, 1, n)
+    reg = eqx.tree_at(
+        lambda m: (m.driver, m.embedding),
+        reg,
+        (driver, LinearEmbedding(1, n, 0.1, seed=1)),
+    )
+    u = np.random.default_rng(0).uniform(-0.8, 0.8, 5000)
+    return float(orc.metrics.memory_capacity(reg, 2 * n, series=u, test_size=1000))
+
+
 def valid_prediction_steps(pred, truth, threshold=0.4, scale=None):
     """First step where ||pred - truth|| / scale exceeds threshold (len if never)."""
     pred, truth = np.asarray(pred), np.asarray(truth)

@@ -333,6 +333,8 @@ _DRIVERS = {
     "gru": lambda dt: drivers.GRUDriver(30, seed=0, dtype=dt),
     "es2n": lambda dt: drivers.ES2NDriver(40, dtype=dt, seed=0),
     "mrnn": lambda dt: drivers.MRNNDriver(40, dtype=dt, seed=0),
+    "eusn": lambda dt: drivers.EuSNDriver(40, dtype=dt, seed=0),
+    "resesn": lambda dt: drivers.ResESNDriver(40, dtype=dt, seed=0),
     "deep_esn": lambda dt: drivers.DeepESNDriver(20, n_layers=2, dtype=dt, seed=0),
 }
 

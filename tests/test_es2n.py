@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import orc
+from _helpers import driver_memory
 from orc.drivers import ES2NDriver, ESNDriver
 from orc.embeddings import LinearEmbedding
 
@@ -55,24 +56,13 @@ def test_proximity_is_checked_and_traced():
     )
 
 
-def _memory(driver, n=20):
-    reg = orc.regression.ESNRegressor(1, 1, n)
-    reg = eqx.tree_at(
-        lambda m: (m.driver, m.embedding),
-        reg,
-        (driver, LinearEmbedding(1, n, 0.1, seed=1)),
-    )
-    u = np.random.default_rng(0).uniform(-0.8, 0.8, 5000)
-    return float(orc.metrics.memory_capacity(reg, 2 * n, series=u, test_size=1000))
-
-
 def test_near_the_edge_of_stability_it_remembers():
     """Ceni & Gallicchio 2024: with a small proximity the orthogonal part
     keeps the input's trace, and the memory capacity of 20 nodes nears 20
     (measured 18.2 at β = 0.1), where an ESN with the same hyperparameters
     keeps ~2.4 and the default β = 0.5 ~7."""
-    es2n = _memory(ES2NDriver(20, proximity=0.1, seed=0))
-    esn = _memory(ESNDriver(20, seed=0))
+    es2n = driver_memory(ES2NDriver(20, proximity=0.1, seed=0), 20)
+    esn = driver_memory(ESNDriver(20, seed=0), 20)
     assert es2n > 0.8 * 20
     assert es2n > 4 * esn
 
