@@ -269,6 +269,7 @@ OTHER_QUANTITIES = {
     ("data/datasets.py", "a"): "a parameter of a dynamical system, 0.2",
     ("data/datasets.py", "x0"): "the logistic map's initial value, 0.5",
     ("data/datasets.py", "a1"): "NARMA's first coefficient, 0.3",
+    ("metrics.py", "beta"): "memory capacity's ridge strength, 1e-4",
     ("online.py", "delta"): "RLS's initial regularisation 1e-6 (reservoirpy's)",
     ("control/base.py", "rtol"): "the control optimiser's tolerance, 1e-7",
     ("control/base.py", "atol"): "the control optimiser's tolerance, 1e-7",

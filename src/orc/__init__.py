@@ -49,6 +49,7 @@ from ._version import __version__
 if TYPE_CHECKING:  # what the lazy names below resolve to, for tools that read code
     from . import (
         classifier,
+        conceptors,
         control,
         data,
         drivers,
@@ -81,6 +82,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for tools that read c
 
 __all__ = [
     "classifier",
+    "conceptors",
     "control",
     "data",
     "drivers",

@@ -29,6 +29,7 @@ __all__ = [
     "TUNE",
     "PLASTICITY",
     "MATRICES",
+    "CONCEPTORS",
 ]
 
 
@@ -256,6 +257,16 @@ class MatrixDefaults:
     chain_logistic_parameter: float = 2.35  # modified_logistic_input
 
 
+@dataclass(frozen=True)
+class ConceptorDefaults:
+    """:mod:`orc.conceptors`: Jaeger's (2014) settings for loading patterns."""
+
+    aperture: float = 10
+    washout: int = 500
+    beta_w: float = 1e-4  # ridge strength of the loaded recurrent weights
+    beta_out: float = 1e-2  # ridge strength of the readout
+
+
 ESN = ESNDefaults()
 CLASSIFIER = ClassifierDefaults()
 CONTROLLER = ControllerDefaults()
@@ -267,3 +278,4 @@ NUMERICS = NumericsDefaults()
 TUNE = TuneDefaults()
 PLASTICITY = PlasticityDefaults()
 MATRICES = MatrixDefaults()
+CONCEPTORS = ConceptorDefaults()

@@ -180,6 +180,7 @@ _ORC_MODULES = (
     "orc.embeddings",
     "orc.readouts",
     "orc.online",
+    "orc.conceptors",
     "orc._matrix",
     "orc._ridge",
     "orc._training",
