@@ -121,12 +121,10 @@ def _reservoir(owner, n, rows, cols, vals, spectral_radius, dtype, *, radius=Non
     return ReservoirMatrix(device_array(values, dtype), device_array(columns, np.int32))
 
 
-def _dense_reservoir(owner, W, spectral_radius, dtype, *, radius=None):
+def _dense_reservoir(owner, W, spectral_radius, dtype):
     rows, cols = np.nonzero(W)
-    return _reservoir(
-        owner, W.shape[0], rows, cols, W[rows, cols], spectral_radius, dtype,
-        radius=radius,
-    )  # fmt: skip
+    return _reservoir(owner, W.shape[0], rows, cols, W[rows, cols], spectral_radius,
+                      dtype)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- #
