@@ -43,6 +43,7 @@ EXAMPLES = {
     "classification.py": ["classification_confusion.png", "classification_samples.png"],
     "control.py": ["control_pendulum.png"],
     "jit_patterns.py": ["jit_patterns.png"],
+    "conceptors_morphing.py": ["conceptors_morphing.png"],
     "tune_lorenz.py": ["tune_lorenz.png", "tune_lorenz.csv", "tune_lorenz_best.orc"],
     # ks_parallel.py has its own test (tests/test_example_ks.py)
 }
