@@ -251,3 +251,29 @@ def test_bad_arguments_are_named():
         I.toeplitz(10, seed="a")
     with pytest.raises(ValueError, match="excitatory_fraction"):
         I.dale_sparse(10, excitatory_fraction=1.0, seed=0)
+
+
+@pytest.mark.parametrize("distribution", ["normal", "uniform", "bernoulli"])
+def test_random_sparse_as_reservoirpy_draws(distribution):
+    n, density = 200, 0.1
+    W = _dense(I.random_sparse(n, density=density, distribution=distribution, seed=11))
+    values = W[W != 0]
+    assert values.size == round(density * n * n)
+    assert np.count_nonzero(W, axis=1).std() > 0  # placed over the matrix, not per row
+    if distribution == "normal":
+        assert abs(values.mean()) < 0.05 and values.var() == pytest.approx(
+            1.0, rel=0.06
+        )
+    elif distribution == "uniform":
+        assert np.abs(values).max() < 1 and values.var() == pytest.approx(
+            1 / 3, rel=0.06
+        )
+    else:
+        assert set(np.unique(values).tolist()) == {-1.0, 1.0}
+    scaled = _dense(I.random_sparse(n, spectral_radius=0.9, seed=11))
+    assert _radius(scaled) == pytest.approx(0.9, rel=SCALED)
+    W_in = np.asarray(I.random_sparse_input(100, 4, scaling=0.5, seed=12))
+    assert np.count_nonzero(W_in) == 40
+    assert set(np.unique(W_in[W_in != 0]).tolist()) == {-0.5, 0.5}
+    with pytest.raises(ValueError, match="distribution must be one of"):
+        I.random_sparse(10, distribution="cauchy", seed=0)

@@ -242,7 +242,9 @@ class MatrixDefaults:
     :mod:`orc.topologies`: ReservoirComputing.jl's defaults for them (its
     ``sparsity`` restated as a density where each function says so)."""
 
-    density: float = 0.1  # pseudo_svd, the banded ones, dale_sparse
+    density: float = 0.1  # pseudo_svd, the banded ones, dale_sparse, random_sparse
+    distribution: str = "normal"  # random_sparse (reservoirpy's Reservoir W)
+    input_distribution: str = "bernoulli"  # random_sparse_input (its W_in)
     input_scaling: float = 0.1  # weighted_input, informed_input (RC.jl: scaling)
     permutation_weight: float = 0.1
     extra_edge_probability: float = 0.1  # chaotic

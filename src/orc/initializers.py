@@ -1,7 +1,7 @@
 """Random reservoirs and input layers from the literature, drawn from a seed.
 
 ReservoirComputing.jl ships a catalogue of weight initializers; those that
-draw random numbers are here, the deterministic ones (rings, delay lines, the
+draw random numbers are here (with reservoirpy's sparse draws), the deterministic ones (rings, delay lines, the
 minimal and logistic-map input layers) in :mod:`orc.topologies`. Each builds
 the construction its paper (and RC.jl) describes, drawn on the host with
 NumPy from ``seed`` (an int, a JAX key, a NumPy ``SeedSequence`` or
@@ -12,6 +12,8 @@ numbers.
 
 Reservoirs:
 
+- :func:`random_sparse`: entries at random places with normal, uniform or
+  ``+-1`` values, as reservoirpy draws its reservoirs.
 - :func:`pseudo_svd`: a diagonal of chosen singular values turned by random
   Givens rotations until it is as dense as asked (Yang et al. 2018).
 - :func:`chaotic`: a ring through all units plus random extra edges, of
@@ -29,8 +31,9 @@ Reservoirs:
   between random points of a Poincaré ball.
 
 Input layers: :func:`weighted_input` (each input feeds its own block of
-units, Lu et al. 2017) and :func:`informed_input` (each unit sees one input,
-data or knowledge model, Pathak et al. 2018).
+units, Lu et al. 2017), :func:`informed_input` (each unit sees one input,
+data or knowledge model, Pathak et al. 2018) and :func:`random_sparse_input`
+(reservoirpy's sparse ``+-input_scaling`` layer).
 
 Every function takes ``res_dim`` (the number of units, at least 2 for a
 reservoir), ``seed`` (keyword, required) and ``dtype`` (``jnp.float32`` or
@@ -66,6 +69,7 @@ from ._validation import check_dtype, check_float, check_int, device_array
 from .topologies import input_blocks
 
 __all__ = [
+    "random_sparse",
     "pseudo_svd",
     "chaotic",
     "low_connectivity",
@@ -78,6 +82,7 @@ __all__ = [
     "hyperbolic",
     "weighted_input",
     "informed_input",
+    "random_sparse_input",
 ]
 
 
@@ -130,6 +135,59 @@ def _dense_reservoir(owner, W, spectral_radius, dtype):
 # --------------------------------------------------------------------------- #
 # Reservoirs
 # --------------------------------------------------------------------------- #
+
+
+#: The value distributions of :func:`random_sparse` and
+#: :func:`random_sparse_input`, by name (reservoirpy's ``dist``).
+DISTRIBUTIONS = ("normal", "uniform", "bernoulli")
+
+
+def _sparse_entries(owner, rng, n_rows, n_cols, density, distribution):
+    """``round(density * n_rows * n_cols)`` distinct places (at least one),
+    drawn uniformly, and their values: ``N(0, 1)``, ``U(-1, 1)`` or ``+-1``
+    with equal odds (scipy.sparse.random's placement, reservoirpy's
+    values)."""
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(
+            f"{owner}: distribution must be one of {DISTRIBUTIONS}, got "
+            f"{distribution!r}"
+        )
+    count = max(1, round(_density(owner, density) * n_rows * n_cols))
+    places = rng.choice(n_rows * n_cols, size=count, replace=False)
+    if distribution == "normal":
+        values = rng.standard_normal(count)
+    elif distribution == "uniform":
+        values = rng.uniform(-1.0, 1.0, count)
+    else:
+        values = np.where(rng.random(count) < 0.5, -1.0, 1.0)
+    return places // n_cols, places % n_cols, values
+
+
+def random_sparse(
+    res_dim: int,
+    *,
+    seed,
+    density: float = MATRICES.density,
+    distribution: str = MATRICES.distribution,
+    spectral_radius: float | None = None,
+    dtype=None,
+) -> ReservoirMatrix:
+    """A random sparse reservoir as reservoirpy draws one (``mat_gen.random_sparse``).
+
+    ``round(density * res_dim**2)`` entries at places drawn uniformly over
+    the whole matrix (so rows hold varying counts, where orc's own
+    construction gives each row the same count), with values from
+    ``distribution``: ``"normal"`` (reservoirpy's ``Reservoir`` default),
+    ``"uniform"`` in ``(-1, 1)`` or ``"bernoulli"`` (``+-1``). reservoirpy's
+    ``Reservoir(rc_connectivity=, sr=)`` is ``density=`` and
+    ``spectral_radius=`` (its default connectivity is 0.1, this default).
+    """
+    owner = "random_sparse"
+    n = _size(owner, res_dim)
+    radius = _radius(owner, spectral_radius)
+    rng = numpy_rng(seed, owner)
+    rows, cols, vals = _sparse_entries(owner, rng, n, n, density, distribution)
+    return _reservoir(owner, n, rows, cols, vals, radius, dtype)
 
 
 def pseudo_svd(
@@ -634,4 +692,34 @@ def informed_input(
     W[seen, rng.integers(0, m - k, data)] = rng.uniform(-s, s, data)
     seen = units[data : data + model]
     W[seen, rng.integers(m - k, m, model)] = rng.uniform(-s, s, model)
+    return device_array(W, check_dtype(dtype, owner))
+
+
+def random_sparse_input(
+    res_dim: int,
+    in_dim: int,
+    *,
+    seed,
+    density: float = MATRICES.density,
+    distribution: str = MATRICES.input_distribution,
+    scaling: float = 1.0,
+    dtype=None,
+) -> Float[Array, "res_dim in_dim"]:
+    """A random sparse input layer as reservoirpy draws one.
+
+    ``round(density * res_dim * in_dim)`` entries (at least one) at places
+    drawn uniformly, with values from ``distribution`` (as for
+    :func:`random_sparse`) times ``scaling``. The defaults are reservoirpy's
+    ``Reservoir``: ``+-input_scaling`` on 10% of the entries
+    (``input_connectivity=0.1``, ``input_scaling=1.0``); orc's own
+    embedding is dense and uniform.
+    """
+    owner = "random_sparse_input"
+    n = check_int("res_dim", res_dim, owner, minimum=1)
+    m = check_int("in_dim", in_dim, owner, minimum=1)
+    s = check_float("scaling", scaling, owner, low=0.0)
+    rng = numpy_rng(seed, owner)
+    rows, cols, vals = _sparse_entries(owner, rng, n, m, density, distribution)
+    W = np.zeros((n, m))
+    W[rows, cols] = s * vals
     return device_array(W, check_dtype(dtype, owner))
