@@ -56,6 +56,7 @@ from ._random import jax_key, numpy_rng, prng_key, spawn
 from ._validation import (
     check_component,
     check_data,
+    check_dtype,
     check_float,
     check_int,
     check_leaf,
@@ -1239,6 +1240,7 @@ def _inner_esn(owner, res_dim, spectral_radius, density, bias, dtype, seed,
     ``seed``; with ``own_key``, split from ``seed`` first, and a JAX key for
     the driver's own draw (an orthogonal map) as the second result."""
     _check_inner_construction(owner, construction)
+    dtype = check_dtype(dtype, owner)  # float64 without x64 warns in owner's name
     key = None
     if own_key and construction == "jax":  # keys split in JAX: seed may be traced
         seed, key = jax.random.split(prng_key(seed, owner))
