@@ -83,7 +83,7 @@ def _spectral(C: Array, fn) -> Array:
     """``U diag(fn(s)) U^T`` for the symmetric ``C = U diag(s) U^T``, made
     exactly symmetric."""
     s, U = jnp.linalg.eigh((C + C.T) / 2)
-    out = (U * fn(s)) @ U.T
+    out = jnp.matmul(U * fn(s), U.T, precision="highest")
     return (out + out.T) / 2
 
 
