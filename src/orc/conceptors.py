@@ -233,7 +233,7 @@ class ConceptorNetwork(eqx.Module):
                 f"ConceptorNetwork.morph: weights must hold one weight per pattern, "
                 f"shape ({len(self.names)},), got shape {w.shape}"
             )
-        return jnp.tensordot(w, self.conceptors, axes=1)
+        return jnp.tensordot(w, self.conceptors, axes=1, precision="highest")
 
     def step(self, conceptor: Array, res_state: Array) -> Array:
         """One autonomous step, ``C driver(0, x)``."""
@@ -380,7 +380,8 @@ def load_patterns(
         return z.reshape(-1, z.shape[-1])
 
     readout = ridge_regression(flat(X), flat(P[:, kept]), beta_out)
-    internal = flat(X_old) @ jnp.asarray(W.T, X.dtype) + flat(U)
+    W_old = jnp.matmul(flat(X_old), jnp.asarray(W.T, X.dtype), precision="highest")
+    internal = W_old + flat(U)
     W_loaded = ridge_regression(flat(X_old), internal, beta_w)
     loaded = ESNDriver.from_matrices(
         np.asarray(W_loaded), leak=leak, bias=bias, dtype=driver.dtype
