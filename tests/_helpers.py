@@ -176,6 +176,28 @@ def driver_memory(driver, n: int) -> float:
     return float(orc.metrics.memory_capacity(reg, 2 * n, series=u, test_size=1000))
 
 
+def driver_round_trip(driver, path):
+    """A forecaster around ``driver`` (40 nodes, 3 inputs), trained on 600
+    Lorenz63 samples, saved to ``path`` and loaded: asserts the states'
+    shape, that they are finite, the loaded driver's class and the same
+    forecast bits; returns the loaded model."""
+    import orc
+    from orc.embeddings import LinearEmbedding
+
+    model = orc.forecaster.RCForecasterBase(
+        driver=driver,
+        readout=orc.readouts.LinearReadout(3, 40),
+        embedding=LinearEmbedding(3, 40, 0.08, seed=1),
+    )
+    model, R = orc.forecaster.train_RCForecaster(model, lorenz_rk4(600), spinup=50)
+    assert R.shape == (600, 40) and np.isfinite(R).all()
+    orc.save(path, model)
+    loaded = orc.load(path)
+    assert type(loaded.driver) is type(driver)
+    np.testing.assert_array_equal(loaded.forecast(20, R[-1]), model.forecast(20, R[-1]))
+    return loaded
+
+
 def valid_prediction_steps(pred, truth, threshold=0.4, scale=None):
     """First step where ||pred - truth|| / scale exceeds threshold (len if never)."""
     pred, truth = np.asarray(pred), np.asarray(truth)

@@ -15,10 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import orc
-from _helpers import driver_memory
+from _helpers import driver_memory, driver_round_trip
 from orc.drivers import ES2NDriver, ESNDriver
-from orc.embeddings import LinearEmbedding
 
 
 def test_update_is_the_papers():
@@ -70,16 +68,4 @@ def test_near_the_edge_of_stability_it_remembers():
 def test_a_forecaster_around_it_trains_and_round_trips(tmp_path):
     """Built as the docstring shows, trained by train_RCForecaster, saved and
     loaded to the same forecast bits."""
-    from _helpers import lorenz_rk4
-
-    model = orc.forecaster.RCForecasterBase(
-        driver=ES2NDriver(40, seed=0),
-        readout=orc.readouts.LinearReadout(3, 40),
-        embedding=LinearEmbedding(3, 40, 0.08, seed=1),
-    )
-    model, R = orc.forecaster.train_RCForecaster(model, lorenz_rk4(600), spinup=50)
-    assert R.shape == (600, 40)
-    orc.save(tmp_path / "es2n.orc", model)
-    loaded = orc.load(tmp_path / "es2n.orc")
-    assert isinstance(loaded.driver, ES2NDriver)
-    np.testing.assert_array_equal(loaded.forecast(20, R[-1]), model.forecast(20, R[-1]))
+    driver_round_trip(ES2NDriver(40, seed=0), tmp_path / "es2n.orc")

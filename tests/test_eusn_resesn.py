@@ -17,10 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import orc
-from _helpers import driver_memory, lorenz_rk4
+from _helpers import driver_memory, driver_round_trip
 from orc.drivers import ES2NDriver, ESNDriver, EuSNDriver, ResESNDriver
-from orc.embeddings import LinearEmbedding
 
 
 def _dense(driver):
@@ -140,14 +138,4 @@ def test_arguments_are_checked_and_traceable():
     ids=["eusn", "resesn", "resesn-cycle"],
 )
 def test_a_forecaster_around_it_trains_and_round_trips(driver, tmp_path):
-    model = orc.forecaster.RCForecasterBase(
-        driver=driver(),
-        readout=orc.readouts.LinearReadout(3, 40),
-        embedding=LinearEmbedding(3, 40, 0.08, seed=1),
-    )
-    model, R = orc.forecaster.train_RCForecaster(model, lorenz_rk4(600), spinup=50)
-    assert R.shape == (600, 40) and np.isfinite(R).all()
-    orc.save(tmp_path / "model.orc", model)
-    loaded = orc.load(tmp_path / "model.orc")
-    assert type(loaded.driver) is type(model.driver)
-    np.testing.assert_array_equal(loaded.forecast(20, R[-1]), model.forecast(20, R[-1]))
+    driver_round_trip(driver(), tmp_path / "model.orc")

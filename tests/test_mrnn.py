@@ -16,10 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import orc
-from _helpers import lorenz_rk4
+from _helpers import driver_round_trip
 from orc.drivers import ESNDriver, MRNNDriver
-from orc.embeddings import LinearEmbedding
 
 
 def _numpy(name, z):
@@ -110,15 +108,5 @@ def test_scaling_and_leak_are_traceable():
 def test_a_forecaster_around_it_trains_and_round_trips(tmp_path):
     """Built as the docstring shows, trained by train_RCForecaster, saved and
     loaded to the same forecast bits (the file names the activations)."""
-    model = orc.forecaster.RCForecasterBase(
-        driver=MRNNDriver(40, seed=0),
-        readout=orc.readouts.LinearReadout(3, 40),
-        embedding=LinearEmbedding(3, 40, 0.08, seed=1),
-    )
-    model, R = orc.forecaster.train_RCForecaster(model, lorenz_rk4(600), spinup=50)
-    assert R.shape == (600, 40)
-    orc.save(tmp_path / "mrnn.orc", model)
-    loaded = orc.load(tmp_path / "mrnn.orc")
-    assert isinstance(loaded.driver, MRNNDriver)
+    loaded = driver_round_trip(MRNNDriver(40, seed=0), tmp_path / "mrnn.orc")
     assert loaded.driver.activations == ("tanh", "sigmoid")
-    np.testing.assert_array_equal(loaded.forecast(20, R[-1]), model.forecast(20, R[-1]))
