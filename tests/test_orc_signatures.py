@@ -277,6 +277,8 @@ OTHER_QUANTITIES = {
     ("data/datasets.py", "c"): "a parameter of a dynamical system, 0.1",
     ("data/integrators.py", "a"): "a parameter of a dynamical system, 0.1",
     ("data/integrators.py", "b"): "a parameter of a dynamical system, 0.1",
+    ("data/datasets.py", "a2"): "NARMA's second coefficient, 0.05",
+    ("tune/_refine.py", "learning_rate"): "the gradient refinement's step, 0.05",
 }
 
 

@@ -78,6 +78,7 @@ __all__ = [
     "MRNNDriver",
     "EuSNDriver",
     "ResESNDriver",
+    "RMNDriver",
     "StackedDriver",
     "DeepESNDriver",
     "ReservoirMatrix",
@@ -1551,8 +1552,8 @@ class ResESNDriver(DriverBase):
     ``"random"`` (Haar-distributed, dense: ``res_dim**2`` stored values and
     multiply-adds a step), ``"cycle"`` (unit ``i`` to unit ``i + 1``, the
     last to the first) or ``"identity"``. ``α < 1`` keeps the skip part
-    contracting. ``W`` and ``b`` are those of the :class:`ESNDriver` of the
-    same seed. ReservoirComputing.jl's ``ResESN``. At the defaults (α 0.7,
+    contracting. ``W`` and ``b`` are an :class:`ESNDriver`'s, drawn from
+    ``seed`` as :class:`ES2NDriver`'s are. ReservoirComputing.jl's ``ResESN``. At the defaults (α 0.7,
     β 0.5) 50 nodes had a memory capacity of 14.9 (a cycle: 16.0; the ESN at
     orc's defaults 2.8) and 300 nodes forecast Lorenz63 for 5.0 and 8.8
     Lyapunov times (seeds 0, 1; the ESN 8.8, 11.6); α 0.9 and β 0.1
@@ -1572,9 +1573,8 @@ class ResESNDriver(DriverBase):
     orthogonal : {"random", "cycle", "identity"}
         ``O``.
     spectral_radius, density, bias, dtype, seed, use_sparse_eigs, construction
-        Of ``W`` and ``b``, as for :class:`ESNDriver` (its ``reservoir``,
-        built with the same seed and leak 1); a random ``O`` is drawn from
-        ``seed`` too.
+        Of ``W`` and ``b``, as for :class:`ESNDriver` (its ``reservoir``, of
+        leak 1); a random ``O`` is drawn from ``seed`` too.
     """
 
     reservoir: ESNDriver
@@ -1644,6 +1644,128 @@ class ResESNDriver(DriverBase):
         proj_vars, res_state = self._check_shapes(proj_vars, res_state)
         nonlinear = self.reservoir.advance(proj_vars, res_state)
         return self.alpha * self.skip(res_state) + self.beta * nonlinear
+
+
+class RMNDriver(DriverBase):
+    """Reservoir memory network (Gallicchio and Ceni 2024, "Reservoir
+    Memory Networks", ESANN): a linear memory beside a nonlinear reservoir.
+
+    The state is ``[x, m]``: ``x``, the ``res_dim - memory_dim`` nodes of a
+    leaky ESN, and ``m``, ``memory_dim`` nodes of a linear ring that keeps
+    the recent input. The drive ``p`` is split the same way, ``[p_x, p_m]``
+    (one embedding of ``res_dim`` outputs feeds both). A step is::
+
+        m' = w P m + p_m                 (P: unit i to unit i + 1, the last to the first)
+        x' = (1 - a) x + a tanh(W x + V m' + p_x + b)
+
+    The ring shifts without mixing, so ``m`` holds the last inputs, scaled
+    by ``w`` per step (the *memory weight*), and the coupling ``V``
+    (``res_dim - memory_dim`` by ``memory_dim``, dense, drawn uniformly in
+    ``[-coupling, coupling]`` from ``seed``) hands them to the nonlinear
+    part. ``W`` and ``b`` are an :class:`ESNDriver`'s, drawn from ``seed``
+    as :class:`ES2NDriver`'s and :class:`ResESNDriver`'s are (the same
+    ``W`` for the same seed and size).
+
+    The readout reads the whole state, ``x`` and ``m``: the paper and
+    ReservoirComputing.jl's ``RMNESN`` read ``x`` alone; orc's readouts read
+    a driver's state, and a ridge readout given the memory too can only fit
+    better on the training data. The paper and RC.jl keep the ring
+    at ``w = 1``, which never forgets: an input with a non-zero mean (as
+    Lorenz63's ``z``) then grows the memory without bound, and the
+    nonlinear part saturates. orc's default ``w`` forgets slowly instead
+    (see :data:`orc._defaults.ESN`); ``w = 1`` is allowed.
+
+    Build a model around it as around any driver, e.g.
+    ``RCForecasterBase(driver=RMNDriver(300, 100, seed=0),
+    readout=LinearReadout(3, 300), embedding=LinearEmbedding(3, 300, 0.08,
+    seed=1))``. States ``(res_dim,)``.
+
+    Parameters
+    ----------
+    res_dim : int
+        The whole state's size (nonlinear and memory nodes).
+    memory_dim : int
+        Memory nodes, ``1 <= memory_dim < res_dim``.
+    leak : float
+        ``a`` in (0, 1] of the nonlinear part; may be traced.
+    memory_weight : float
+        ``w`` in [0, 1]; may be traced.
+    coupling : float
+        Bound of ``V``'s draw (>= 0).
+    spectral_radius, density, bias, dtype, seed, use_sparse_eigs, construction
+        Of ``W`` and ``b``, as for :class:`ESNDriver` (its ``reservoir``, of
+        ``res_dim - memory_dim`` nodes and leak 1); ``V`` is drawn from
+        ``seed`` too.
+    """
+
+    reservoir: ESNDriver
+    coupling_map: Float[Array, "nonlinear memory"]
+    leak: Float[Array, ""]
+    memory_weight: Float[Array, ""]
+    memory_dim: int = eqx.field(static=True)
+
+    def __check_init__(self):
+        name = type(self).__name__
+        check_int("memory_dim", self.memory_dim, name, minimum=1,
+                  maximum=self.res_dim - 1)  # fmt: skip
+        n_x = self.res_dim - self.memory_dim
+        _check_inner_esn(name, self.reservoir, n_x)
+        check_leaf(name, "coupling_map", self.coupling_map, (n_x, self.memory_dim),
+                   self.dtype)  # fmt: skip
+        check_leaf(name, "leak", self.leak, (), self.dtype)
+        check_leaf(name, "memory_weight", self.memory_weight, (), self.dtype)
+        check_float("leak", self.leak, name, low=0.0, low_open=True, high=1.0)
+        check_float("memory_weight", self.memory_weight, name, low=0.0, high=1.0)
+
+    def __init__(
+        self,
+        res_dim: int,
+        memory_dim: int,
+        leak: float = ESN.leak_rate,
+        memory_weight: float = ESN.memory_weight,
+        coupling: float = ESN.memory_coupling,
+        spectral_radius: float = ESN.Wr_spectral_radius,
+        density: float = ESN.Wr_density,
+        bias: float = ESN.bias,
+        dtype: type = jnp.float64,
+        *,
+        seed: int,
+        use_sparse_eigs: bool = ESN.use_sparse_eigs,
+        construction: str = ESN.construction,
+    ) -> None:
+        name = type(self).__name__
+        res_dim = check_int("res_dim", res_dim, name, minimum=2)
+        memory_dim = check_int("memory_dim", memory_dim, name, minimum=1,
+                               maximum=res_dim - 1)  # fmt: skip
+        check_float("coupling", coupling, name, low=0.0)
+        self.reservoir, key = _inner_esn(
+            name, res_dim - memory_dim, spectral_radius, density, bias, dtype, seed,
+            use_sparse_eigs, construction, own_key=True,
+        )  # fmt: skip
+        super().__init__(res_dim, self.reservoir.dtype)
+        self.memory_dim = memory_dim
+        shape = (res_dim - memory_dim, memory_dim)
+        self.coupling_map = coupling * jax.random.uniform(
+            key, shape, self.dtype, minval=-1.0, maxval=1.0
+        )
+        self.leak = _scalar(leak, self.dtype)
+        self.memory_weight = _scalar(memory_weight, self.dtype)
+
+    def split(self, res_state: Array) -> tuple[Array, Array]:
+        """``(x, m)``: the nonlinear part and the memory of a state."""
+        return jnp.split(res_state, [self.res_dim - self.memory_dim], axis=-1)
+
+    def advance(
+        self, proj_vars: Float[Array, " res_dim"], res_state: Float[Array, " res_dim"]
+    ) -> Float[Array, " res_dim"]:
+        """``[x', m']`` from ``[x, m]`` and the drive ``[p_x, p_m]``."""
+        proj_vars, res_state = self._check_shapes(proj_vars, res_state)
+        (x, m), (p_x, p_m) = self.split(res_state), self.split(proj_vars)
+        memory = self.memory_weight * jnp.roll(m, 1) + p_m
+        recalled = jnp.matmul(self.coupling_map, memory, precision="highest")
+        nonlinear = self.reservoir.advance(p_x + recalled, x)
+        x = (1 - self.leak) * x + self.leak * nonlinear
+        return jnp.concatenate([x, memory])
 
 
 def _check_residual_map(owner: str, orthogonal) -> None:
