@@ -336,6 +336,7 @@ _DRIVERS = {
     "eusn": lambda dt: drivers.EuSNDriver(40, dtype=dt, seed=0),
     "resesn": lambda dt: drivers.ResESNDriver(40, dtype=dt, seed=0),
     "rmn": lambda dt: drivers.RMNDriver(40, 15, dtype=dt, seed=0),
+    "lif": lambda dt: drivers.LIFDriver(40, dtype=dt, seed=0),
     "deep_esn": lambda dt: drivers.DeepESNDriver(20, n_layers=2, dtype=dt, seed=0),
 }
 
