@@ -1655,7 +1655,7 @@ class RMNDriver(DriverBase):
     The state is ``[x, m]``: ``x``, the ``res_dim - memory_dim`` nodes of a
     leaky ESN, and ``m``, ``memory_dim`` nodes of a linear ring that keeps
     the recent input. The drive ``p`` is split the same way, ``[p_x, p_m]``
-    (one embedding of ``res_dim`` outputs feeds both). A step is::
+    (one embedding of ``res_dim`` outputs feeds both). A step is:
 
         m' = w P m + p_m                 (P: unit i to unit i + 1, the last to the first)
         x' = (1 - a) x + a tanh(W x + V m' + p_x + b)
