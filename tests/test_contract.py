@@ -337,6 +337,7 @@ _DRIVERS = {
     "resesn": lambda dt: drivers.ResESNDriver(40, dtype=dt, seed=0),
     "rmn": lambda dt: drivers.RMNDriver(40, 15, dtype=dt, seed=0),
     "lif": lambda dt: drivers.LIFDriver(40, dtype=dt, seed=0),
+    "eiesn": lambda dt: drivers.EIESNDriver(40, dtype=dt, seed=0),
     "deep_esn": lambda dt: drivers.DeepESNDriver(20, n_layers=2, dtype=dt, seed=0),
 }
 
