@@ -176,21 +176,23 @@ def driver_memory(driver, n: int) -> float:
     return float(orc.metrics.memory_capacity(reg, 2 * n, series=u, test_size=1000))
 
 
-def driver_round_trip(driver, path):
-    """A forecaster around ``driver`` (40 nodes, 3 inputs), trained on 600
-    Lorenz63 samples, saved to ``path`` and loaded: asserts the states'
-    shape, that they are finite, the loaded driver's class and the same
-    forecast bits; returns the loaded model."""
+def driver_round_trip(driver, path, drive_dim=None):
+    """A forecaster around ``driver`` (3 inputs, embedded to ``drive_dim``,
+    default the driver's ``res_dim``), trained on 600 Lorenz63 samples,
+    saved to ``path`` and loaded: asserts the states' shape, that they are
+    finite, the loaded driver's class and the same forecast bits; returns
+    the loaded model."""
     import orc
     from orc.embeddings import LinearEmbedding
 
+    n = driver.res_dim
     model = orc.forecaster.RCForecasterBase(
         driver=driver,
-        readout=orc.readouts.LinearReadout(3, 40),
-        embedding=LinearEmbedding(3, 40, 0.08, seed=1),
+        readout=orc.readouts.LinearReadout(3, n),
+        embedding=LinearEmbedding(3, drive_dim or n, 0.08, seed=1),
     )
     model, R = orc.forecaster.train_RCForecaster(model, lorenz_rk4(600), spinup=50)
-    assert R.shape == (600, 40) and np.isfinite(R).all()
+    assert R.shape == (600, n) and np.isfinite(R).all()
     orc.save(path, model)
     loaded = orc.load(path)
     assert type(loaded.driver) is type(driver)

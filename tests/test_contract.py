@@ -338,6 +338,9 @@ _DRIVERS = {
     "rmn": lambda dt: drivers.RMNDriver(40, 15, dtype=dt, seed=0),
     "lif": lambda dt: drivers.LIFDriver(40, dtype=dt, seed=0),
     "eiesn": lambda dt: drivers.EIESNDriver(40, dtype=dt, seed=0),
+    "state_delay": lambda dt: drivers.StateDelayDriver(
+        drivers.ESNDriver(20, dtype=dt, seed=0), num_delays=2
+    ),
     "deep_esn": lambda dt: drivers.DeepESNDriver(20, n_layers=2, dtype=dt, seed=0),
 }
 
@@ -347,8 +350,13 @@ _DRIVERS = {
 def test_driver_contract(name, dtype):
     d = _DRIVERS[name](dtype)
     shape = d.default_state().shape
-    # the drive has the first layer's size for stacked drivers
-    p_shape = (d.sizes[0],) if isinstance(d, drivers.StackedDriver) else shape
+    # the drive has the first layer's size for stacked drivers, the wrapped
+    # driver's for delayed states
+    p_shape = shape
+    if isinstance(d, drivers.StackedDriver):
+        p_shape = (d.sizes[0],)
+    elif isinstance(d, drivers.StateDelayDriver):
+        p_shape = d.driver.state_shape
     assert d.default_state().dtype == dtype
     p_np = (0.1 * np.random.default_rng(0).standard_normal(p_shape)).astype(dtype)
     r_np = (0.1 * np.random.default_rng(1).standard_normal(shape)).astype(dtype)

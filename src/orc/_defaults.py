@@ -115,6 +115,9 @@ class ESNDefaults:
     # 8.6, 8.6, 10.0); the additive form 9.9-10.2
     exc_recurrence: float = 0.9
     inh_recurrence: float = 0.5
+    # delayed states a StateDelayDriver keeps (ReservoirComputing.jl's
+    # StateDelayESN default)
+    num_delays: int = 2
     # ours: the spiking (leaky integrate-and-fire) reservoir's leak, threshold
     # and the spectral radius of its weights (orc.drivers.LIFDriver). Of leaks
     # 0.05-0.3, radii 0.5 and 1 and 0 or 20% inhibitory neurons (100 neurons,
