@@ -33,7 +33,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 from orc import classifier as orc_classifier  # noqa: E402
 from orc import regression as orc_regression  # noqa: E402
-from orc.sklearn import ESNClassifier, ESNRegressor  # noqa: E402
+from orc.sklearn import ESNClassifier, ESNRegressor, ESNTransformer  # noqa: E402
 
 # hyperparameters that suit inputs of order one (the defaults are tuned for
 # chaotic forecasting: their small input scaling would need a long fit)
@@ -51,7 +51,7 @@ N_FIT, N_SAMPLES = 300, 400  # regressor: fitted on 300 of 400 time steps
 
 
 def _expected_failed_checks(estimator):
-    if isinstance(estimator, ESNRegressor):
+    if isinstance(estimator, (ESNRegressor, ESNTransformer)):
         why = (
             "the rows of X are consecutive time steps driving one reservoir "
             "from the zero state: an output depends on every earlier row, so "
@@ -67,7 +67,7 @@ def _expected_failed_checks(estimator):
 
 
 @parametrize_with_checks(
-    [ESNClassifier(res_dim=20), ESNRegressor(res_dim=20)],
+    [ESNClassifier(res_dim=20), ESNRegressor(res_dim=20), ESNTransformer(res_dim=20)],
     expected_failed_checks=_expected_failed_checks,
 )
 def test_sklearn_estimator_checks(estimator, check):
@@ -234,6 +234,52 @@ def test_regressor_score_leaves_out_the_warm_up_rows():
         reg.score(X[:20], Y[:20])
     with pytest.raises(ValueError, match="y must have one row per row of X"):
         reg.score(X[N_FIT:], Y[N_FIT + 1 :])
+
+
+def test_transformer_states_and_ridge_are_the_regressor():
+    """``ESNTransformer`` returns the orc regressor's states (its ``force``
+    from the zero state); scikit-learn's own ``Ridge`` (unpenalised
+    intercept, ``alpha = beta``) on them predicts what :class:`ESNRegressor`
+    does: its ridge with an unpenalised bias, solved by orc."""
+    from sklearn.linear_model import Ridge
+
+    X, Y = _memory_task(7)
+    hyper = {k: v for k, v in REG.items() if k != "spinup"}
+    esn = ESNTransformer(**hyper, seed=3).fit(X[:N_FIT])
+    states = esn.transform(X[:N_FIT])
+    model = orc_regression.ESNRegressor(in_dim=2, out_dim=1, **hyper, seed=3)
+    direct = np.asarray(
+        model.force(jax.device_put(X[:N_FIT]), model.driver.default_state())
+    )
+    np.testing.assert_array_equal(states, direct)
+    assert states.shape == (N_FIT, 40)
+    assert list(esn.get_feature_names_out()[:2]) == [
+        "esntransformer0",
+        "esntransformer1",
+    ]
+
+    pipe = make_pipeline(ESNTransformer(**hyper, seed=3), Ridge(alpha=1e-5))
+    pipe.fit(X[:N_FIT], Y[:N_FIT])
+    reg = ESNRegressor(**hyper, seed=3, beta=1e-5).fit(X[:N_FIT], Y[:N_FIT])
+    np.testing.assert_allclose(pipe.predict(X), reg.predict(X), rtol=1e-6, atol=1e-6)
+
+
+def test_transformer_gives_any_classifier_a_memory():
+    """reservoirpy's ScikitLearnNode: a scikit-learn classifier on the
+    states. The label of step ``t`` is the sign of the input three steps
+    earlier: logistic regression on the input alone guesses (about 50%), on
+    the states it recalls."""
+    from sklearn.linear_model import LogisticRegression
+
+    u = np.random.default_rng(8).choice([-1.0, 1.0], (N_SAMPLES + 3, 1))
+    X, labels = u[3:], (u[:-3, 0] > 0).astype(int)
+    plain = LogisticRegression().fit(X[:N_FIT], labels[:N_FIT])
+    assert plain.score(X[N_FIT:], labels[N_FIT:]) < 0.6
+    esn = make_pipeline(ESNTransformer(**{k: v for k, v in REG.items() if k != "spinup"}),
+                        LogisticRegression(max_iter=1000))  # fmt: skip
+    esn.fit(X[:N_FIT], labels[:N_FIT])
+    accuracy = np.mean(esn.predict(X)[N_FIT:] == labels[N_FIT:])
+    assert accuracy > 0.95
 
 
 # --- layouts, labels, dtype ------------------------------------------------------

@@ -56,7 +56,13 @@ if _version(sklearn.__version__) < (1, 6):
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin  # noqa: E402
+from sklearn.base import (  # noqa: E402
+    BaseEstimator,
+    ClassifierMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    RegressorMixin,
+    TransformerMixin,
+)
 from sklearn.metrics import r2_score  # noqa: E402
 from sklearn.utils.multiclass import check_classification_targets  # noqa: E402
 from sklearn.utils.validation import check_is_fitted, validate_data  # noqa: E402
@@ -67,7 +73,7 @@ from ._defaults import ESN, ESTIMATOR_CLASSIFIER, REGRESSOR, arguments  # noqa: 
 from ._strategy import compiled  # noqa: E402
 from ._validation import check_dtype, default_float_dtype  # noqa: E402
 
-__all__ = ["ESNClassifier", "ESNRegressor"]
+__all__ = ["ESNClassifier", "ESNRegressor", "ESNTransformer"]
 
 DEFAULT_BETAS = tuple(float(b) for b in np.logspace(-3, 3, 10))
 """``ESNClassifier``'s ridge candidates when ``beta`` is ``None``."""
@@ -401,7 +407,48 @@ class ESNClassifier(ClassifierMixin, _ESNParams, BaseEstimator):
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
 
 
-class ESNRegressor(RegressorMixin, _ESNParams, BaseEstimator):
+class _TimeRows:
+    """What the estimators on time-ordered rows share (a mixin of
+    scikit-learn's ``BaseEstimator``): their validation of ``X``."""
+
+    def _validate(self, X, y=None, *, dtype, fitting: bool, target: bool = True):
+        """``X`` (and ``y`` when ``fitting`` an estimator with a ``target``)
+        validated by :func:`validate_data`; ``X`` must be 2-D, with this
+        estimator's message."""
+        name = type(self).__name__
+        expected = "2-D (n_samples, n_features), its rows consecutive time steps"
+        _refuse_scalar(X, name, expected)
+        params = dict(allow_nd=True, ensure_2d=False, dtype=dtype)
+        if not fitting or not target:
+            X = validate_data(self, X, reset=fitting, **params)
+        else:
+            X, y = validate_data(
+                self, X, y, multi_output=True, y_numeric=True, **params
+            )
+        if X.ndim != 2:
+            hint = (
+                "X.reshape(-1, 1) is one feature"
+                if X.ndim == 1
+                else "one time step per row of X, one feature per column"
+            )
+            raise _rank_error(name, X, expected, hint)
+        return (X, y) if fitting and target else X
+
+    def _rows(self, X) -> np.ndarray:
+        """``X`` to run the fitted model on: validated, in the model's dtype,
+        as wide as the ``X`` of ``fit``."""
+        check_is_fitted(self)
+        name = type(self).__name__
+        X = self._validate(X, dtype=np.dtype(self.model_.dtype), fitting=False)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"{name}: {_n_features_error(name, X.shape[1], self.n_features_in_)}"
+                " (columns of X in fit)"
+            )
+        return X
+
+
+class ESNRegressor(RegressorMixin, _TimeRows, _ESNParams, BaseEstimator):
     """Echo state network regressor of time-ordered data, a scikit-learn
     estimator.
 
@@ -552,14 +599,7 @@ class ESNRegressor(RegressorMixin, _ESNParams, BaseEstimator):
         """Outputs for the rows of ``X`` (time-ordered), the reservoir started
         from the zero state: shape ``(n_samples,)`` if ``y`` was 1-D, else
         ``(n_samples, n_targets)``."""
-        check_is_fitted(self)
-        name = type(self).__name__
-        X = self._validate(X, dtype=np.dtype(self.model_.dtype), fitting=False)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"{name}: {_n_features_error(name, X.shape[1], self.n_features_in_)}"
-                " (columns of X in fit)"
-            )
+        X = self._rows(X)
         out = np.array(self.model_.predict(jnp.asarray(X)))  # a writeable copy
         return out[:, 0] if self._one_target else out
 
@@ -599,25 +639,79 @@ class ESNRegressor(RegressorMixin, _ESNParams, BaseEstimator):
             sample_weight = np.asarray(sample_weight)[skip:]
         return float(r2_score(y[skip:], pred[skip:], sample_weight=sample_weight))
 
-    def _validate(self, X, y=None, *, dtype, fitting: bool):
-        """``X`` (and ``y`` when ``fitting``) validated by
-        :func:`validate_data`; ``X`` must be 2-D, with this estimator's
-        message."""
-        name = type(self).__name__
-        expected = "2-D (n_samples, n_features), its rows consecutive time steps"
-        _refuse_scalar(X, name, expected)
-        params = dict(allow_nd=True, ensure_2d=False, dtype=dtype)
-        if not fitting:
-            X = validate_data(self, X, reset=False, **params)
-        else:
-            X, y = validate_data(
-                self, X, y, multi_output=True, y_numeric=True, **params
-            )
-        if X.ndim != 2:
-            hint = (
-                "X.reshape(-1, 1) is one feature"
-                if X.ndim == 1
-                else "one time step per row of X, one feature per column"
-            )
-            raise _rank_error(name, X, expected, hint)
-        return (X, y) if fitting else X
+
+class ESNTransformer(
+    ClassNamePrefixFeaturesOutMixin, TransformerMixin, _TimeRows, _ESNParams,
+    BaseEstimator,
+):  # fmt: skip
+    """Echo state network states as features, a scikit-learn transformer:
+    any scikit-learn model on a reservoir (reservoirpy's ``ScikitLearnNode``).
+
+    The rows of ``X`` are consecutive inputs; ``transform(X)`` drives the
+    reservoir from the zero state and returns the state reached after each
+    row, ``(n_samples, res_dim * n_layers)``. Nothing is fitted: ``fit``
+    builds the reservoir for ``X``'s width. Put any estimator after it::
+
+        make_pipeline(ESNTransformer(res_dim=300), LogisticRegression())
+
+    classifies each time step; ``Ridge()`` in its place is
+    :class:`ESNRegressor` (which fits in one pass and leaves out a warm-up).
+    The first rows carry the reservoir's transient from the zero state; keep
+    rows in time order (``TimeSeriesSplit``), as for :class:`ESNRegressor`,
+    whose reservoir hyperparameters these are, with its names and defaults.
+
+    Attributes
+    ----------
+    model_ : orc.regression.ESNRegressor
+        The orc model whose reservoir runs (its readout is not used);
+        ``model_.force(X, res_state)`` continues from any state.
+    n_features_in_ : int
+
+    Example
+    -------
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklearn.pipeline import make_pipeline
+    >>> clf = make_pipeline(ESNTransformer(res_dim=200), LogisticRegression())
+    >>> clf.fit(U_train, labels_train).score(U_test, labels_test)
+    """
+
+    _MODEL_PARAMS = (
+        "res_dim", "leak_rate", "bias", "embedding_scaling", "Wr_density",
+        "Wr_spectral_radius", "n_layers", "coupling_scaling", "seed",
+        "use_sparse_eigs",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        res_dim=ESN.res_dim,
+        leak_rate=REGRESSOR.leak_rate,
+        bias=REGRESSOR.bias,
+        embedding_scaling=REGRESSOR.embedding_scaling,
+        Wr_density=ESN.Wr_density,
+        Wr_spectral_radius=REGRESSOR.Wr_spectral_radius,
+        n_layers=REGRESSOR.n_layers,
+        coupling_scaling=ESN.coupling_scaling,
+        dtype=None,
+        seed=ESN.seed,
+        use_sparse_eigs=ESN.use_sparse_eigs,
+    ):
+        self._keep(locals())
+
+    def fit(self, X, y=None):
+        """Build the reservoir for ``X``'s width (``y`` is ignored)."""
+        dtype = _model_dtype(self.dtype, type(self).__name__)
+        X = self._validate(X, dtype=dtype, fitting=True, target=False)
+        self.n_features_in_ = X.shape[1]
+        self.model_ = _regression.ESNRegressor(
+            in_dim=X.shape[1], out_dim=1, dtype=dtype, **self._model_args()
+        )
+        self._n_features_out = int(np.prod(self.model_.driver.state_shape))
+        return self
+
+    def transform(self, X) -> np.ndarray:
+        """The reservoir's state after each row of ``X`` (time-ordered), from
+        the zero state: ``(n_samples, res_dim * n_layers)``."""
+        X = self._rows(X)
+        model = self.model_
+        states = model.force(jnp.asarray(X), model.driver.default_state())
+        return np.array(states).reshape(X.shape[0], -1)  # a writeable copy
