@@ -153,7 +153,7 @@ def test_arguments_are_checked_and_traceable():
     with pytest.raises(ValueError, match="LIFDriver: reset must lie in"):
         LIFDriver(10, threshold=1.0, reset=1.0, seed=0)
     with pytest.raises(
-        ValueError, match="dale_sparse: excitatory_fraction must lie in"
+        ValueError, match="LIFDriver: excitatory_fraction must lie in"
     ):
         LIFDriver(10, excitatory_fraction=1.0, seed=0)
     d = LIFDriver(10, seed=0)
