@@ -152,9 +152,7 @@ def test_arguments_are_checked_and_traceable():
         LIFDriver(10, leak=1.5, seed=0)
     with pytest.raises(ValueError, match="LIFDriver: reset must lie in"):
         LIFDriver(10, threshold=1.0, reset=1.0, seed=0)
-    with pytest.raises(
-        ValueError, match="LIFDriver: excitatory_fraction must lie in"
-    ):
+    with pytest.raises(ValueError, match="LIFDriver: excitatory_fraction must lie in"):
         LIFDriver(10, excitatory_fraction=1.0, seed=0)
     d = LIFDriver(10, seed=0)
     r, p = jnp.full(10, 1.05), jnp.zeros(10)
