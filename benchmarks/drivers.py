@@ -21,9 +21,11 @@ defaults, around the same input layer and a ridge readout, in one run:
 The spiking reservoir is embedded with 10 times the scaling (its neurons
 must reach the firing threshold; ``orc.drivers.LIFDriver``); the reservoir
 memory network keeps 25 of 50 and 100 of 300 nodes as memory; the
-state-delay driver wraps an ESN of a third of the nodes with two delays and
-the deep ESN has two layers of half the nodes (their readouts read as many
-features as the others'). Medians and the values of seeds 0-2; results in
+state-delay and input-delay drivers wrap an ESN of a third of the nodes
+(16 and 100) with two delays and the deep ESN has two layers of half the
+nodes (their readouts read as many features as the others', 48 for 50);
+the input-delay driver's three drives are scaled a third each (the sum the
+size of the others' one). Medians and the values of seeds 0-2; results in
 ``benchmarks/DRIVERS.md`` and ``drivers.json``.
 
     python benchmarks/drivers.py     # ~5 min on 2 cores
@@ -70,6 +72,11 @@ DRIVERS = {
         lambda n, s: drivers.StateDelayDriver(drivers.ESNDriver(n // 3, seed=s), 2),
         1.0,
         lambda n: n // 3,
+    ),
+    "InputDelayDriver": (
+        lambda n, s: drivers.InputDelayDriver(drivers.ESNDriver(n // 3, seed=s), 2),
+        1 / 3,
+        None,
     ),
     "DeepESNDriver": (
         lambda n, s: drivers.DeepESNDriver(n // 2, seed=s),
@@ -176,8 +183,10 @@ def report(res, seeds):
         "compiled.",
         "",
         "The reservoir memory network keeps 25 of 50 and 100 of 300 nodes as "
-        "memory; the state-delay driver is an ESN of 100 nodes with two delays "
-        "(300 features); the deep ESN two layers of 150 (25 for memory); the "
+        "memory; the state- and input-delay drivers an ESN of 100 nodes with "
+        "two delays (300 features; 16 and 48 for memory); the deep ESN two "
+        "layers of 150 (25 for memory); the input-delay driver's three drives "
+        "are scaled a third each; the "
         "spiking reservoir's input is scaled 10 times the others' (its neurons "
         "must reach the threshold). The script's docstring has the protocol.",
         "",

@@ -341,6 +341,9 @@ _DRIVERS = {
     "state_delay": lambda dt: drivers.StateDelayDriver(
         drivers.ESNDriver(20, dtype=dt, seed=0), num_delays=2
     ),
+    "input_delay": lambda dt: drivers.InputDelayDriver(
+        drivers.ESNDriver(20, dtype=dt, seed=0), num_delays=2
+    ),
     "deep_esn": lambda dt: drivers.DeepESNDriver(20, n_layers=2, dtype=dt, seed=0),
 }
 
