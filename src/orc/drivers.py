@@ -1558,11 +1558,11 @@ class ResESNDriver(DriverBase):
     multiply-adds a step), ``"cycle"`` (unit ``i`` to unit ``i + 1``, the
     last to the first) or ``"identity"``. ``α < 1`` keeps the skip part
     contracting. ``W`` and ``b`` are an :class:`ESNDriver`'s, drawn from
-    ``seed`` as :class:`ES2NDriver`'s are. ReservoirComputing.jl's ``ResESN``. At the defaults (α 0.7,
-    β 0.5) 50 nodes had a memory capacity of 14.9 (a cycle: 16.0; the ESN at
-    orc's defaults 2.8) and 300 nodes forecast Lorenz63 for 5.0 and 8.8
-    Lyapunov times (seeds 0, 1; the ESN 8.8, 11.6); α 0.9 and β 0.1
-    remember 29.5 steps and forecast for 1.3.
+    ``seed`` as :class:`ES2NDriver`'s are. ReservoirComputing.jl's
+    ``ResESN``. At the defaults (α 0.7, β 0.5) 50 nodes had a memory
+    capacity of 14.9 (a cycle: 16.0; the ESN at orc's defaults 2.8) and 300
+    nodes forecast Lorenz63 for 5.0 and 8.8 Lyapunov times (seeds 0, 1; the
+    ESN 8.8, 11.6); α 0.9 and β 0.1 remember 29.5 steps and forecast for 1.3.
 
     Build a model around it as around any driver, e.g.
     ``RCForecasterBase(driver=ResESNDriver(300, seed=0), readout=LinearReadout(3,
@@ -1783,11 +1783,11 @@ class EIESNDriver(DriverBase):
 
     Each node is the difference of an excitatory and an inhibitory
     population that see the same recurrent input ``W r`` at different
-    strengths::
+    strengths:
 
         r' = b_e tanh(p + a_e W r + β_e) - b_i tanh(p + a_i W r + β_i)
 
-    or, ``additive=True``, with the drive added outside the populations::
+    or, ``additive=True``, with the drive added outside the populations:
 
         r' = b_e tanh(a_e W r + β_e) - b_i tanh(a_i W r + β_i) + p
 
