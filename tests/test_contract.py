@@ -344,6 +344,9 @@ _DRIVERS = {
     "input_delay": lambda dt: drivers.InputDelayDriver(
         drivers.ESNDriver(20, dtype=dt, seed=0), num_delays=2
     ),
+    "reca": lambda dt: drivers.RECADriver(
+        3, generations=2, permutations=2, expansion_size=8, dtype=dt, seed=0
+    ),
     "deep_esn": lambda dt: drivers.DeepESNDriver(20, n_layers=2, dtype=dt, seed=0),
 }
 
@@ -360,6 +363,8 @@ def test_driver_contract(name, dtype):
         p_shape = (d.sizes[0],)
     elif isinstance(d, drivers.StateDelayDriver):
         p_shape = d.driver.state_shape
+    elif isinstance(d, drivers.RECADriver):
+        p_shape = (d.in_dim,)
     assert d.default_state().dtype == dtype
     p_np = (0.1 * np.random.default_rng(0).standard_normal(p_shape)).astype(dtype)
     r_np = (0.1 * np.random.default_rng(1).standard_normal(shape)).astype(dtype)

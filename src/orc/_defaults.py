@@ -118,6 +118,13 @@ class ESNDefaults:
     # delayed states a StateDelayDriver keeps (ReservoirComputing.jl's
     # StateDelayESN default)
     num_delays: int = 2
+    # the cellular-automaton reservoir's rule, generations per input, blocks
+    # and block width (orc.drivers.RECADriver; ReservoirComputing.jl's RECA
+    # defaults)
+    ca_rule: int = 90
+    ca_generations: int = 8
+    ca_permutations: int = 8
+    ca_expansion_size: int = 40
     # ours: the spiking (leaky integrate-and-fire) reservoir's leak, threshold
     # and the spectral radius of its weights (orc.drivers.LIFDriver). Of leaks
     # 0.05-0.3, radii 0.5 and 1 and 0 or 20% inhibitory neurons (100 neurons,
