@@ -76,7 +76,7 @@ def _solved(rule):
         reg, jnp.asarray(X), jnp.asarray(Y), beta=1e-8, multi_sequence=True
     )
     solved = 0
-    for x, y in zip(X, Y):
+    for x, y in zip(X, Y, strict=True):
         pred = np.asarray(reg.predict(jnp.asarray(x), reg.driver.default_state()))
         solved += bool(np.all(pred.argmax(1) == y.argmax(1)))
     return solved

@@ -2061,6 +2061,23 @@ def _check_activations(owner: str, activations) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- #
 
 
+def _check_drive(driver, proj_vars, res_state, size: int, what: str) -> None:
+    """The shapes of one step of a ``driver`` whose drive has a ``size`` of
+    its own (``what`` it is): ``proj_vars`` ``(size,)``, ``res_state``
+    ``(res_dim,)``; otherwise a ``ValueError`` naming the argument."""
+    name = type(driver).__name__
+    if tuple(proj_vars.shape) != (size,):
+        raise ValueError(
+            f"{name}.advance: proj_vars must have shape ({size},) ({what}), got "
+            f"{tuple(proj_vars.shape)}"
+        )
+    if tuple(res_state.shape) != (driver.res_dim,):
+        raise ValueError(
+            f"{name}.advance: res_state must have shape ({driver.res_dim},), got "
+            f"{tuple(res_state.shape)}"
+        )
+
+
 class StackedDriver(DriverBase):
     """Deep reservoir: discrete-time layers in series (Gallicchio et al. 2017).
 
@@ -2143,17 +2160,7 @@ class StackedDriver(DriverBase):
 
     def advance(self, proj_vars: Array, res_state: Array) -> Array:
         """One step of every layer; ``proj_vars`` drives layer 0 (``(res_dim_0,)``)."""
-        name = type(self).__name__
-        if tuple(proj_vars.shape) != (self.sizes[0],):
-            raise ValueError(
-                f"{name}.advance: proj_vars must have shape ({self.sizes[0]},) "
-                f"(layer 0's res_dim), got {tuple(proj_vars.shape)}"
-            )
-        if tuple(res_state.shape) != (self.res_dim,):
-            raise ValueError(
-                f"{name}.advance: res_state must have shape ({self.res_dim},), "
-                f"got {tuple(res_state.shape)}"
-            )
+        _check_drive(self, proj_vars, res_state, self.sizes[0], "layer 0's res_dim")
         drive, new = proj_vars, []
         for i, (layer, r) in enumerate(
             zip(self.layers, self.split(res_state), strict=True)
@@ -2251,17 +2258,7 @@ class RECADriver(DriverBase):
         self, proj_vars: Float[Array, " in_dim"], res_state: Float[Array, " res_dim"]
     ) -> Float[Array, " res_dim"]:
         """Write the bits, run the automaton, keep every generation."""
-        name = type(self).__name__
-        if tuple(proj_vars.shape) != (self.in_dim,):
-            raise ValueError(
-                f"{name}.advance: proj_vars must have shape ({self.in_dim},) (the "
-                f"input's bits), got {tuple(proj_vars.shape)}"
-            )
-        if tuple(res_state.shape) != (self.res_dim,):
-            raise ValueError(
-                f"{name}.advance: res_state must have shape ({self.res_dim},), got "
-                f"{tuple(res_state.shape)}"
-            )
+        _check_drive(self, proj_vars, res_state, self.in_dim, "the input's bits")
         cells = self.permutations * self.expansion_size
         bits = jnp.tile((proj_vars > 0.5).astype(jnp.int32), self.permutations)
         x = jnp.round(res_state[-cells:]).astype(jnp.int32).at[self.positions].set(bits)
@@ -2324,17 +2321,8 @@ class StateDelayDriver(_Delayed):
 
     def advance(self, proj_vars: Array, res_state: Array) -> Array:
         """``[driver.advance(p, r_t), r_t, ..., r_{t-D+1}]``."""
-        name, n = type(self).__name__, self.driver.res_dim
-        if tuple(proj_vars.shape) != (n,):
-            raise ValueError(
-                f"{name}.advance: proj_vars must have shape ({n},) (the driver's "
-                f"res_dim), got {tuple(proj_vars.shape)}"
-            )
-        if tuple(res_state.shape) != (self.res_dim,):
-            raise ValueError(
-                f"{name}.advance: res_state must have shape ({self.res_dim},), "
-                f"got {tuple(res_state.shape)}"
-            )
+        n = self.driver.res_dim
+        _check_drive(self, proj_vars, res_state, n, "the driver's res_dim")
         new = self.driver.advance(proj_vars, res_state[:n])
         return jnp.concatenate([new, res_state[: self.num_delays * n]])
 
@@ -2375,14 +2363,9 @@ class InputDelayDriver(_Delayed):
 
     def advance(self, proj_vars: Array, res_state: Array) -> Array:
         """``r' = driver.advance(p^0 + s^1, r)``, ``s'^k = p^k + s^{k+1}``."""
-        name, n = type(self).__name__, self.driver.res_dim
-        for arg, value in (("proj_vars", proj_vars), ("res_state", res_state)):
-            if tuple(value.shape) != (self.res_dim,):
-                raise ValueError(
-                    f"{name}.advance: {arg} must have shape ({self.res_dim},) "
-                    f"((num_delays + 1) * the driver's res_dim), got "
-                    f"{tuple(value.shape)}"
-                )
+        n = self.driver.res_dim
+        what = "(num_delays + 1) * the driver's res_dim"
+        _check_drive(self, proj_vars, res_state, self.res_dim, what)
         r, waiting = res_state[:n], res_state[n:]
         new = self.driver.advance(proj_vars[:n] + waiting[:n], r)
         later = jnp.concatenate([waiting[n:], jnp.zeros(n, waiting.dtype)])
