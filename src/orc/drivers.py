@@ -2353,12 +2353,8 @@ class InputDelayDriver(_Delayed):
     >>> model = RCForecasterBase(driver=d, readout=LinearReadout(3, 300),
     ...                          embedding=LinearEmbedding(3, 300, 0.08 / 3, seed=1))
 
-    Parameters
-    ----------
-    driver : DriverBase
-        A discrete-time driver with states ``(res_dim,)``.
-    num_delays : int
-        ``D`` >= 1.
+    Its parameters are :class:`StateDelayDriver`'s: the ``driver`` (discrete,
+    states ``(res_dim,)``) and ``num_delays``, ``D`` >= 1.
     """
 
     def advance(self, proj_vars: Array, res_state: Array) -> Array:
