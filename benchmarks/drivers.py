@@ -184,7 +184,8 @@ def report(res, seeds):
         "",
         "The reservoir memory network keeps 25 of 50 and 100 of 300 nodes as "
         "memory; the state- and input-delay drivers an ESN of 100 nodes with "
-        "two delays (300 features; 16 and 48 for memory); the deep ESN two "
+        "two delays (300 features; for memory an ESN of 16, 48 features); the "
+        "deep ESN two "
         "layers of 150 (25 for memory); the input-delay driver's three drives "
         "are scaled a third each; the "
         "spiking reservoir's input is scaled 10 times the others' (its neurons "
