@@ -96,3 +96,26 @@ def test_arguments_are_checked():
     assert d.res_dim == 20
     with pytest.raises(ValueError, match=r"proj_vars must have shape \(2,\)"):
         d.advance(jnp.zeros(20), d.default_state())
+
+
+def test_a_model_around_it_saves_and_loads(tmp_path):
+    """The places are integers in the model file; the loaded model's
+    predictions are the same bits."""
+    X, Y = _five_bit_task(distractor=10)
+    reg = orc.regression.RCRegressorBase(
+        driver=RECADriver(4, generations=2, permutations=2, expansion_size=10, seed=1),
+        readout=orc.readouts.LinearReadout(3, 40),
+        embedding=LinearEmbedding.from_matrices(np.eye(4)),
+    )
+    reg, _ = orc.regression.train_RCRegressor(
+        reg, jnp.asarray(X), jnp.asarray(Y), beta=1e-6, multi_sequence=True
+    )
+    orc.save(tmp_path / "reca.orc", reg)
+    loaded = orc.load(tmp_path / "reca.orc")
+    assert loaded.driver.positions.dtype == reg.driver.positions.dtype
+    np.testing.assert_array_equal(loaded.driver.positions, reg.driver.positions)
+    x = jnp.asarray(X[3])
+    np.testing.assert_array_equal(
+        loaded.predict(x, loaded.driver.default_state()),
+        reg.predict(x, reg.driver.default_state()),
+    )
