@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import orc
+from orc._validation import replace_fields
 from orc.drivers import RECADriver
 from orc.embeddings import LinearEmbedding
 
@@ -94,6 +95,12 @@ def test_arguments_are_checked():
         RECADriver(41, seed=0)
     d = RECADriver(2, generations=2, permutations=2, expansion_size=5, seed=0)
     assert d.res_dim == 20
+    # a file's places outside their block, or twice in one, are refused (the
+    # checks orc.load runs)
+    with pytest.raises(ValueError, match=r"positions \(within each block\) must lie"):
+        replace_fields(d, positions=jnp.asarray([0, 1, 2, 10], jnp.int32))
+    with pytest.raises(ValueError, match="positions must be distinct within a block"):
+        replace_fields(d, positions=jnp.asarray([0, 0, 5, 6], jnp.int32))
     with pytest.raises(ValueError, match=r"proj_vars must have shape \(2,\)"):
         d.advance(jnp.zeros(20), d.default_state())
 

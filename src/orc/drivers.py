@@ -58,6 +58,7 @@ from ._validation import (
     check_data,
     check_dtype,
     check_float,
+    check_index_bounds,
     check_int,
     check_leaf,
     check_leak_rates,
@@ -2253,6 +2254,13 @@ class RECADriver(DriverBase):
                 f"{name}: positions must be {places} integers, got "
                 f"{tuple(self.positions.shape)} {self.positions.dtype}"
             )
+        if not isinstance(self.positions, jax.core.Tracer):  # a loaded file's
+            size = self.expansion_size
+            offsets = np.arange(self.permutations)[:, None] * size
+            within = np.asarray(self.positions).reshape(self.permutations, -1) - offsets
+            check_index_bounds(name, "positions (within each block)", within, size)
+            if any(len(set(block)) != len(block) for block in within.tolist()):
+                raise ValueError(f"{name}: positions must be distinct within a block")
 
     def advance(
         self, proj_vars: Float[Array, " in_dim"], res_state: Float[Array, " res_dim"]
